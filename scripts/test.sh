@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The whole test suite, from nothing: creates/refreshes .venv (scripts/bootstrap.sh), then
+#   1. ruff check        (src tests tests_gpu benchmarks scripts)
+#   2. kernel compile    (every kernels/**/*.cu through nvcc, scripts/compile_kernels.sh)
+#   3. pytest tests      (CPU tests, in parallel with pytest-xdist)
+# Exits non-zero if any step fails -- including pytest collecting no tests (exit code 5).
+# Extra arguments go to pytest, e.g. `bash scripts/test.sh -k v2 -x`.
+#
+#   CUZARR_TEST_WORKERS  pytest-xdist workers (default 2; "auto" = one per core)
+#   CUZARR_TEST_TIMEOUT  seconds before the pytest run is killed (default 1500)
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+step() { printf '\n== %s\n' "$*"; }
+t0=$SECONDS
+
+step "environment"
+py="$(bash scripts/bootstrap.sh | tail -n 1)"
+if [ ! -x "$py" ]; then
+    echo "test.sh: bootstrap did not report a usable python (got '$py')" >&2
+    exit 1
+fi
+bin="$(dirname "$py")"
+"$py" -c 'import sys, cuzarr; print(f"python {sys.version.split()[0]}, cuzarr {cuzarr.__version__} from {cuzarr.__file__}")'
+
+step "ruff check"
+lint_paths=()
+for d in src tests tests_gpu benchmarks scripts; do
+    [ -d "$d" ] && lint_paths+=("$d")
+done
+"$bin/ruff" check "${lint_paths[@]}"
+
+step "compile CUDA kernels"
+CUZARR_PYTHON_BIN="$py" bash scripts/compile_kernels.sh
+
+step "pytest tests"
+rc=0
+timeout --foreground --kill-after=30 "${CUZARR_TEST_TIMEOUT:-1500}" \
+    "$py" -m pytest tests -n "${CUZARR_TEST_WORKERS:-2}" -q "$@" || rc=$?
+case "$rc" in
+    0) ;;
+    5) echo "test.sh: pytest collected no tests (exit code 5) -- treating that as a failure" >&2 ;;
+    124) echo "test.sh: pytest ran past ${CUZARR_TEST_TIMEOUT:-1500} s and was stopped" >&2 ;;
+    *) echo "test.sh: pytest failed (exit code $rc)" >&2 ;;
+esac
+[ "$rc" -eq 0 ] || exit "$rc"
+
+step "all checks passed in $((SECONDS - t0)) s"

@@ -1,0 +1,1 @@
+"""Public API functions: ``asynchronous`` (coroutines) and ``synchronous``."""

@@ -1,0 +1,143 @@
+"""The sync API: thin wrappers that run ``cuzarr.api.asynchronous`` on the loop thread."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+from cuzarr.api import asynchronous as _async
+from cuzarr.core.array import Array, AsyncArray
+from cuzarr.core.group import Group
+from cuzarr.core.sync import sync
+
+__all__ = [
+    "array",
+    "create_array",
+    "create_group",
+    "empty",
+    "empty_like",
+    "full",
+    "full_like",
+    "ones",
+    "ones_like",
+    "open",
+    "open_array",
+    "open_group",
+    "zeros",
+    "zeros_like",
+]
+
+
+def create_array(store: Any = None, name: str | None = None, **kwargs: Any) -> Array:
+    """Create a new array.
+
+    Parameters
+    ----------
+    store
+        A local directory path (``str`` or ``pathlib.Path``), a ``dict``, a
+        ``cuzarr.storage`` store, or ``None`` for a new in-memory store.
+    name
+        Path of the array inside the store ('' for the root).
+    shape, dtype
+        Shape and element type (numpy dtypes, ``str`` for variable-length UTF-8,
+        ``bytes`` for variable-length bytes, ml_dtypes types, v3 names).
+    chunks
+        Chunk shape: ints, a tuple, or ``"auto"`` (about 1 MiB).
+    fill_value
+        Value of unwritten elements (default: zero/empty).
+    zarr_format
+        3 (default) or 2.
+    compressors, filters, serializer
+        numcodecs codecs, v3 codec dicts or cuzarr codecs. ``"auto"`` gives
+        zstd (level 0), as zarr-python does.
+    attributes, dimension_names
+        User attributes (JSON) and per-dimension names.
+    overwrite
+        Replace whatever node exists at the path.
+    write_empty_chunks
+        Store chunks equal to the fill value (default False: they are deleted).
+    chunk_key_encoding, dimension_separator
+        Chunk key layout, e.g. ``{"name": "default", "separator": "."}``.
+
+    Returns
+    -------
+    Array
+    """
+    return Array(sync(_async.create_array(store, name, **kwargs)))
+
+
+def open_array(store: Any = None, *, mode: str = "a", path: str | None = None, zarr_format: int | None = None, storage_options: dict[str, Any] | None = None, meta_array: Any = None, **kwargs: Any) -> Array:
+    """Open an existing array (``mode`` r, r+, a) or create one (w, w-).
+
+    Raises
+    ------
+    cuzarr.errors.ArrayNotFoundError
+        If no array exists at the path and the mode does not create one.
+    """
+    return Array(sync(_async.open_array(store, mode=mode, path=path, zarr_format=zarr_format, storage_options=storage_options, meta_array=meta_array, **kwargs)))
+
+
+def create_group(store: Any = None, path: str | None = None, zarr_format: int | None = 3, attributes: dict[str, Any] | None = None, overwrite: bool = False, storage_options: dict[str, Any] | None = None) -> Group:
+    """Create a new group (and any missing parent groups)."""
+    return Group(sync(_async.create_group(store, path=path, zarr_format=zarr_format, attributes=attributes, overwrite=overwrite, storage_options=storage_options)))
+
+
+def open_group(store: Any = None, mode: str = "a", path: str | None = None, zarr_format: int | None = None, storage_options: dict[str, Any] | None = None, attributes: dict[str, Any] | None = None) -> Group:
+    """Open a group; in mode ``a`` a missing group is created."""
+    return Group(sync(_async.open_group(store, mode=mode, path=path, zarr_format=zarr_format, storage_options=storage_options, attributes=attributes)))
+
+
+def open(store: Any = None, mode: str = "a", path: str | None = None, storage_options: dict[str, Any] | None = None, zarr_format: int | None = None, **kwargs: Any) -> Array | Group:
+    """Open the node at ``path``: an ``Array`` or a ``Group``, whichever is there."""
+    node = sync(_async.open(store, mode=mode, path=path, zarr_format=zarr_format, storage_options=storage_options, **kwargs))
+    return Array(node) if isinstance(node, AsyncArray) else Group(node)
+
+
+def array(data: Any, store: Any = None, **kwargs: Any) -> Array:
+    """Create an array holding a copy of ``data``."""
+    return Array(sync(_async.array(data, store, **kwargs)))
+
+
+def full(shape: Any, fill_value: Any, store: Any = None, **kwargs: Any) -> Array:
+    """An array whose elements all read as ``fill_value`` (nothing is written)."""
+    return create_array(store, kwargs.pop("name", None), shape=shape, fill_value=fill_value, **kwargs)
+
+
+def zeros(shape: Any, store: Any = None, **kwargs: Any) -> Array:
+    return full(shape, 0, store, **kwargs)
+
+
+def ones(shape: Any, store: Any = None, **kwargs: Any) -> Array:
+    return full(shape, 1, store, **kwargs)
+
+
+def empty(shape: Any, store: Any = None, **kwargs: Any) -> Array:
+    return create_array(store, kwargs.pop("name", None), shape=shape, **kwargs)
+
+
+def _like(a: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    kwargs.setdefault("shape", a.shape)
+    kwargs.setdefault("dtype", a.dtype)
+    if isinstance(a, Array):
+        kwargs.setdefault("chunks", a.chunks)
+    return kwargs
+
+
+def full_like(a: Any, fill_value: Any, store: Any = None, **kwargs: Any) -> Array:
+    kw = _like(a, kwargs)
+    return full(kw.pop("shape"), fill_value, store, **kw)
+
+
+def zeros_like(a: Any, store: Any = None, **kwargs: Any) -> Array:
+    return full_like(a, 0, store, **kwargs)
+
+
+def ones_like(a: Any, store: Any = None, **kwargs: Any) -> Array:
+    return full_like(a, 1, store, **kwargs)
+
+
+def empty_like(a: Any, store: Any = None, **kwargs: Any) -> Array:
+    kw = _like(a, kwargs)
+    return empty(kw.pop("shape"), store, **kw)
+
+

@@ -1,0 +1,40 @@
+"""Codecs and codec pipelines (v3 codecs, v2 filters and compressors)."""
+
+from __future__ import annotations
+
+_loaded = False
+
+
+def _load_builtin_codecs() -> None:
+    """Import the modules whose import registers the built-in v3 codecs."""
+    global _loaded
+    if _loaded:
+        return
+    from cuzarr.codecs import bytes_codec, checksum, compressors, transpose, vlen  # noqa: F401
+
+    _loaded = True
+
+
+_load_builtin_codecs()
+
+from cuzarr.codecs.base import ChunkSpec, Codec, codec_from_json, register_codec  # noqa: E402
+from cuzarr.codecs.bytes_codec import BytesCodec  # noqa: E402
+from cuzarr.codecs.checksum import Crc32cCodec  # noqa: E402
+from cuzarr.codecs.compressors import BloscCodec, GzipCodec, ZstdCodec  # noqa: E402
+from cuzarr.codecs.transpose import TransposeCodec  # noqa: E402
+from cuzarr.codecs.vlen import VLenBytesCodec, VLenUTF8Codec  # noqa: E402
+
+__all__ = [
+    "BloscCodec",
+    "BytesCodec",
+    "ChunkSpec",
+    "Codec",
+    "Crc32cCodec",
+    "GzipCodec",
+    "TransposeCodec",
+    "VLenBytesCodec",
+    "VLenUTF8Codec",
+    "ZstdCodec",
+    "codec_from_json",
+    "register_codec",
+]

@@ -1,0 +1,215 @@
+"""v3 compressors: ``zstd``, ``gzip``, ``blosc``.
+
+zstd goes through python-zstandard (byte-compatible frames, about 3x less call
+overhead than numcodecs on small chunks); gzip through the standard library's
+zlib; blosc through numcodecs. All three release the GIL while they work.
+"""
+
+from __future__ import annotations
+
+import threading
+import zlib
+from typing import Any
+
+import numcodecs
+import zstandard
+
+from cuzarr.codecs.base import BytesBytesCodec, ChunkSpec, register_codec
+from cuzarr.errors import CodecError, MetadataError
+
+__all__ = ["BloscCodec", "GzipCodec", "ZstdCodec", "zstd_decompress"]
+
+_tls = threading.local()
+
+
+def _dctx() -> zstandard.ZstdDecompressor:
+    d = getattr(_tls, "dctx", None)
+    if d is None:
+        d = _tls.dctx = zstandard.ZstdDecompressor()
+    return d
+
+
+def zstd_decompress(data: Any, size_hint: int | None) -> bytes:
+    """Decompress one or more concatenated zstd frames.
+
+    ``size_hint`` bounds the output for frames written without a content size and
+    guards against decompression bombs: more output than expected is an error.
+    """
+    try:
+        params = zstandard.get_frame_parameters(data)
+        content = params.content_size
+    except zstandard.ZstdError as e:
+        raise CodecError(f"invalid zstd frame: {e}") from e
+    if size_hint is not None and content not in (0, zstandard.CONTENTSIZE_UNKNOWN) and content != size_hint:
+        raise CodecError(f"zstd frame holds {content} bytes, expected {size_hint}")
+    try:
+        if content == zstandard.CONTENTSIZE_UNKNOWN or (content == 0 and size_hint):
+            dobj = _dctx().decompressobj()
+            out = dobj.decompress(data)
+            if size_hint is not None and len(out) > size_hint:
+                raise CodecError(f"zstd data decompresses to more than {size_hint} bytes")
+            return out
+        return _dctx().decompress(data)
+    except zstandard.ZstdError as e:
+        raise CodecError(f"zstd decompression failed: {e}") from e
+
+
+class ZstdCodec(BytesBytesCodec):
+    """Zstandard frames; ``level`` 0 means zstd's default level."""
+
+    name = "zstd"
+
+    def __init__(self, level: int = 0, checksum: bool = False) -> None:
+        if not isinstance(level, int) or isinstance(level, bool):
+            raise MetadataError(f"zstd level must be an integer, got {level!r}")
+        self.level = level
+        self.checksum = bool(checksum)
+        self._local = threading.local()
+
+    def configuration(self) -> dict[str, Any]:
+        return {"level": self.level, "checksum": self.checksum}
+
+    def _cctx(self) -> zstandard.ZstdCompressor:
+        c = getattr(self._local, "cctx", None)
+        if c is None:
+            c = self._local.cctx = zstandard.ZstdCompressor(
+                level=self.level, write_checksum=self.checksum, write_content_size=True
+            )
+        return c
+
+    def encode(self, data: Any, spec: ChunkSpec) -> bytes:
+        return self._cctx().compress(data)
+
+    def decode(self, data: Any, spec: ChunkSpec, size_hint: int | None = None) -> Any:
+        return zstd_decompress(data, size_hint)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"level": self.level, "checksum": self.checksum}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(**state)  # type: ignore[misc]
+
+
+class GzipCodec(BytesBytesCodec):
+    """gzip (RFC 1952) streams, as numcodecs' GZip writes them."""
+
+    name = "gzip"
+
+    def __init__(self, level: int = 5) -> None:
+        if not isinstance(level, int) or not 0 <= level <= 9:
+            raise MetadataError(f"gzip level must be 0-9, got {level!r}")
+        self.level = level
+
+    def configuration(self) -> dict[str, Any]:
+        return {"level": self.level}
+
+    def encode(self, data: Any, spec: ChunkSpec) -> bytes:
+        c = zlib.compressobj(self.level, zlib.DEFLATED, 31)
+        return c.compress(data) + c.flush()
+
+    def decode(self, data: Any, spec: ChunkSpec, size_hint: int | None = None) -> Any:
+        try:
+            d = zlib.decompressobj(47)  # 32 + 15: gzip or zlib header, auto-detected
+            limit = 0 if size_hint is None else size_hint + 1
+            out = d.decompress(data, limit)
+        except zlib.error as e:
+            raise CodecError(f"gzip decompression failed: {e}") from e
+        if size_hint is not None and len(out) > size_hint:
+            raise CodecError(f"gzip data decompresses to more than {size_hint} bytes")
+        if not d.eof:
+            raise CodecError("gzip stream is truncated")
+        return out
+
+
+_SHUFFLE = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
+_SHUFFLE_NAMES = {v: k for k, v in _SHUFFLE.items()}
+
+
+class BloscCodec(BytesBytesCodec):
+    """Blosc via numcodecs; ``typesize`` is taken from the data type when unset."""
+
+    name = "blosc"
+
+    def __init__(
+        self,
+        cname: str = "zstd",
+        clevel: int = 5,
+        shuffle: str | int = "noshuffle",
+        typesize: int | None = None,
+        blocksize: int = 0,
+    ) -> None:
+        if isinstance(shuffle, int):
+            shuffle = _SHUFFLE_NAMES.get(shuffle, "shuffle")
+        if shuffle not in _SHUFFLE:
+            raise MetadataError(f"blosc shuffle must be one of {sorted(_SHUFFLE)}, got {shuffle!r}")
+        if cname not in ("lz4", "lz4hc", "blosclz", "zstd", "snappy", "zlib"):
+            raise MetadataError(f"unknown blosc cname {cname!r}")
+        self.cname = cname
+        self.clevel = int(clevel)
+        self.shuffle = shuffle
+        self.typesize = typesize
+        self.blocksize = int(blocksize)
+
+    def configuration(self) -> dict[str, Any]:
+        conf: dict[str, Any] = {
+            "cname": self.cname,
+            "clevel": self.clevel,
+            "shuffle": self.shuffle,
+            "blocksize": self.blocksize,
+        }
+        if self.typesize is not None:
+            conf["typesize"] = self.typesize
+        return conf
+
+    def evolve(self, spec: ChunkSpec) -> BloscCodec:
+        if self.typesize is None:
+            ts = 1 if spec.dtype.is_vlen else spec.dtype.item_size
+            return BloscCodec(self.cname, self.clevel, self.shuffle, ts, self.blocksize)
+        return self
+
+    def _numcodec(self) -> numcodecs.Blosc:
+        nc = getattr(self, "_nc", None)
+        if nc is None:
+            nc = self._nc = numcodecs.Blosc(
+                cname=self.cname,
+                clevel=self.clevel,
+                shuffle=_SHUFFLE[self.shuffle],
+                blocksize=self.blocksize,
+                typesize=self.typesize,
+            )
+        return nc
+
+    def encode(self, data: Any, spec: ChunkSpec) -> bytes:
+        return self._numcodec().encode(data)
+
+    def decode(self, data: Any, spec: ChunkSpec, size_hint: int | None = None) -> Any:
+        mv = memoryview(data)
+        if len(mv) < 16:
+            raise CodecError(f"blosc chunk of {len(mv)} bytes is shorter than its header")
+        nbytes = int.from_bytes(mv[4:8], "little")
+        cbytes = int.from_bytes(mv[12:16], "little")
+        if cbytes != len(mv):
+            raise CodecError(f"blosc header says {cbytes} compressed bytes, chunk has {len(mv)}")
+        if size_hint is not None and nbytes != size_hint:
+            raise CodecError(f"blosc chunk holds {nbytes} bytes, expected {size_hint}")
+        try:
+            return self._numcodec().decode(mv)
+        except Exception as e:
+            raise CodecError(f"blosc decompression failed: {e}") from e
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "_nc"}
+
+
+register_codec("zstd", lambda c: ZstdCodec(c.get("level", 0), c.get("checksum", False)))
+register_codec("gzip", lambda c: GzipCodec(c.get("level", 5)))
+register_codec(
+    "blosc",
+    lambda c: BloscCodec(
+        c.get("cname", "zstd"),
+        c.get("clevel", 5),
+        c.get("shuffle", "noshuffle"),
+        c.get("typesize"),
+        c.get("blocksize", 0),
+    ),
+)

@@ -1,0 +1,200 @@
+"""numcodecs codecs inside v3 pipelines, and caller codecs of every form.
+
+zarr-python stores numcodecs codecs in v3 metadata as ``numcodecs.<id>`` with
+the codec's config (minus ``id``) as configuration; this module reads and
+writes that form and converts what callers pass (numcodecs instances, v3
+dicts, cuzarr codecs) into cuzarr codec objects.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numcodecs
+import numpy as np
+from numcodecs.abc import Codec as NumcodecsCodec
+
+from cuzarr.codecs.base import (
+    ArrayArrayCodec,
+    ArrayBytesCodec,
+    BytesBytesCodec,
+    ChunkSpec,
+    Codec,
+    codec_from_json,
+)
+from cuzarr.errors import CodecError, MetadataError, UnknownCodecError
+from cuzarr.metadata.dtypes import parse_data_type
+
+__all__ = ["as_v3_codec", "numcodecs_v3_codec"]
+
+# numcodecs ids that transform arrays (the rest transform bytes).
+_ARRAY_TO_ARRAY = {"delta", "bitround", "fixedscaleoffset", "quantize", "astype", "packbits"}
+_ARRAY_TO_BYTES = {"pcodec", "zfpy"}
+
+
+def _get_numcodec(codec_id: str, conf: dict[str, Any]) -> NumcodecsCodec:
+    try:
+        return numcodecs.get_codec({"id": codec_id, **conf})
+    except (ValueError, KeyError) as e:
+        raise UnknownCodecError(f"numcodecs has no codec {codec_id!r}") from e
+    except TypeError as e:
+        raise MetadataError(f"invalid configuration for numcodecs.{codec_id}: {conf!r}") from e
+
+
+class _NumcodecsMixin:
+    numcodec: NumcodecsCodec
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return f"numcodecs.{self.numcodec.codec_id}"
+
+    def configuration(self) -> dict[str, Any]:
+        conf = dict(self.numcodec.get_config())
+        conf.pop("id", None)
+        return conf
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.numcodec!r})"
+
+
+class NumcodecsBytesBytes(_NumcodecsMixin, BytesBytesCodec):
+    """A numcodecs compressor or checksum as a v3 bytes->bytes codec."""
+
+    def __init__(self, numcodec: NumcodecsCodec) -> None:
+        self.numcodec = numcodec
+
+    def encode(self, data: Any, spec: ChunkSpec) -> Any:
+        return self.numcodec.encode(np.frombuffer(data, dtype=np.uint8))
+
+    def decode(self, data: Any, spec: ChunkSpec, size_hint: int | None = None) -> Any:
+        try:
+            return self.numcodec.decode(data)
+        except Exception as e:
+            raise CodecError(f"{self.name} decode failed: {e}") from e
+
+
+class NumcodecsArrayArray(_NumcodecsMixin, ArrayArrayCodec):
+    """A numcodecs filter (delta, bitround, ...) as a v3 array->array codec."""
+
+    def __init__(self, numcodec: NumcodecsCodec) -> None:
+        self.numcodec = numcodec
+
+    def _out_dtype(self, spec: ChunkSpec) -> np.dtype:
+        for attr in ("astype", "encode_dtype"):
+            dt = getattr(self.numcodec, attr, None)
+            if dt is not None:
+                return np.dtype(dt)
+        return spec.dtype.dtype
+
+    def resolve(self, spec: ChunkSpec) -> ChunkSpec:
+        dt = self._out_dtype(spec)
+        if dt == spec.dtype.dtype:
+            return spec
+        return ChunkSpec(spec.shape, parse_data_type(dt, 3), None)
+
+    def encode(self, arr: np.ndarray, spec: ChunkSpec) -> np.ndarray:
+        out = np.asarray(self.numcodec.encode(np.ascontiguousarray(arr)))
+        return out.reshape(spec.shape)
+
+    def decode(self, arr: np.ndarray, spec: ChunkSpec) -> np.ndarray:
+        try:
+            out = np.asarray(self.numcodec.decode(np.ascontiguousarray(arr)))
+        except Exception as e:
+            raise CodecError(f"{self.name} decode failed: {e}") from e
+        return out.reshape(spec.shape).astype(spec.dtype.dtype, copy=False)
+
+
+class NumcodecsArrayBytes(_NumcodecsMixin, ArrayBytesCodec):
+    """A numcodecs serializer (pcodec, zfpy) as a v3 array->bytes codec."""
+
+    def __init__(self, numcodec: NumcodecsCodec) -> None:
+        self.numcodec = numcodec
+
+    def encode(self, arr: np.ndarray, spec: ChunkSpec) -> Any:
+        return self.numcodec.encode(np.ascontiguousarray(arr))
+
+    def decode(self, data: Any, spec: ChunkSpec) -> np.ndarray:
+        try:
+            out = np.asarray(self.numcodec.decode(data))
+        except Exception as e:
+            raise CodecError(f"{self.name} decode failed: {e}") from e
+        return out.view(spec.dtype.dtype).reshape(spec.shape)
+
+
+def _wrap(nc: NumcodecsCodec) -> Codec:
+    cid = nc.codec_id
+    if cid in _ARRAY_TO_ARRAY:
+        return NumcodecsArrayArray(nc)
+    if cid in _ARRAY_TO_BYTES:
+        return NumcodecsArrayBytes(nc)
+    return NumcodecsBytesBytes(nc)
+
+
+def numcodecs_v3_codec(name: str, conf: dict[str, Any]) -> Codec:
+    """The codec for a ``numcodecs.<id>`` v3 entry."""
+    return _wrap(_get_numcodec(name.split(".", 1)[1], conf))
+
+
+def as_v3_codec(value: Any) -> Codec:
+    """Convert a caller's codec (cuzarr, numcodecs, dict or name) to a cuzarr codec.
+
+    numcodecs ``Zstd``, ``GZip`` and ``Blosc`` become the native v3 ``zstd``,
+    ``gzip`` and ``blosc`` codecs (as zarr-python does); other numcodecs codecs
+    are wrapped under their ``numcodecs.<id>`` names.
+    """
+    if isinstance(value, Codec):
+        return value
+    if isinstance(value, NumcodecsCodec):
+        conf = value.get_config()
+        cid = conf.pop("id")
+        if cid == "zstd":
+            return codec_from_json({"name": "zstd", "configuration": {"level": conf.get("level", 0), "checksum": conf.get("checksum", False)}})
+        if cid == "gzip":
+            return codec_from_json({"name": "gzip", "configuration": {"level": conf.get("level", 1)}})
+        if cid == "blosc":
+            from cuzarr.codecs.compressors import BloscCodec
+
+            return BloscCodec(
+                conf.get("cname", "lz4"),
+                conf.get("clevel", 5),
+                int(conf.get("shuffle", 1)) if conf.get("shuffle", 1) != -1 else 1,
+                conf.get("typesize"),
+                conf.get("blocksize", 0),
+            )
+        return _wrap(value)
+    if isinstance(value, dict):
+        if "id" in value and "name" not in value:
+            return as_v3_codec(numcodecs.get_codec(dict(value)))
+        return codec_from_json(value)
+    if isinstance(value, str):
+        return codec_from_json({"name": value})
+    raise TypeError(f"cannot interpret {value!r} as a codec")
+
+
+def as_numcodec(value: Any) -> NumcodecsCodec:
+    """Convert a caller's codec to a numcodecs codec (for v2 metadata)."""
+    if isinstance(value, NumcodecsCodec):
+        return value
+    if isinstance(value, dict):
+        if "id" in value:
+            return numcodecs.get_codec(dict(value))
+        name = value.get("name")
+        conf = dict(value.get("configuration") or {})
+        if isinstance(name, str):
+            if name.startswith("numcodecs."):
+                return _get_numcodec(name.split(".", 1)[1], conf)
+            if name == "blosc" and isinstance(conf.get("shuffle"), str):
+                conf["shuffle"] = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}[conf["shuffle"]]
+            conf.pop("typesize", None) if name != "blosc" else None
+            return _get_numcodec(name, conf)
+    if isinstance(value, _NumcodecsMixin):
+        return value.numcodec
+    if isinstance(value, Codec):
+        return as_numcodec(value.to_json())
+    if isinstance(value, str):
+        return numcodecs.get_codec({"id": value})
+    raise TypeError(f"cannot interpret {value!r} as a numcodecs codec")
+
+
+def is_array_to_array(codec: Codec) -> bool:
+    return isinstance(codec, ArrayArrayCodec)

@@ -1,0 +1,218 @@
+"""Codec pipelines: the chain of codecs that turns a chunk into stored bytes.
+
+``V3Pipeline`` runs a v3 ``codecs`` list (array->array*, array->bytes,
+bytes->bytes*). ``V2Pipeline`` runs v2 ``filters`` + ``compressor`` in C or F
+order. Both expose ``encode(arr, shape)`` and ``decode(data, shape)`` for one
+chunk; the array engine calls them from the codec thread pool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from numcodecs.abc import Codec as NumcodecsCodec
+
+from cuzarr.codecs.base import (
+    ArrayArrayCodec,
+    ArrayBytesCodec,
+    BytesBytesCodec,
+    ChunkSpec,
+    Codec,
+)
+from cuzarr.codecs.bytes_codec import BytesCodec
+from cuzarr.codecs.compressors import ZstdCodec, zstd_decompress
+from cuzarr.codecs.vlen import decode_vlen, encode_vlen
+from cuzarr.errors import CodecError, MetadataError
+from cuzarr.metadata.dtypes import DataType
+
+__all__ = ["V2Pipeline", "V3Pipeline"]
+
+
+class V3Pipeline:
+    """A v3 codec chain bound to an array's data type and fill value."""
+
+    def __init__(self, codecs: Sequence[Codec], dtype: DataType, fill_value: Any, chunk_shape: tuple[int, ...]) -> None:
+        spec = ChunkSpec(tuple(chunk_shape), dtype, fill_value)
+        aa: list[ArrayArrayCodec] = []
+        ab: ArrayBytesCodec | None = None
+        bb: list[BytesBytesCodec] = []
+        for codec in codecs:
+            if isinstance(codec, ArrayArrayCodec):
+                if ab is not None:
+                    raise MetadataError(f"array->array codec {codec.name!r} after the array->bytes codec")
+                codec = codec.evolve(spec)
+                codec.validate(spec)
+                aa.append(codec)
+                spec = codec.resolve(spec)
+            elif isinstance(codec, ArrayBytesCodec):
+                if ab is not None:
+                    raise MetadataError("more than one array->bytes codec in the pipeline")
+                codec = codec.evolve(spec)
+                codec.validate(spec)
+                ab = codec
+            elif isinstance(codec, BytesBytesCodec):
+                if ab is None:
+                    raise MetadataError(f"bytes->bytes codec {codec.name!r} before the array->bytes codec")
+                codec = codec.evolve(spec)
+                codec.validate(spec)
+                bb.append(codec)
+            else:
+                raise MetadataError(f"not a codec: {codec!r}")
+        if ab is None:
+            raise MetadataError("the codec pipeline needs an array->bytes codec (e.g. 'bytes')")
+        self.array_array = aa
+        self.array_bytes = ab
+        self.bytes_bytes = bb
+        self.dtype = dtype
+        self.fill_value = fill_value
+        # Fast path: plain bytes (+ zstd), the overwhelmingly common layout.
+        self._plain = not aa and isinstance(ab, BytesCodec) and not dtype.is_vlen
+        self._plain_zstd = self._plain and len(bb) == 1 and isinstance(bb[0], ZstdCodec)
+        self._plain_none = self._plain and not bb
+        self._stored_dtype = ab.stored_dtype(ChunkSpec(tuple(chunk_shape), dtype, fill_value)) if isinstance(ab, BytesCodec) and not dtype.is_vlen else None
+        self._specs: dict[tuple[int, ...], list[ChunkSpec]] = {}
+
+    @property
+    def codecs(self) -> list[Codec]:
+        return [*self.array_array, self.array_bytes, *self.bytes_bytes]
+
+    def to_json(self) -> list[dict[str, Any]]:
+        return [c.to_json() for c in self.codecs]
+
+    def _spec_chain(self, shape: tuple[int, ...]) -> list[ChunkSpec]:
+        chain = self._specs.get(shape)
+        if chain is None:
+            spec = ChunkSpec(shape, self.dtype, self.fill_value)
+            chain = [spec]
+            for codec in self.array_array:
+                spec = codec.resolve(spec)
+                chain.append(spec)
+            self._specs[shape] = chain
+        return chain
+
+    def decode(self, data: Any, shape: tuple[int, ...]) -> np.ndarray:
+        """Decode one stored chunk to an array of ``shape`` (read-only view possible)."""
+        if self._plain_zstd:
+            n = self.dtype.item_size
+            for s in shape:
+                n *= s
+            raw = zstd_decompress(data, n)
+            if len(raw) != n:
+                raise CodecError(f"chunk decompresses to {len(raw)} bytes, expected {n}")
+            arr = np.frombuffer(raw, dtype=self._stored_dtype).reshape(shape)
+            return arr if self._stored_dtype == self.dtype.dtype else arr.astype(self.dtype.dtype)
+        chain = self._spec_chain(shape)
+        inner = chain[-1]
+        hint = inner.nbytes if isinstance(self.array_bytes, BytesCodec) else None
+        for i in range(len(self.bytes_bytes) - 1, -1, -1):
+            data = self.bytes_bytes[i].decode(data, inner, hint if i == 0 else None)
+        arr = self.array_bytes.decode(data, inner)
+        for i in range(len(self.array_array) - 1, -1, -1):
+            arr = self.array_array[i].decode(arr, chain[i])
+        return arr
+
+    def encode(self, arr: np.ndarray, shape: tuple[int, ...]) -> bytes:
+        """Encode one chunk (an array of ``shape``) to the bytes to store."""
+        chain = self._spec_chain(shape)
+        for i, codec in enumerate(self.array_array):
+            arr = codec.encode(arr, chain[i])
+        data = self.array_bytes.encode(arr, chain[-1])
+        for codec in self.bytes_bytes:
+            data = codec.encode(data, chain[-1])
+        return bytes(data) if not isinstance(data, bytes) else data
+
+
+class V2Pipeline:
+    """v2 chunk encoding: flatten in ``order``, apply ``filters``, then ``compressor``."""
+
+    def __init__(
+        self,
+        dtype: DataType,
+        order: str,
+        filters: Sequence[NumcodecsCodec] | None,
+        compressor: NumcodecsCodec | None,
+    ) -> None:
+        self.dtype = dtype
+        self.order = order
+        self.filters = list(filters or [])
+        self.compressor = compressor
+        self._zstd: ZstdCodec | None = None
+        if compressor is not None and compressor.codec_id == "zstd":
+            conf = compressor.get_config()
+            self._zstd = ZstdCodec(conf.get("level", 0), conf.get("checksum", False))
+        self._vlen_filter = None
+        if dtype.is_vlen:
+            ids = [f.codec_id for f in self.filters]
+            want = "vlen-utf8" if dtype.kind == "string" else "vlen-bytes"
+            if want not in ids:
+                raise MetadataError(f"object dtype arrays need a {want!r} filter")
+            self._vlen_filter = ids.index(want)
+
+    def _decompress(self, data: Any, nbytes: int | None) -> Any:
+        if self._zstd is not None:
+            return zstd_decompress(data, nbytes)
+        if self.compressor is None:
+            return data
+        try:
+            return self.compressor.decode(data)
+        except Exception as e:
+            raise CodecError(f"{self.compressor.codec_id} decode failed: {e}") from e
+
+    def decode(self, data: Any, shape: tuple[int, ...]) -> np.ndarray:
+        n = 1
+        for s in shape:
+            n *= s
+        if self.dtype.is_vlen:
+            buf = self._decompress(data, None)
+            for f in reversed(self.filters[self._vlen_filter + 1 :]):
+                buf = f.decode(buf)
+            arr = decode_vlen(buf, self.dtype.kind, (n,), self.dtype.dtype)
+            for f in reversed(self.filters[: self._vlen_filter]):
+                arr = np.asarray(f.decode(arr))
+            return arr.reshape(shape, order=self.order)
+        nbytes = n * self.dtype.item_size
+        buf = self._decompress(data, nbytes if not self.filters else None)
+        for f in reversed(self.filters):
+            try:
+                buf = f.decode(buf)
+            except Exception as e:
+                raise CodecError(f"filter {f.codec_id} decode failed: {e}") from e
+        if isinstance(buf, np.ndarray):
+            if buf.dtype != self.dtype.dtype:
+                buf = buf.reshape(-1).view(np.uint8) if buf.dtype.itemsize else buf
+                buf = buf.view(self.dtype.dtype) if buf.nbytes == nbytes else buf
+        else:
+            buf = np.frombuffer(buf, dtype=np.uint8)
+            if buf.nbytes != nbytes:
+                raise CodecError(f"chunk decodes to {buf.nbytes} bytes, expected {nbytes}")
+            buf = buf.view(self.dtype.dtype)
+        if buf.nbytes != nbytes:
+            raise CodecError(f"chunk decodes to {buf.nbytes} bytes, expected {nbytes}")
+        return buf.reshape(shape, order=self.order)
+
+    def encode(self, arr: np.ndarray, shape: tuple[int, ...]) -> bytes:
+        flat = arr.ravel(order=self.order)
+        if self.dtype.is_vlen:
+            data: Any = flat
+            for i, f in enumerate(self.filters):
+                if i == self._vlen_filter:
+                    data = encode_vlen(data, self.dtype.kind)
+                else:
+                    data = f.encode(data)
+        else:
+            if flat.dtype != self.dtype.dtype:
+                flat = flat.astype(self.dtype.dtype)
+            data = flat
+            for f in self.filters:
+                data = f.encode(data)
+        if self._zstd is not None:
+            out = self._zstd.encode(np.ascontiguousarray(data).view(np.uint8) if isinstance(data, np.ndarray) else data, None)  # type: ignore[arg-type]
+        elif self.compressor is not None:
+            out = self.compressor.encode(data)
+        else:
+            out = data
+        if isinstance(out, np.ndarray):
+            return np.ascontiguousarray(out).tobytes()
+        return bytes(out)

@@ -1,0 +1,66 @@
+"""Runtime configuration (donfig), under the ``cuzarr`` namespace.
+
+Keys: ``async.concurrency`` (global limit on in-flight store requests),
+``threading.max_workers`` (codec thread pool size; ``None`` = CPU count),
+``array.write_empty_chunks``, ``array.order``, ``buffer`` (``"cpu"`` or ``"gpu"``).
+Environment variables such as ``CUZARR_ASYNC__CONCURRENCY=32`` override defaults.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from donfig import Config as _DonfigConfig
+
+
+class Config(_DonfigConfig):
+    """donfig configuration with the GPU switch as setter and context manager."""
+
+    def enable_gpu(self) -> _GpuToggle:
+        """Make device (CuPy) buffers the default output.
+
+        Works as a plain call (``cuzarr.config.enable_gpu()``) and as a context
+        manager (``with cuzarr.config.enable_gpu(): ...``) that restores the
+        previous setting on exit.
+        """
+        return _GpuToggle(self, "gpu")
+
+    def enable_cpu(self) -> _GpuToggle:
+        """Make host (numpy) buffers the default output (the initial state)."""
+        return _GpuToggle(self, "cpu")
+
+
+class _GpuToggle:
+    def __init__(self, cfg: Config, value: str) -> None:
+        self._previous = cfg.get("buffer")
+        self._cfg = cfg
+        cfg.set({"buffer": value})
+
+    def __enter__(self) -> Config:
+        return self._cfg
+
+    def __exit__(self, *exc: object) -> None:
+        self._cfg.set({"buffer": self._previous})
+
+
+defaults: list[dict[str, Any]] = [
+    {
+        "default_zarr_format": 3,
+        "async": {"concurrency": 64, "timeout": None},
+        "threading": {"max_workers": None},
+        "array": {"order": "C", "write_empty_chunks": False},
+        "buffer": "cpu",
+        "json_indent": 2,
+    }
+]
+
+config = Config("cuzarr", defaults=defaults)
+
+
+@contextmanager
+def overrides(**kwargs: Any) -> Iterator[None]:
+    """Set dotted keys for the duration of a ``with`` block (test helper)."""
+    with config.set(kwargs):
+        yield

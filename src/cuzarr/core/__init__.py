@@ -1,0 +1,1 @@
+"""Arrays, groups and the sync-over-async machinery."""

@@ -1,0 +1,572 @@
+"""Arrays: ``AsyncArray`` (the async core) and ``Array`` (its sync twin)."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from cuzarr.config import config
+from cuzarr.core import engine
+from cuzarr.core.attributes import Attributes
+from cuzarr.core.nodes import ensure_parents, ensure_vacant, load_node_metadata, save_metadata
+from cuzarr.core.sync import sync
+from cuzarr.errors import ArrayNotFoundError, ReadOnlyError
+from cuzarr.indexing.selection import (
+    BasicPlan,
+    normalize_coordinate,
+    normalize_numpy,
+    normalize_orthogonal,
+)
+from cuzarr.metadata.array import ArrayMetadata
+from cuzarr.metadata.group import GroupMetadata
+from cuzarr.storage.common import StorePath
+
+__all__ = ["Array", "AsyncArray"]
+
+
+class AsyncArray:
+    """An array in a store; every operation is a coroutine.
+
+    Create one with :func:`cuzarr.api.asynchronous.create_array` or open one with
+    :func:`cuzarr.api.asynchronous.open_array`.
+    """
+
+    def __init__(
+        self, metadata: ArrayMetadata, store_path: StorePath, *, write_empty_chunks: bool | None = None
+    ) -> None:
+        self.metadata = metadata
+        self.store_path = store_path
+        self._pipeline = metadata.make_pipeline()
+        self._write_empty_chunks = write_empty_chunks
+
+    # -- construction ------------------------------------------------------------
+    @classmethod
+    async def open(cls, store_path: StorePath, zarr_format: int | None = None) -> AsyncArray:
+        """Open the array at ``store_path``."""
+        meta = await load_node_metadata(store_path, zarr_format, want="array")
+        if isinstance(meta, GroupMetadata):
+            raise ArrayNotFoundError(
+                f"a group, not an array, exists at {store_path.store!r}, path {store_path.path!r}"
+            )
+        return cls(meta, store_path)
+
+    @classmethod
+    async def create(
+        cls, store_path: StorePath, metadata: ArrayMetadata, *, overwrite: bool = False, write_empty_chunks: bool | None = None
+    ) -> AsyncArray:
+        """Write ``metadata`` at ``store_path`` (refusing to clobber unless told)."""
+        if store_path.store.read_only:
+            raise ReadOnlyError(f"cannot create an array in read-only {store_path.store!r}")
+        await ensure_vacant(store_path, overwrite)
+        await ensure_parents(store_path, metadata.zarr_format)
+        await save_metadata(store_path, metadata)
+        return cls(metadata, store_path, write_empty_chunks=write_empty_chunks)
+
+    # -- properties --------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.metadata.shape
+
+    @property
+    def ndim(self) -> int:
+        return len(self.metadata.shape)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.metadata.dtype.dtype
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def chunks(self) -> tuple[int, ...]:
+        return self.metadata.chunk_shape
+
+    @property
+    def shards(self) -> tuple[int, ...] | None:
+        return None
+
+    @property
+    def fill_value(self) -> Any:
+        return self.metadata.fill_value
+
+    @property
+    def order(self) -> str:
+        return self.metadata.order
+
+    @property
+    def zarr_format(self) -> int:
+        return self.metadata.zarr_format
+
+    @property
+    def store(self) -> Any:
+        return self.store_path.store
+
+    @property
+    def path(self) -> str:
+        return self.store_path.path
+
+    @property
+    def name(self) -> str:
+        return "/" + self.store_path.path
+
+    @property
+    def basename(self) -> str:
+        return self.store_path.path.rsplit("/", 1)[-1]
+
+    @property
+    def read_only(self) -> bool:
+        return self.store_path.store.read_only
+
+    @property
+    def nchunks(self) -> int:
+        return self.metadata.chunk_grid.nchunks(self.shape)
+
+    @property
+    def cdata_shape(self) -> tuple[int, ...]:
+        return self.metadata.chunk_grid.grid_shape(self.shape)
+
+    @property
+    def write_empty_chunks(self) -> bool:
+        if self._write_empty_chunks is not None:
+            return self._write_empty_chunks
+        return bool(config.get("array.write_empty_chunks"))
+
+    def _check_writable(self) -> None:
+        if self.store_path.store.read_only:
+            raise ReadOnlyError(f"array {self.name!r} is read-only")
+
+    def _dims(self) -> list[Any]:
+        return self.metadata.chunk_grid.dims(self.shape)
+
+    # -- reading -----------------------------------------------------------------
+    def _out_buffer(self, shape: tuple[int, ...], out: np.ndarray | None) -> np.ndarray:
+        if out is not None:
+            if tuple(out.shape) != tuple(shape) and math.prod(out.shape) != math.prod(shape):
+                raise ValueError(f"out has shape {out.shape}, the selection has shape {shape}")
+            buf = out.view()
+            try:
+                buf.shape = shape
+            except AttributeError as e:
+                raise ValueError("out must be reshapeable to the selection without a copy") from e
+            return buf
+        return self.metadata.dtype.empty(shape, order=self.order)
+
+    async def _read_projections(self, projections: list[Any], buffer_shape: tuple[int, ...], out: np.ndarray | None = None) -> np.ndarray:
+        buf = self._out_buffer(buffer_shape, out)
+        await engine.read_plan(self.store_path, self.metadata, self._pipeline, projections, buf)
+        return buf
+
+    async def getitem(self, selection: Any, *, out: np.ndarray | None = None, prototype: Any = None) -> Any:
+        """Read ``selection`` with numpy semantics."""
+        plan = normalize_numpy(selection, self.shape, self._dims())
+        if isinstance(plan, BasicPlan):
+            buf = await self._read_projections(plan.projections, plan.buffer_shape, out if out is not None and out.shape == plan.result_shape else None)
+            result = buf.reshape(plan.result_shape)
+            if out is not None and out.shape == plan.result_shape and not np.shares_memory(out, buf):
+                out[...] = result
+                return out
+            if out is not None and out.shape != plan.result_shape:
+                raise ValueError(f"out has shape {out.shape}, the selection has shape {plan.result_shape}")
+            return result[()] if result.ndim == 0 else result
+        block = await self._read_projections(plan.projections, plan.buffer_shape)
+        result = block[plan.post_index]
+        if out is not None:
+            out[...] = result
+            return out
+        return result[()] if isinstance(result, np.ndarray) and result.ndim == 0 else result
+
+    async def get_orthogonal_selection(self, selection: Any, *, out: np.ndarray | None = None, prototype: Any = None) -> Any:
+        """Read with orthogonal (outer) indexing semantics."""
+        plan = normalize_orthogonal(selection, self.shape, self._dims())
+        if out is not None and tuple(out.shape) != plan.result_shape:
+            raise ValueError(f"out has shape {out.shape}, the selection has shape {plan.result_shape}")
+        buf = await self._read_projections(plan.projections, plan.buffer_shape, out)
+        result = buf.reshape(plan.result_shape) if out is None else out
+        return result[()] if result.ndim == 0 and out is None else result
+
+    async def get_coordinate_selection(self, selection: Any, *, out: np.ndarray | None = None, prototype: Any = None) -> Any:
+        """Read points (``vindex``): integer coordinate arrays or one boolean mask."""
+        coords, shape = normalize_coordinate(selection, self.shape)
+        n = math.prod(shape)
+        if out is not None and math.prod(out.shape) != n:
+            raise ValueError(f"out has shape {out.shape}, the selection has shape {shape}")
+        buf = self._out_buffer((n,), out)
+        items = engine.coordinate_items(self.metadata, coords)
+        await engine.read_items(self.store_path, self.metadata, self._pipeline, items, buf)
+        if out is not None:
+            return out
+        result = buf.reshape(shape)
+        return result[()] if result.ndim == 0 else result
+
+    async def get_block_selection(self, selection: Any, *, out: np.ndarray | None = None, prototype: Any = None) -> Any:
+        """Read whole chunks by chunk-grid index (``blocks``)."""
+        return await self.get_orthogonal_selection(self._block_to_slices(selection), out=out)
+
+    def _block_to_slices(self, selection: Any) -> tuple[slice, ...]:
+        if not isinstance(selection, tuple):
+            selection = (selection,)
+        if Ellipsis in selection:
+            i = selection.index(Ellipsis)
+            selection = selection[:i] + (slice(None),) * (self.ndim - len(selection) + 1) + selection[i + 1 :]
+        if len(selection) > self.ndim:
+            raise IndexError(f"too many block indices for {self.ndim}-dimensional array")
+        selection = selection + (slice(None),) * (self.ndim - len(selection))
+        out = []
+        for d, (s, dim) in enumerate(zip(selection, self._dims(), strict=True)):
+            n = dim.nchunks
+            if isinstance(s, (int, np.integer)) and not isinstance(s, bool):
+                i = int(s)
+                if i < -n or i >= n:
+                    raise IndexError(f"block index {i} is out of bounds for dimension {d} with {n} blocks")
+                i = i + n if i < 0 else i
+                out.append(slice(dim.offset(i), dim.offset(i) + dim.data_len(i)))
+            elif isinstance(s, slice):
+                start, stop, step = s.indices(n)
+                if step != 1:
+                    raise IndexError(f"dimension {d}: block slices must have step 1")
+                if stop <= start:
+                    out.append(slice(0, 0))
+                else:
+                    out.append(slice(dim.offset(start), dim.offset(stop - 1) + dim.data_len(stop - 1)))
+            else:
+                raise IndexError(f"dimension {d}: block selections take ints and slices, got {s!r}")
+        return tuple(out)
+
+    # -- writing -----------------------------------------------------------------
+    def _as_value(self, value: Any, shape: tuple[int, ...]) -> np.ndarray:
+        get = getattr(value, "get", None)
+        if hasattr(value, "__cuda_array_interface__") and callable(get):
+            value = get()
+        dt = self.metadata.dtype
+        if dt.kind == "bytes":
+            arr = np.asarray(value, dtype=object) if not isinstance(value, np.ndarray) else value
+            if arr.dtype != object:
+                arr = arr.astype(object)
+        elif dt.kind == "string":
+            arr = np.asarray(value)
+            if arr.dtype != dt.dtype:
+                arr = arr.astype(dt.dtype)
+        else:
+            try:
+                arr = np.asarray(value, dtype=dt.dtype) if not (isinstance(value, np.ndarray) and value.dtype == dt.dtype) else value
+            except (TypeError, ValueError) as e:
+                raise TypeError(f"cannot write {type(value).__name__} into an array of {dt.dtype}: {e}") from e
+        try:
+            return np.broadcast_to(arr, shape)
+        except ValueError as e:
+            raise ValueError(
+                f"could not broadcast value of shape {arr.shape} to the selection's shape {shape}"
+            ) from e
+
+    async def setitem(self, selection: Any, value: Any) -> None:
+        """Write ``value`` into ``selection`` with numpy semantics (broadcasting)."""
+        self._check_writable()
+        plan = normalize_numpy(selection, self.shape, self._dims())
+        if isinstance(plan, BasicPlan):
+            v = self._as_value(value, plan.result_shape).reshape(plan.buffer_shape)
+            await engine.write_plan(self.store_path, self.metadata, self._pipeline, plan.projections, v, self.write_empty_chunks)
+            return
+        # Advanced indices: update the bounding block with numpy, write it back.
+        block = await self._read_projections(plan.projections, plan.buffer_shape)
+        if not block.flags.writeable:
+            block = block.copy()
+        target_shape = block[plan.post_index].shape
+        block[plan.post_index] = self._as_value(value, target_shape)
+        await engine.write_plan(self.store_path, self.metadata, self._pipeline, plan.projections, block, self.write_empty_chunks)
+
+    async def set_orthogonal_selection(self, selection: Any, value: Any) -> None:
+        """Write with orthogonal (outer) indexing semantics."""
+        self._check_writable()
+        plan = normalize_orthogonal(selection, self.shape, self._dims())
+        v = self._as_value(value, plan.result_shape).reshape(plan.buffer_shape)
+        await engine.write_plan(self.store_path, self.metadata, self._pipeline, plan.projections, v, self.write_empty_chunks)
+
+    async def set_coordinate_selection(self, selection: Any, value: Any) -> None:
+        """Write points (``vindex``); repeated points: the last value wins."""
+        self._check_writable()
+        coords, shape = normalize_coordinate(selection, self.shape)
+        v = self._as_value(value, shape).reshape(-1)
+        items = engine.coordinate_items(self.metadata, coords)
+        await engine.write_items(self.store_path, self.metadata, self._pipeline, items, v, self.write_empty_chunks)
+
+    async def set_block_selection(self, selection: Any, value: Any) -> None:
+        """Write whole chunks by chunk-grid index."""
+        await self.set_orthogonal_selection(self._block_to_slices(selection), value)
+
+    # -- shape changes and attributes -----------------------------------------------
+    async def resize(self, new_shape: Any) -> None:
+        """Change the shape; chunks wholly outside the new shape are deleted."""
+        from cuzarr.metadata.array import normalize_shape
+
+        self._check_writable()
+        new_shape = normalize_shape(new_shape)
+        if len(new_shape) != self.ndim:
+            raise ValueError(f"resize cannot change the number of dimensions ({self.ndim} -> {len(new_shape)})")
+        old_grid = self.metadata.chunk_grid.grid_shape(self.shape)
+        new_meta = self.metadata.evolve(shape=new_shape)
+        new_grid = new_meta.chunk_grid.grid_shape(new_shape)
+        stale: list[str] = []
+        if any(n < o for n, o in zip(new_grid, old_grid, strict=True)):
+            prefix = self.store_path.path + "/" if self.store_path.path else ""
+            for idx in np.ndindex(*old_grid):
+                if any(i >= n for i, n in zip(idx, new_grid, strict=True)):
+                    stale.append(prefix + self.metadata.chunk_key(tuple(int(i) for i in idx)))
+        await save_metadata(self.store_path, new_meta)
+        if stale:
+            await self.store_path.store.delete_many(stale)
+        self.metadata = new_meta
+
+    async def append(self, data: Any, axis: int = 0) -> tuple[int, ...]:
+        """Grow along ``axis`` and write ``data`` there; returns the new shape."""
+        data = np.asanyarray(data) if not hasattr(data, "__cuda_array_interface__") else data
+        if data.ndim != self.ndim:
+            raise ValueError(f"appended data has {data.ndim} dimensions, the array has {self.ndim}")
+        axis = axis + self.ndim if axis < 0 else axis
+        for d in range(self.ndim):
+            if d != axis and data.shape[d] != self.shape[d]:
+                raise ValueError(f"appended data has shape {data.shape}, incompatible with {self.shape} on axis {d}")
+        old = self.shape[axis]
+        new_shape = tuple(s + (data.shape[axis] if d == axis else 0) for d, s in enumerate(self.shape))
+        await self.resize(new_shape)
+        sel = tuple(slice(old, None) if d == axis else slice(None) for d in range(self.ndim))
+        await self.setitem(sel, data)
+        return new_shape
+
+    async def update_attributes(self, attrs: dict[str, Any]) -> AsyncArray:
+        """Replace the attributes with ``attrs`` and save the metadata."""
+        self._check_writable()
+        json.dumps(attrs, allow_nan=False)  # fail before writing anything
+        new_meta = self.metadata.evolve(attributes=dict(attrs))
+        await save_metadata(self.store_path, new_meta)
+        self.metadata = new_meta
+        return self
+
+    async def nchunks_initialized(self) -> int:
+        """How many chunks are stored (chunks equal to the fill value may be absent)."""
+        prefix = self.store_path.path + "/" if self.store_path.path else ""
+        cke = self.metadata.chunk_key_encoding
+        grid = self.cdata_shape
+        n = 0
+        seen: set[tuple[int, ...]] = set()
+        async for key in self.store_path.store.list_prefix(prefix):
+            coords = cke.decode(key[len(prefix) :])
+            if coords is not None and len(coords) == self.ndim and all(0 <= c < g for c, g in zip(coords, grid, strict=True)):
+                if coords not in seen:
+                    seen.add(coords)
+                    n += 1
+        if self.ndim == 0 and await self.store_path.store.exists(prefix + cke.encode(())):
+            n = 1
+        return n
+
+
+@dataclass
+class ArrayInfo:
+    """Summary of an array (``Array.info``)."""
+
+    type: str
+    zarr_format: int
+    data_type: str
+    shape: tuple[int, ...]
+    chunk_shape: tuple[int, ...]
+    order: str
+    read_only: bool
+    store_type: str
+    codecs: str
+    count_bytes: int
+    nchunks: int
+
+    def __repr__(self) -> str:
+        rows = [
+            ("Type", self.type),
+            ("Zarr format", self.zarr_format),
+            ("Data type", self.data_type),
+            ("Shape", self.shape),
+            ("Chunk shape", self.chunk_shape),
+            ("Order", self.order),
+            ("Read-only", self.read_only),
+            ("Store type", self.store_type),
+            ("Codecs", self.codecs),
+            ("No. bytes", f"{self.count_bytes} ({_human(self.count_bytes)})"),
+            ("No. chunks", self.nchunks),
+        ]
+        return "\n".join(f"{k:<17}: {v}" for k, v in rows)
+
+    __str__ = __repr__
+
+
+def _human(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.1f}{unit}" if unit != "B" else f"{int(n)}B"
+        n /= 1024
+    return str(n)  # pragma: no cover
+
+
+class _Indexer:
+    def __init__(self, array: Array, get: str, set_: str) -> None:
+        self._array = array
+        self._get = get
+        self._set = set_
+
+    def __getitem__(self, selection: Any) -> Any:
+        return getattr(self._array, self._get)(selection)
+
+    def __setitem__(self, selection: Any, value: Any) -> None:
+        getattr(self._array, self._set)(selection, value)
+
+
+class Array:
+    """A Zarr array with a synchronous, numpy-like interface.
+
+    ``a[...]`` reads and ``a[...] = v`` writes with numpy semantics;
+    ``a.oindex``, ``a.vindex`` and ``a.blocks`` give orthogonal, coordinate and
+    chunk-block indexing. Every call runs on cuzarr's background event loop.
+    """
+
+    def __init__(self, async_array: AsyncArray) -> None:
+        self._async_array = async_array
+
+    @property
+    def async_array(self) -> AsyncArray:
+        return self._async_array
+
+    def __repr__(self) -> str:
+        return f"<cuzarr.Array {self.store!r}{self.name} shape={self.shape} dtype={self.dtype}>"
+
+    # properties mirror AsyncArray
+    shape = property(lambda self: self._async_array.shape)
+    ndim = property(lambda self: self._async_array.ndim)
+    dtype = property(lambda self: self._async_array.dtype)
+    size = property(lambda self: self._async_array.size)
+    chunks = property(lambda self: self._async_array.chunks)
+    shards = property(lambda self: self._async_array.shards)
+    fill_value = property(lambda self: self._async_array.fill_value)
+    order = property(lambda self: self._async_array.order)
+    zarr_format = property(lambda self: self._async_array.zarr_format)
+    metadata = property(lambda self: self._async_array.metadata)
+    store = property(lambda self: self._async_array.store)
+    store_path = property(lambda self: self._async_array.store_path)
+    path = property(lambda self: self._async_array.path)
+    name = property(lambda self: self._async_array.name)
+    basename = property(lambda self: self._async_array.basename)
+    read_only = property(lambda self: self._async_array.read_only)
+    nchunks = property(lambda self: self._async_array.nchunks)
+    cdata_shape = property(lambda self: self._async_array.cdata_shape)
+
+    @property
+    def nbytes(self) -> int:
+        """Size of the uncompressed data (item size x number of elements)."""
+        return self.size * self.dtype.itemsize
+
+    @property
+    def nchunks_initialized(self) -> int:
+        return sync(self._async_array.nchunks_initialized())
+
+    @property
+    def attrs(self) -> Attributes:
+        return Attributes(lambda: self._async_array.metadata.attributes, self.update_attributes)
+
+    def update_attributes(self, attrs: dict[str, Any]) -> Array:
+        sync(self._async_array.update_attributes(attrs))
+        return self
+
+    @property
+    def info(self) -> ArrayInfo:
+        m = self.metadata
+        if m.zarr_format == 3:
+            codecs = json.dumps([c.to_json() for c in m.codecs])
+        else:
+            codecs = json.dumps({
+                "filters": [f.get_config() for f in m.filters] if m.filters else None,
+                "compressor": m.compressor.get_config() if m.compressor is not None else None,
+            })
+        return ArrayInfo(
+            "Array", m.zarr_format, str(self.dtype), self.shape, self.chunks, self.order,
+            self.read_only, type(self.store).__name__, codecs, self.nbytes, self.nchunks,
+        )
+
+    # -- indexing ------------------------------------------------------------------
+    def __getitem__(self, selection: Any) -> Any:
+        return sync(self._async_array.getitem(selection))
+
+    def __setitem__(self, selection: Any, value: Any) -> None:
+        sync(self._async_array.setitem(selection, value))
+
+    def get_basic_selection(self, selection: Any = Ellipsis, *, out: np.ndarray | None = None, prototype: Any = None, fields: Any = None) -> Any:
+        return sync(self._async_array.getitem(selection, out=out, prototype=prototype))
+
+    def set_basic_selection(self, selection: Any, value: Any, *, fields: Any = None) -> None:
+        sync(self._async_array.setitem(selection, value))
+
+    def get_orthogonal_selection(self, selection: Any, *, out: np.ndarray | None = None, prototype: Any = None, fields: Any = None) -> Any:
+        return sync(self._async_array.get_orthogonal_selection(selection, out=out, prototype=prototype))
+
+    def set_orthogonal_selection(self, selection: Any, value: Any, *, fields: Any = None) -> None:
+        sync(self._async_array.set_orthogonal_selection(selection, value))
+
+    def get_coordinate_selection(self, selection: Any, *, out: np.ndarray | None = None, prototype: Any = None, fields: Any = None) -> Any:
+        return sync(self._async_array.get_coordinate_selection(selection, out=out, prototype=prototype))
+
+    def set_coordinate_selection(self, selection: Any, value: Any, *, fields: Any = None) -> None:
+        sync(self._async_array.set_coordinate_selection(selection, value))
+
+    def get_mask_selection(self, mask: Any, *, out: np.ndarray | None = None, prototype: Any = None, fields: Any = None) -> Any:
+        return sync(self._async_array.get_coordinate_selection(np.asarray(mask, dtype=bool), out=out, prototype=prototype))
+
+    def set_mask_selection(self, mask: Any, value: Any, *, fields: Any = None) -> None:
+        sync(self._async_array.set_coordinate_selection(np.asarray(mask, dtype=bool), value))
+
+    def get_block_selection(self, selection: Any, *, out: np.ndarray | None = None, prototype: Any = None, fields: Any = None) -> Any:
+        return sync(self._async_array.get_block_selection(selection, out=out, prototype=prototype))
+
+    def set_block_selection(self, selection: Any, value: Any, *, fields: Any = None) -> None:
+        sync(self._async_array.set_block_selection(selection, value))
+
+    @property
+    def oindex(self) -> _Indexer:
+        """Orthogonal indexing: each dimension selected independently."""
+        return _Indexer(self, "get_orthogonal_selection", "set_orthogonal_selection")
+
+    @property
+    def vindex(self) -> _Indexer:
+        """Coordinate (point) indexing with integer arrays or a boolean mask."""
+        return _Indexer(self, "get_coordinate_selection", "set_coordinate_selection")
+
+    @property
+    def blocks(self) -> _Indexer:
+        """Chunk-block indexing: ``a.blocks[i, j]`` is chunk (i, j)'s data."""
+        return _Indexer(self, "get_block_selection", "set_block_selection")
+
+    # -- other numpy-isms -----------------------------------------------------------
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        arr = np.asarray(self[...])
+        return arr.astype(dtype) if dtype is not None and arr.dtype != dtype else arr
+
+    def __len__(self) -> int:
+        if self.ndim == 0:
+            raise TypeError("len() of unsized object")
+        return self.shape[0]
+
+    def __iter__(self) -> Iterator[Any]:
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d array")
+        step = self.chunks[0]
+        for start in range(0, self.shape[0], step):
+            block = self[start : min(start + step, self.shape[0])]
+            yield from block
+
+    def resize(self, *shape: Any) -> None:
+        """Change the shape (``a.resize(10, 20)`` or ``a.resize((10, 20))``)."""
+        new = shape[0] if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)) else shape
+        sync(self._async_array.resize(new))
+
+    def append(self, data: Any, axis: int = 0) -> tuple[int, ...]:
+        """Grow along ``axis`` and write ``data`` at the end."""
+        return sync(self._async_array.append(data, axis))

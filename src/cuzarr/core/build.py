@@ -1,0 +1,199 @@
+"""Turn ``create_array`` arguments into array metadata (both formats)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numcodecs
+import numpy as np
+
+from cuzarr.codecs.base import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec, Codec
+from cuzarr.codecs.bytes_codec import BytesCodec
+from cuzarr.codecs.compressors import ZstdCodec
+from cuzarr.codecs.numcodecs_bridge import as_numcodec, as_v3_codec
+from cuzarr.codecs.vlen import VLenBytesCodec, VLenUTF8Codec
+from cuzarr.metadata.array import (
+    ArrayMetadata,
+    normalize_dimension_names,
+    normalize_shape,
+)
+from cuzarr.metadata.chunk_grid import RegularChunkGrid
+from cuzarr.metadata.chunk_key_encoding import ChunkKeyEncoding, parse_chunk_key_encoding
+from cuzarr.metadata.dtypes import DataType, parse_data_type
+
+__all__ = ["build_array_metadata", "guess_chunks"]
+
+_TARGET_CHUNK_BYTES = 1 << 20
+
+
+def guess_chunks(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    """A chunk shape near 1 MiB, halving the largest dimension first."""
+    if not shape:
+        return ()
+    chunks = [max(1, s) for s in shape]
+    itemsize = max(1, itemsize)
+    while math.prod(chunks) * itemsize > _TARGET_CHUNK_BYTES:
+        i = int(np.argmax(chunks))
+        if chunks[i] == 1:
+            break
+        chunks[i] = -(-chunks[i] // 2)
+    return tuple(chunks)
+
+
+def _normalize_chunks(chunks: Any, shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    if chunks is None or chunks == "auto" or chunks is True:
+        return guess_chunks(shape, itemsize)
+    if isinstance(chunks, (int, np.integer)) and not isinstance(chunks, bool):
+        chunks = (int(chunks),) * len(shape)
+    chunks = tuple(chunks)
+    if len(chunks) != len(shape):
+        raise ValueError(f"chunks {chunks} do not match the {len(shape)} dimensions of shape {shape}")
+    out = []
+    for c, s in zip(chunks, shape, strict=True):
+        if c is None or c == -1:
+            c = max(1, s)
+        if isinstance(c, (list, tuple)):
+            raise ValueError("variable chunk sizes (rectilinear grids) are not supported yet")
+        if not isinstance(c, (int, np.integer)) or isinstance(c, bool) or c < 1:
+            raise ValueError(f"chunk sizes must be positive integers, got {chunks}")
+        out.append(int(c))
+    return tuple(out)
+
+
+def _as_list(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    return [value]
+
+
+def _v3_codecs(dtype: DataType, filters: Any, serializer: Any, compressors: Any) -> tuple[Codec, ...]:
+    aa: list[Codec] = []
+    if filters not in (None, "auto"):
+        for f in _as_list(filters):
+            c = as_v3_codec(f)
+            if not isinstance(c, ArrayArrayCodec):
+                raise ValueError(f"{c.name!r} is not an array->array codec and cannot be a filter")
+            aa.append(c)
+    if serializer in (None, "auto"):
+        if dtype.kind == "string":
+            ab: Codec = VLenUTF8Codec()
+        elif dtype.kind == "bytes":
+            ab = VLenBytesCodec()
+        else:
+            ab = BytesCodec("little" if dtype.has_endianness else None)
+    else:
+        ab = as_v3_codec(serializer)
+        if not isinstance(ab, ArrayBytesCodec):
+            raise ValueError(f"{ab.name!r} is not an array->bytes codec and cannot be the serializer")
+    if compressors == "auto":
+        bb: list[Codec] = [ZstdCodec(level=0, checksum=False)]
+    else:
+        bb = []
+        for c in _as_list(compressors):
+            codec = as_v3_codec(c)
+            if not isinstance(codec, BytesBytesCodec):
+                raise ValueError(f"{codec.name!r} is not a bytes->bytes codec and cannot be a compressor")
+            bb.append(codec)
+    return (*aa, ab, *bb)
+
+
+def _v2_codecs(dtype: DataType, filters: Any, compressors: Any) -> tuple[tuple[Any, ...] | None, Any]:
+    if compressors == "auto":
+        compressor = numcodecs.Zstd(level=0)
+    else:
+        cl = _as_list(compressors)
+        if len(cl) > 1:
+            raise ValueError("Zarr v2 arrays take at most one compressor")
+        compressor = as_numcodec(cl[0]) if cl else None
+    flist = [] if filters in (None, "auto") else [as_numcodec(f) for f in _as_list(filters)]
+    if dtype.is_vlen:
+        want = "vlen-utf8" if dtype.kind == "string" else "vlen-bytes"
+        if want not in [f.codec_id for f in flist]:
+            flist.insert(0, numcodecs.get_codec({"id": want}))
+    return (tuple(flist) if flist else None), compressor
+
+
+def build_array_metadata(
+    *,
+    shape: Any,
+    dtype: Any,
+    chunks: Any = "auto",
+    shards: Any = None,
+    fill_value: Any = None,
+    order: str | None = None,
+    zarr_format: int = 3,
+    compressors: Any = "auto",
+    filters: Any = None,
+    serializer: Any = "auto",
+    attributes: dict[str, Any] | None = None,
+    dimension_names: Any = None,
+    chunk_key_encoding: Any = None,
+    dimension_separator: str | None = None,
+    compressor: Any = "unset",
+) -> ArrayMetadata:
+    """Validate ``create_array`` arguments and build the metadata they describe."""
+    if zarr_format not in (2, 3):
+        raise ValueError(f"zarr_format must be 2 or 3, got {zarr_format!r}")
+    if shards is not None:
+        raise ValueError("sharding (shards=...) is not supported by this version of cuzarr yet")
+    if compressor != "unset":
+        compressors = compressor
+    shape = normalize_shape(shape)
+    dt = parse_data_type(dtype, zarr_format)
+    if zarr_format == 2 and not dt.is_vlen and dt.dtype.byteorder == "=":
+        dt = DataType(dt.kind, dt.dtype.newbyteorder("<"), dt.v3_name)
+    chunk_shape = _normalize_chunks(chunks, shape, dt.item_size if not dt.is_vlen else 16)
+    order = order or "C"
+    if order not in ("C", "F"):
+        raise ValueError(f"order must be 'C' or 'F', got {order!r}")
+    fill = dt.cast_fill(fill_value)
+    attrs = dict(attributes or {})
+    names = normalize_dimension_names(dimension_names, len(shape))
+    if zarr_format == 3:
+        if chunk_key_encoding is None and dimension_separator is not None:
+            cke = ChunkKeyEncoding("default", dimension_separator)
+        else:
+            cke = parse_chunk_key_encoding(chunk_key_encoding, 3)
+        codecs = _v3_codecs(dt, filters, serializer, compressors)
+        meta = ArrayMetadata(
+            zarr_format=3,
+            shape=shape,
+            dtype=dt,
+            chunk_grid=RegularChunkGrid(chunk_shape),
+            fill_value=fill,
+            chunk_key_encoding=cke,
+            attributes=attrs,
+            codecs=codecs,
+            dimension_names=names,
+            order=order,
+        )
+        # Codecs evolved against the data type (e.g. blosc typesize) are what we store.
+        pipe = meta.make_pipeline()
+        return meta.evolve(codecs=tuple(pipe.codecs))
+    if serializer not in (None, "auto"):
+        raise ValueError("Zarr v2 arrays have no serializer; use filters and compressors")
+    if chunk_key_encoding is not None:
+        cke = parse_chunk_key_encoding(chunk_key_encoding, 2)
+        if cke.name != "v2":
+            raise ValueError("Zarr v2 arrays use the 'v2' chunk key encoding")
+    else:
+        cke = ChunkKeyEncoding("v2", dimension_separator or ".")
+    flt, comp = _v2_codecs(dt, filters, compressors)
+    if names is not None:
+        attrs.setdefault("_ARRAY_DIMENSIONS", list(names))
+    return ArrayMetadata(
+        zarr_format=2,
+        shape=shape,
+        dtype=dt,
+        chunk_grid=RegularChunkGrid(chunk_shape),
+        fill_value=fill,
+        chunk_key_encoding=cke,
+        attributes=attrs,
+        dimension_names=names,
+        order=order,
+        filters=flt,
+        compressor=comp,
+    )

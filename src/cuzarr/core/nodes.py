@@ -1,0 +1,111 @@
+"""Loading and saving node metadata (arrays and groups, v2 and v3)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cuzarr.errors import (
+    ArrayNotFoundError,
+    ContainsArrayError,
+    ContainsGroupError,
+    GroupNotFoundError,
+    MetadataError,
+    NodeNotFoundError,
+)
+from cuzarr.metadata.array import (
+    ArrayMetadata,
+    json_loads,
+    parse_array_metadata_v2,
+    parse_array_metadata_v3,
+)
+from cuzarr.metadata.group import GroupMetadata, parse_group_metadata_v2, parse_group_metadata_v3
+from cuzarr.storage.common import StorePath
+
+__all__ = ["load_node_metadata", "node_kind", "save_metadata"]
+
+_V3 = "zarr.json"
+_V2_ARRAY, _V2_GROUP, _V2_ATTRS = ".zarray", ".zgroup", ".zattrs"
+
+
+async def _fetch_docs(sp: StorePath, zarr_format: int | None) -> dict[str, Any]:
+    names = {3: [_V3], 2: [_V2_ARRAY, _V2_GROUP, _V2_ATTRS], None: [_V3, _V2_ARRAY, _V2_GROUP, _V2_ATTRS]}[zarr_format]
+    datas = await sp.store.get_many([sp.key(n) for n in names])
+    return {n: d for n, d in zip(names, datas, strict=True) if d is not None}
+
+
+async def load_node_metadata(
+    sp: StorePath, zarr_format: int | None = None, want: str | None = None
+) -> ArrayMetadata | GroupMetadata:
+    """Read the metadata of the node at ``sp`` (one round trip for all candidates).
+
+    ``want`` ('array' or 'group') narrows the error raised when nothing is there.
+    """
+    docs = await _fetch_docs(sp, zarr_format)
+    where = f"{sp.store!r}, path {sp.path!r}"
+    if _V3 in docs:
+        d = json_loads(docs[_V3], sp.key(_V3))
+        if not isinstance(d, dict):
+            raise MetadataError(f"{sp.key(_V3)}: must hold a JSON object")
+        kind = d.get("node_type")
+        if kind == "array":
+            return parse_array_metadata_v3(d)
+        if kind == "group":
+            return parse_group_metadata_v3(d)
+        raise MetadataError(f"{sp.key(_V3)}: node_type must be 'array' or 'group', got {kind!r}")
+    attrs = json_loads(docs[_V2_ATTRS], sp.key(_V2_ATTRS)) if _V2_ATTRS in docs else None
+    if _V2_ARRAY in docs:
+        return parse_array_metadata_v2(json_loads(docs[_V2_ARRAY], sp.key(_V2_ARRAY)), attrs)
+    if _V2_GROUP in docs:
+        return parse_group_metadata_v2(json_loads(docs[_V2_GROUP], sp.key(_V2_GROUP)), attrs)
+    if want == "array":
+        raise ArrayNotFoundError(f"no array found at {where}")
+    if want == "group":
+        raise GroupNotFoundError(f"no group found at {where}")
+    raise NodeNotFoundError(f"no array or group found at {where}")
+
+
+async def node_kind(sp: StorePath, zarr_format: int | None = None) -> str | None:
+    """'array', 'group' or None, for whatever sits at ``sp``."""
+    try:
+        meta = await load_node_metadata(sp, zarr_format)
+    except NodeNotFoundError:
+        return None
+    return "array" if isinstance(meta, ArrayMetadata) else "group"
+
+
+async def ensure_vacant(sp: StorePath, overwrite: bool) -> None:
+    """Refuse to create over an existing node unless ``overwrite``; then clear it."""
+    if overwrite:
+        if sp.path:
+            await sp.store.delete_dir(sp.path)
+        else:
+            await sp.store.clear()
+        return
+    kind = await node_kind(sp)
+    if kind == "array":
+        raise ContainsArrayError(f"an array already exists at {sp.store!r}, path {sp.path!r}")
+    if kind == "group":
+        raise ContainsGroupError(f"a group already exists at {sp.store!r}, path {sp.path!r}")
+
+
+async def save_metadata(sp: StorePath, meta: ArrayMetadata | GroupMetadata) -> None:
+    """Write a node's metadata documents (and drop a stale v2 ``.zattrs``)."""
+    docs = meta.to_documents()
+    await sp.store.set_many([(sp.key(k), v) for k, v in docs.items()])
+    if meta.zarr_format == 2 and _V2_ATTRS not in docs:
+        await sp.store.delete(sp.key(_V2_ATTRS))
+
+
+async def ensure_parents(sp: StorePath, zarr_format: int) -> None:
+    """Write group metadata for missing ancestors of ``sp`` (implicit groups)."""
+    if not sp.path:
+        return
+    parts = sp.path.split("/")
+    for i in range(len(parts) - 1, -1, -1):
+        parent = StorePath(sp.store, "/".join(parts[:i]))
+        kind = await node_kind(parent)
+        if kind == "group":
+            break
+        if kind == "array":
+            raise ContainsArrayError(f"cannot create a node inside the array at {parent.path!r}")
+        await save_metadata(parent, GroupMetadata(zarr_format))

@@ -1,0 +1,85 @@
+"""Exceptions raised by cuzarr.
+
+Each class derives from the builtin exception a caller would naturally catch, so
+``except FileNotFoundError`` keeps working for code written against other libraries.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ArrayNotFoundError",
+    "BoundsCheckError",
+    "ChecksumError",
+    "CodecError",
+    "ContainsArrayError",
+    "ContainsGroupError",
+    "CuzarrError",
+    "GroupNotFoundError",
+    "MetadataError",
+    "NodeNotFoundError",
+    "NodeTypeValidationError",
+    "ReadOnlyError",
+    "StoreKeyError",
+    "UnknownCodecError",
+    "UnsupportedExtensionError",
+]
+
+
+class CuzarrError(Exception):
+    """Base class of every cuzarr-specific exception."""
+
+
+class NodeNotFoundError(CuzarrError, FileNotFoundError):
+    """No array or group exists at the requested path."""
+
+
+class ArrayNotFoundError(NodeNotFoundError):
+    """No array exists at the requested path."""
+
+
+class GroupNotFoundError(NodeNotFoundError):
+    """No group exists at the requested path."""
+
+
+class ContainsArrayError(CuzarrError, FileExistsError):
+    """An array already exists where a new node was to be created."""
+
+
+class ContainsGroupError(CuzarrError, FileExistsError):
+    """A group already exists where a new node was to be created."""
+
+
+class MetadataError(CuzarrError, ValueError):
+    """Metadata is malformed, inconsistent or unsupported."""
+
+
+class UnsupportedExtensionError(MetadataError):
+    """Metadata names an extension marked ``must_understand`` that cuzarr lacks."""
+
+
+class NodeTypeValidationError(MetadataError):
+    """``node_type`` in metadata is missing or not what the caller asked for."""
+
+
+class CodecError(CuzarrError, ValueError):
+    """A chunk could not be encoded or decoded (corrupt, truncated, wrong size)."""
+
+
+class UnknownCodecError(MetadataError):
+    """A codec named in metadata (or passed by the caller) is not known."""
+
+
+class ChecksumError(CodecError):
+    """A stored checksum does not match the data it protects."""
+
+
+class ReadOnlyError(CuzarrError, PermissionError):
+    """A write was attempted through a read-only store or array."""
+
+
+class StoreKeyError(CuzarrError, ValueError):
+    """A store key is invalid, e.g. it would resolve outside the store root."""
+
+
+class BoundsCheckError(CuzarrError, IndexError):
+    """A selection lies outside the array's bounds or is malformed."""

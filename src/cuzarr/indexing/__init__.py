@@ -1,0 +1,1 @@
+"""Selections: normalize what a caller indexes with, project it onto the chunk grid."""

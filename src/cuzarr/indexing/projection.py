@@ -1,0 +1,155 @@
+"""Per-dimension projection of a selection onto a chunk grid.
+
+A ``DimProjection`` lists, for one dimension, every chunk the selection touches,
+with the part of that chunk it reads (``chunk_sel``) and where those elements
+land in the output (``out_sel``). A selection over an N-d array is the product
+of its dimensions' projections (orthogonal indexing).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from cuzarr.metadata.chunk_grid import DimGrid
+
+__all__ = ["DimProjection", "project_array", "project_slice"]
+
+Sel = slice | np.ndarray
+
+
+@dataclass
+class DimProjection:
+    """One dimension's chunks, in-chunk selections and output selections."""
+
+    chunks: list[int]
+    chunk_sels: list[Sel]
+    out_sels: list[Sel]
+    complete: list[bool]
+    out_len: int
+
+
+def project_slice(start: int, stop: int, step: int, dim: DimGrid) -> DimProjection:
+    """Project ``range(start, stop, step)`` (already normalized by ``slice.indices``)."""
+    n = len(range(start, stop, step))
+    if n == 0:
+        return DimProjection([], [], [], [], 0)
+    if step < 0:
+        last = start + (n - 1) * step
+        asc = project_slice(last, start + 1, -step, dim)
+        # Output positions run backwards: ascending position p lands at n - 1 - p.
+        outs: list[Sel] = []
+        for s in asc.out_sels:
+            a, b = s.start, s.stop  # type: ignore[union-attr]
+            hi = n - 1 - a
+            lo = n - 1 - (b - 1)
+            outs.append(slice(hi, lo - 1 if lo > 0 else None, -1))
+        return DimProjection(asc.chunks, asc.chunk_sels, outs, asc.complete, n)
+    last = start + (n - 1) * step
+    chunk = dim.chunk
+    c0, c1 = start // chunk, last // chunk
+    chunks: list[int] = []
+    csels: list[Sel] = []
+    osels: list[Sel] = []
+    complete: list[bool] = []
+    if step == 1:
+        for ci in range(c0, c1 + 1):
+            off = ci * chunk
+            first = start if start > off else off
+            end = min(last, off + chunk - 1)
+            cnt = end - first + 1
+            o = first - start
+            chunks.append(ci)
+            csels.append(slice(first - off, first - off + cnt))
+            osels.append(slice(o, o + cnt))
+            complete.append(first == off and cnt == dim.data_len(ci))
+        return DimProjection(chunks, csels, osels, complete, n)
+    for ci in range(c0, c1 + 1):
+        off = ci * chunk
+        if start >= off:
+            first = start
+        else:
+            first = start + -(-(off - start) // step) * step
+        end = min(last, off + chunk - 1)
+        if first > end:
+            continue
+        cnt = (end - first) // step + 1
+        o = (first - start) // step
+        chunks.append(ci)
+        csels.append(slice(first - off, first - off + (cnt - 1) * step + 1, step))
+        osels.append(slice(o, o + cnt))
+        complete.append(False if dim.data_len(ci) > 1 else cnt == 1)
+    return DimProjection(chunks, csels, osels, complete, n)
+
+
+def project_array(idx: np.ndarray, dim: DimGrid) -> DimProjection:
+    """Project a 1-d array of in-bounds, non-negative integer positions."""
+    n = idx.shape[0]
+    if n == 0:
+        return DimProjection([], [], [], [], 0)
+    cids = dim.index_of(idx)
+    if n > 1 and np.any(cids[1:] < cids[:-1]):
+        order = np.argsort(cids, kind="stable")
+        cids_sorted = cids[order]
+    else:
+        order = None
+        cids_sorted = cids
+    uniq, starts = np.unique(cids_sorted, return_index=True)
+    ends = np.append(starts[1:], n)
+    chunks: list[int] = []
+    csels: list[Sel] = []
+    osels: list[Sel] = []
+    complete: list[bool] = []
+    for ci, s, e in zip(uniq.tolist(), starts.tolist(), ends.tolist()):
+        off = dim.offset(ci)
+        if order is None:
+            pos = idx[s:e]
+            out: Sel = slice(s, e)
+        else:
+            sub = order[s:e]
+            pos = idx[sub]
+            out = sub
+        local = pos - off
+        # A run of consecutive increasing positions reads as a slice (cheaper).
+        if local.shape[0] > 0 and local[-1] - local[0] == local.shape[0] - 1 and (
+            local.shape[0] == 1 or np.all(np.diff(local) == 1)
+        ):
+            csel: Sel = slice(int(local[0]), int(local[-1]) + 1)
+            full = local[0] == 0 and local.shape[0] == dim.data_len(ci) and isinstance(out, slice)
+        else:
+            csel = local
+            full = False
+        chunks.append(ci)
+        csels.append(csel)
+        osels.append(out)
+        complete.append(bool(full))
+    return DimProjection(chunks, csels, osels, complete, n)
+
+
+def ortho_index(sel: tuple[Sel, ...]) -> tuple[Sel, ...]:
+    """Make a tuple of slices/int arrays index orthogonally (np.ix_ semantics)."""
+    n_arr = sum(isinstance(s, np.ndarray) for s in sel)
+    if n_arr <= 1:
+        return sel
+    nd = len(sel)
+    out: list[Sel] = []
+    for i, s in enumerate(sel):
+        if isinstance(s, np.ndarray):
+            shape = [1] * nd
+            shape[i] = -1
+            out.append(s.reshape(shape))
+        else:
+            out.append(s)
+    # Mixed slices + >=2 arrays: numpy would move the broadcast dims; convert all.
+    if any(isinstance(s, slice) for s in out):
+        res: list[Sel] = []
+        for i, s in enumerate(out):
+            if isinstance(s, slice):
+                shape = [1] * nd
+                shape[i] = -1
+                res.append(np.arange(s.start or 0, s.stop, s.step or 1).reshape(shape) if s.stop is not None or (s.step or 1) > 0 else np.arange(s.start, -1, s.step).reshape(shape))
+            else:
+                res.append(s)
+        return tuple(res)
+    return tuple(out)

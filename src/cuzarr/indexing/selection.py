@@ -1,0 +1,314 @@
+"""Normalize selections and turn them into per-dimension projections.
+
+Three indexing modes, as in zarr-python and numpy:
+
+* ``basic``/numpy (``a[...]``): ints, slices with any step, Ellipsis, newaxis,
+  integer arrays and boolean masks with numpy's rules for advanced indices;
+* orthogonal (``a.oindex[...]``): each dimension indexed independently;
+* coordinate (``a.vindex[...]``): integer arrays broadcast into points, or one
+  boolean mask over the whole array.
+
+Numpy-mode selections with advanced indices are answered in two steps: an
+orthogonal read of the bounding index sets, then numpy's own indexing applied to
+that compact block with remapped indices, which reproduces numpy's semantics
+(result dimension placement, broadcasting, last-wins writes) exactly.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from cuzarr.errors import BoundsCheckError
+from cuzarr.indexing.projection import DimProjection, project_array, project_slice
+from cuzarr.metadata.chunk_grid import DimGrid
+
+__all__ = [
+    "BasicPlan",
+    "FancyPlan",
+    "OrthogonalPlan",
+    "normalize_coordinate",
+    "normalize_numpy",
+    "normalize_orthogonal",
+]
+
+
+def _as_int(x: Any) -> int | None:
+    if isinstance(x, (bool, np.bool_)):
+        return None
+    if isinstance(x, (int, np.integer)):
+        return int(x)
+    if isinstance(x, np.ndarray) and x.ndim == 0 and x.dtype.kind in "iu":
+        return int(x)
+    return None
+
+
+def _check_int(i: int, size: int, dim: int) -> int:
+    if i < -size or i >= size:
+        raise BoundsCheckError(f"index {i} is out of bounds for dimension {dim} with size {size}")
+    return i + size if i < 0 else i
+
+
+def _check_array(arr: np.ndarray, size: int, dim: int) -> np.ndarray:
+    if arr.dtype.kind not in "iu":
+        raise IndexError(
+            f"dimension {dim}: index arrays must hold integers or booleans, got {arr.dtype}"
+        )
+    arr = arr.astype(np.intp, copy=False)
+    if arr.size:
+        lo, hi = int(arr.min()), int(arr.max())
+        if lo < -size or hi >= size:
+            bad = lo if lo < -size else hi
+            raise BoundsCheckError(
+                f"index {bad} is out of bounds for dimension {dim} with size {size}"
+            )
+        if lo < 0:
+            arr = np.where(arr < 0, arr + size, arr)
+    return arr
+
+
+def _as_index_array(x: Any) -> np.ndarray | None:
+    if isinstance(x, np.ndarray):
+        return x
+    if isinstance(x, (list, tuple)):
+        return np.asarray(x) if len(x) else np.asarray(x, dtype=np.intp)
+    # CuPy and other array libraries: bring index arrays to the host.
+    if hasattr(x, "__array__") or hasattr(x, "__cuda_array_interface__"):
+        get = getattr(x, "get", None)
+        return np.asarray(get() if callable(get) else x)
+    return None
+
+
+def _slice_indices(s: slice, size: int, dim: int) -> tuple[int, int, int]:
+    try:
+        for v in (s.start, s.stop, s.step):
+            if v is not None:
+                operator.index(v)
+        return s.indices(size)
+    except TypeError as e:
+        raise IndexError(f"dimension {dim}: slice bounds must be integers, got {s}") from e
+    except ValueError as e:
+        raise IndexError(f"dimension {dim}: {e}") from e
+
+
+def _expand(selection: Any, ndim: int, allow_newaxis: bool = True) -> list[Any]:
+    """Expand Ellipsis; return one entry per consumed dim (plus ``None`` entries)."""
+    if not isinstance(selection, tuple):
+        selection = (selection,)
+    consumed = 0
+    n_ellipsis = 0
+    for s in selection:
+        if s is Ellipsis:
+            n_ellipsis += 1
+        elif s is None:
+            if not allow_newaxis:
+                raise IndexError("np.newaxis is not allowed in this indexing mode")
+        else:
+            arr = s if isinstance(s, np.ndarray) else None
+            if arr is not None and arr.dtype == bool:
+                consumed += max(arr.ndim, 1) if arr.ndim else 0
+            else:
+                consumed += 1
+    if n_ellipsis > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    if consumed > ndim:
+        raise IndexError(
+            f"too many indices for array: array is {ndim}-dimensional, but {consumed} were indexed"
+        )
+    out: list[Any] = []
+    for s in selection:
+        if s is Ellipsis:
+            out.extend([slice(None)] * (ndim - consumed))
+        else:
+            out.append(s)
+    if n_ellipsis == 0:
+        out.extend([slice(None)] * (ndim - consumed))
+    return out
+
+
+@dataclass
+class BasicPlan:
+    """Ints and slices only: an orthogonal read plus a reshape."""
+
+    projections: list[DimProjection]
+    buffer_shape: tuple[int, ...]
+    result_shape: tuple[int, ...]
+
+
+@dataclass
+class OrthogonalPlan:
+    projections: list[DimProjection]
+    buffer_shape: tuple[int, ...]
+    result_shape: tuple[int, ...]
+
+
+@dataclass
+class FancyPlan:
+    """Bounding orthogonal block, then numpy indexing with remapped indices."""
+
+    projections: list[DimProjection]
+    buffer_shape: tuple[int, ...]
+    post_index: tuple[Any, ...]
+
+
+def normalize_numpy(selection: Any, shape: tuple[int, ...], dims: list[DimGrid]) -> BasicPlan | FancyPlan:
+    """Plan a numpy-semantics selection (``a[...]``)."""
+    items = _expand(selection, len(shape))
+    # First pass: classify; masks become nonzero() integer arrays.
+    norm: list[Any] = []  # per item: ('int', i) | ('slice', s) | ('array', arr) | ('new',)
+    dim = 0
+    advanced = False
+    for s in items:
+        if s is None:
+            norm.append(("new", None))
+            continue
+        i = _as_int(s)
+        if i is not None:
+            norm.append(("int", _check_int(i, shape[dim], dim), dim))
+            dim += 1
+            continue
+        if isinstance(s, slice):
+            norm.append(("slice", _slice_indices(s, shape[dim], dim), dim))
+            dim += 1
+            continue
+        arr = _as_index_array(s)
+        if arr is None:
+            raise IndexError(
+                f"dimension {dim}: unsupported index {s!r}; only integers, slices, Ellipsis, "
+                "np.newaxis, integer arrays and boolean arrays are valid indices"
+            )
+        advanced = True
+        if arr.dtype == bool:
+            k = max(arr.ndim, 1)
+            if arr.ndim == 0:
+                # numpy: a 0-d bool adds a length-1 (True) or 0 (False) axis.
+                norm.append(("bool0", bool(arr)))
+                continue
+            if arr.shape != shape[dim : dim + k]:
+                raise IndexError(
+                    f"boolean index of shape {arr.shape} does not match dimensions "
+                    f"{dim}..{dim + k - 1} of shape {shape[dim:dim + k]}"
+                )
+            for j, nz in enumerate(np.nonzero(arr)):
+                norm.append(("array", nz.astype(np.intp), dim + j))
+            dim += k
+            continue
+        norm.append(("array", _check_array(arr, shape[dim], dim), dim))
+        dim += 1
+    if any(n[0] == "bool0" for n in norm):
+        advanced = True
+    projections: list[DimProjection] = []
+    if not advanced:
+        buffer_shape = []
+        result_shape = []
+        for n in norm:
+            if n[0] == "new":
+                result_shape.append(1)
+                continue
+            d = n[2]
+            if n[0] == "int":
+                p = project_slice(n[1], n[1] + 1, 1, dims[d])
+            else:
+                p = project_slice(*n[1], dims[d])
+                result_shape.append(p.out_len)
+            projections.append(p)
+            buffer_shape.append(p.out_len)
+        return BasicPlan(projections, tuple(buffer_shape), tuple(result_shape))
+    # Advanced: read the bounding block, index it with numpy.
+    post: list[Any] = []
+    for n in norm:
+        kind = n[0]
+        if kind == "new":
+            post.append(None)
+        elif kind == "bool0":
+            post.append(np.bool_(n[1]))
+        elif kind == "int":
+            projections.append(project_slice(n[1], n[1] + 1, 1, dims[n[2]]))
+            post.append(0)
+        elif kind == "slice":
+            projections.append(project_slice(*n[1], dims[n[2]]))
+            post.append(slice(None))
+        else:
+            arr = n[1]
+            uniq, inverse = np.unique(arr.reshape(-1), return_inverse=True)
+            projections.append(project_array(uniq, dims[n[2]]))
+            post.append(inverse.reshape(arr.shape))
+    buffer_shape = tuple(p.out_len for p in projections)
+    return FancyPlan(projections, buffer_shape, tuple(post))
+
+
+def normalize_orthogonal(selection: Any, shape: tuple[int, ...], dims: list[DimGrid]) -> OrthogonalPlan:
+    """Plan an orthogonal selection (``a.oindex[...]``)."""
+    items = _expand(selection, len(shape), allow_newaxis=False)
+    projections: list[DimProjection] = []
+    result_shape: list[int] = []
+    for d, s in enumerate(items):
+        i = _as_int(s)
+        if i is not None:
+            i = _check_int(i, shape[d], d)
+            projections.append(project_slice(i, i + 1, 1, dims[d]))
+            continue
+        if isinstance(s, slice):
+            p = project_slice(*_slice_indices(s, shape[d], d), dims[d])
+        else:
+            arr = _as_index_array(s)
+            if arr is None:
+                raise IndexError(f"dimension {d}: unsupported orthogonal index {s!r}")
+            if arr.dtype == bool:
+                if arr.ndim != 1 or arr.shape[0] != shape[d]:
+                    raise IndexError(
+                        f"dimension {d}: boolean index of shape {arr.shape} does not match "
+                        f"size {shape[d]}"
+                    )
+                arr = np.flatnonzero(arr)
+            elif arr.ndim != 1:
+                raise IndexError(f"dimension {d}: orthogonal index arrays must be 1-d")
+            arr = _check_array(arr, shape[d], d)
+            p = project_array(arr, dims[d])
+        projections.append(p)
+        result_shape.append(p.out_len)
+    return OrthogonalPlan(projections, tuple(p.out_len for p in projections), tuple(result_shape))
+
+
+def normalize_coordinate(selection: Any, shape: tuple[int, ...]) -> tuple[list[np.ndarray], tuple[int, ...]]:
+    """Normalize a coordinate selection (``a.vindex[...]``) to flat per-dim arrays.
+
+    Returns the flat coordinate arrays and the result shape (their broadcast shape).
+    """
+    if not isinstance(selection, tuple):
+        selection = (selection,)
+    if len(selection) == 1:
+        arr = _as_index_array(selection[0])
+        if arr is not None and arr.dtype == bool:
+            if arr.shape != shape:
+                raise IndexError(f"boolean mask of shape {arr.shape} does not match array shape {shape}")
+            coords = list(np.nonzero(arr))
+            return [c.astype(np.intp) for c in coords], (coords[0].shape[0] if coords else 0,)
+    if len(selection) != len(shape):
+        raise IndexError(
+            f"vindex needs one index per dimension ({len(shape)}), got {len(selection)}"
+        )
+    arrays = []
+    for d, s in enumerate(selection):
+        i = _as_int(s)
+        if i is not None:
+            arr = np.asarray(i, dtype=np.intp)
+        else:
+            arr = _as_index_array(s)
+            if arr is None:
+                if isinstance(s, slice):
+                    arr = np.arange(*_slice_indices(s, shape[d], d))
+                else:
+                    raise IndexError(f"dimension {d}: unsupported coordinate index {s!r}")
+            if arr.dtype == bool:
+                raise IndexError("vindex takes one boolean mask over the whole array, or integer arrays")
+        arrays.append(_check_array(np.asarray(arr), shape[d], d))
+    try:
+        b = np.broadcast_arrays(*arrays)
+    except ValueError as e:
+        raise IndexError(f"coordinate arrays do not broadcast together: {e}") from e
+    out_shape = b[0].shape if b else ()
+    return [x.reshape(-1) for x in b], out_shape

@@ -1,0 +1,231 @@
+"""The async store interface shared by every storage backend.
+
+Method names follow zarr-python 3's ``Store`` so code can move between the two.
+Values are bytes-like on the way in and ``bytes`` (or ``None`` for a missing key)
+on the way out. The ``*_many`` methods are cuzarr's batch entry points: the array
+engine calls them so a backend can serve many keys with one thread hop; their
+default implementations go through ``get``/``set``/``delete``, so a subclass that
+overrides ``get`` still sees every read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cuzarr.errors import ReadOnlyError, StoreKeyError
+
+__all__ = [
+    "ByteRequest",
+    "OffsetByteRequest",
+    "RangeByteRequest",
+    "Store",
+    "SuffixByteRequest",
+    "normalize_key",
+]
+
+
+@dataclass(frozen=True)
+class RangeByteRequest:
+    """Bytes ``start`` (inclusive) to ``end`` (exclusive)."""
+
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class OffsetByteRequest:
+    """Every byte from ``offset`` to the end."""
+
+    offset: int
+
+
+@dataclass(frozen=True)
+class SuffixByteRequest:
+    """The last ``suffix`` bytes."""
+
+    suffix: int
+
+
+ByteRequest = RangeByteRequest | OffsetByteRequest | SuffixByteRequest
+
+
+def slice_bytes(data: bytes, byte_range: ByteRequest | None) -> bytes:
+    """Apply a byte request to an in-memory value."""
+    if byte_range is None:
+        return data
+    if isinstance(byte_range, RangeByteRequest):
+        return data[byte_range.start : byte_range.end]
+    if isinstance(byte_range, OffsetByteRequest):
+        return data[byte_range.offset :]
+    if isinstance(byte_range, SuffixByteRequest):
+        return data[len(data) - byte_range.suffix :] if byte_range.suffix else b""
+    raise TypeError(f"unsupported byte range {byte_range!r}")
+
+
+def normalize_key(key: str) -> str:
+    """Validate a store key: relative, '/'-separated, no '.' or '..' components.
+
+    Raises
+    ------
+    StoreKeyError
+        If the key is absolute, empty in a component, or would escape the root.
+    """
+    if not isinstance(key, str):
+        raise StoreKeyError(f"store keys are str, got {type(key).__name__}")
+    if key.startswith("/") or "\\" in key or "\x00" in key:
+        raise StoreKeyError(f"invalid store key {key!r}: must be relative and '/'-separated")
+    for part in key.split("/"):
+        if part in ("", ".", ".."):
+            raise StoreKeyError(f"invalid store key {key!r}: empty, '.' or '..' component")
+    return key
+
+
+class Store(ABC):
+    """Abstract async key-value store."""
+
+    supports_writes: bool = True
+    supports_deletes: bool = True
+    supports_listing: bool = True
+    supports_partial_writes: bool = False
+
+    def __init__(self, *, read_only: bool = False) -> None:
+        self._read_only = read_only
+
+    @property
+    def read_only(self) -> bool:
+        """Whether writes through this store object are refused."""
+        return self._read_only
+
+    def _check_writable(self) -> None:
+        if self._read_only:
+            raise ReadOnlyError(f"{self!r} is read-only")
+
+    def with_read_only(self, read_only: bool = False) -> Store:
+        """Return a store over the same data with a different ``read_only`` flag."""
+        import copy
+
+        other = copy.copy(self)
+        other._read_only = read_only
+        return other
+
+    # -- reads ---------------------------------------------------------------
+    @abstractmethod
+    async def get(
+        self, key: str, prototype: Any = None, byte_range: ByteRequest | None = None
+    ) -> bytes | None:
+        """Return the value at ``key`` (or a byte range of it), ``None`` if absent."""
+
+    async def get_partial_values(
+        self, prototype: Any, key_ranges: Iterable[tuple[str, ByteRequest | None]]
+    ) -> list[bytes | None]:
+        """Fetch several (key, byte range) pairs concurrently."""
+        from cuzarr.core.sync import io_semaphore
+
+        sem = io_semaphore()
+
+        async def one(key: str, rng: ByteRequest | None) -> bytes | None:
+            async with sem:
+                return await self.get(key, prototype, rng)
+
+        return list(await asyncio.gather(*(one(k, r) for k, r in key_ranges)))
+
+    async def get_many(self, keys: Sequence[str], prototype: Any = None) -> list[bytes | None]:
+        """Fetch whole values for many keys; ``None`` where a key is absent."""
+        return await self.get_partial_values(prototype, [(k, None) for k in keys])
+
+    @abstractmethod
+    async def exists(self, key: str) -> bool:
+        """Whether ``key`` holds a value."""
+
+    # -- writes --------------------------------------------------------------
+    @abstractmethod
+    async def set(self, key: str, value: bytes) -> None:
+        """Store ``value`` at ``key`` (atomically where the backend allows)."""
+
+    async def set_if_not_exists(self, key: str, value: bytes) -> None:
+        """Store ``value`` unless ``key`` already holds one."""
+        if not await self.exists(key):
+            await self.set(key, value)
+
+    async def set_many(self, items: Sequence[tuple[str, bytes]]) -> None:
+        """Store many values concurrently."""
+        from cuzarr.core.sync import io_semaphore
+
+        sem = io_semaphore()
+
+        async def one(key: str, value: bytes) -> None:
+            async with sem:
+                await self.set(key, value)
+
+        await asyncio.gather(*(one(k, v) for k, v in items))
+
+    @abstractmethod
+    async def delete(self, key: str) -> None:
+        """Remove ``key``; removing an absent key is not an error."""
+
+    async def delete_many(self, keys: Sequence[str]) -> None:
+        """Remove many keys concurrently."""
+        from cuzarr.core.sync import io_semaphore
+
+        sem = io_semaphore()
+
+        async def one(key: str) -> None:
+            async with sem:
+                await self.delete(key)
+
+        await asyncio.gather(*(one(k) for k in keys))
+
+    async def delete_dir(self, prefix: str) -> None:
+        """Remove every key under ``prefix`` (a '/'-terminated directory)."""
+        self._check_writable()
+        prefix = prefix.rstrip("/")
+        keys = [k async for k in self.list_prefix(prefix + "/" if prefix else "")]
+        await self.delete_many(keys)
+
+    # -- listing -------------------------------------------------------------
+    @abstractmethod
+    def list(self) -> AsyncIterator[str]:
+        """Every key in the store."""
+
+    def list_prefix(self, prefix: str) -> AsyncIterator[str]:
+        """Every key that starts with ``prefix``."""
+
+        async def gen() -> AsyncIterator[str]:
+            async for key in self.list():
+                if key.startswith(prefix):
+                    yield key
+
+        return gen()
+
+    def list_dir(self, prefix: str) -> AsyncIterator[str]:
+        """Names directly below ``prefix`` (keys and sub-directories, no duplicates)."""
+
+        async def gen() -> AsyncIterator[str]:
+            p = prefix.rstrip("/")
+            p = p + "/" if p else ""
+            seen: set[str] = set()
+            async for key in self.list_prefix(p):
+                name = key[len(p) :].split("/", 1)[0]
+                if name and name not in seen:
+                    seen.add(name)
+                    yield name
+
+        return gen()
+
+    async def is_empty(self, prefix: str = "") -> bool:
+        """Whether no key starts with ``prefix``."""
+        async for _ in self.list_prefix(prefix):
+            return False
+        return True
+
+    async def clear(self) -> None:
+        """Remove every key."""
+        self._check_writable()
+        await self.delete_many([k async for k in self.list()])
+
+    def close(self) -> None:  # noqa: B027 - optional hook, no-op by default
+        """Release resources held by the store."""

@@ -1,0 +1,110 @@
+"""Turn what a caller passes as ``store`` into a store plus a path inside it."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cuzarr.storage.base import Store
+from cuzarr.storage.local import LocalStore
+from cuzarr.storage.memory import MemoryStore
+
+__all__ = ["StoreLike", "StorePath", "join_path", "make_store", "normalize_path"]
+
+def normalize_path(path: str | None) -> str:
+    """Strip slashes and reject '.'/'..' components in a node path."""
+    if not path:
+        return ""
+    parts = [p for p in str(path).replace("\\", "/").split("/") if p]
+    for p in parts:
+        if p in (".", ".."):
+            raise ValueError(f"invalid node path {path!r}: '.' and '..' are not allowed")
+    return "/".join(parts)
+
+
+def join_path(*parts: str) -> str:
+    """Join node path parts with '/', skipping empty ones."""
+    return "/".join(p.strip("/") for p in parts if p and p.strip("/"))
+
+
+@dataclass(frozen=True)
+class StorePath:
+    """A store and a node path inside it."""
+
+    store: Store
+    path: str = ""
+
+    def key(self, name: str) -> str:
+        """The store key of ``name`` relative to this node."""
+        return f"{self.path}/{name}" if self.path else name
+
+    def __truediv__(self, other: str) -> StorePath:
+        return StorePath(self.store, join_path(self.path, other))
+
+
+StoreLike = Store | str | os.PathLike | dict | StorePath | None
+
+
+def _is_url(s: str) -> bool:
+    return "://" in s and not s.startswith("file://")
+
+
+def make_store(
+    store: Any, *, mode: str = "a", storage_options: dict[str, Any] | None = None
+) -> Store:
+    """Build (or pass through) a ``Store`` for ``store``; read-only when ``mode == 'r'``."""
+    read_only = mode == "r"
+    if isinstance(store, StorePath):
+        store = store.store
+    if store is None:
+        result: Store = MemoryStore()
+    elif isinstance(store, Store):
+        result = store
+        if read_only and not store.read_only:
+            result = store.with_read_only(True)
+        return result
+    elif isinstance(store, dict):
+        result = MemoryStore(store)
+    elif isinstance(store, (str, os.PathLike)):
+        s = os.fspath(store)
+        if s.startswith("file://"):
+            s = s[len("file://") :]
+        if _is_url(s):
+            return _url_store(s, storage_options, read_only)
+        if storage_options:
+            raise TypeError("storage_options are only accepted with URL stores")
+        result = LocalStore(Path(s))
+    else:
+        mapping_like = all(hasattr(store, a) for a in ("__getitem__", "__setitem__", "keys"))
+        if mapping_like:
+            result = MemoryStore(store)
+        else:
+            raise TypeError(f"unsupported store type {type(store).__name__}")
+    if read_only:
+        result = result.with_read_only(True)
+    return result
+
+
+def make_store_path(
+    store: Any,
+    path: str | None = None,
+    *,
+    mode: str = "a",
+    storage_options: dict[str, Any] | None = None,
+) -> StorePath:
+    """A ``StorePath`` for ``store`` (any StoreLike) and ``path``."""
+    base = ""
+    if isinstance(store, StorePath):
+        base = store.path
+    s = make_store(store, mode=mode, storage_options=storage_options)
+    return StorePath(s, join_path(base, normalize_path(path)))
+
+
+def _url_store(url: str, storage_options: dict[str, Any] | None, read_only: bool) -> Store:
+    try:
+        from cuzarr.storage.fsspec import FsspecStore
+    except ImportError as e:  # pragma: no cover - depends on the optional module
+        raise ValueError(f"URL stores need cuzarr.storage.fsspec: {e}") from e
+    return FsspecStore.from_url(url, storage_options=storage_options, read_only=read_only)

@@ -1,0 +1,97 @@
+"""An in-memory store over a ``dict``."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, MutableMapping, Sequence
+from typing import Any
+
+from cuzarr.storage.base import ByteRequest, Store, normalize_key, slice_bytes
+
+__all__ = ["MemoryStore"]
+
+
+class MemoryStore(Store):
+    """Keys and values held in a (possibly caller-owned) mutable mapping.
+
+    Parameters
+    ----------
+    store_dict
+        The mapping to use; a caller's ``dict`` sees every write. A new dict
+        when omitted.
+    read_only
+        Refuse writes when true.
+    """
+
+    def __init__(
+        self, store_dict: MutableMapping[str, Any] | None = None, *, read_only: bool = False
+    ) -> None:
+        super().__init__(read_only=read_only)
+        self._store_dict: MutableMapping[str, Any] = {} if store_dict is None else store_dict
+
+    def __repr__(self) -> str:
+        return f"MemoryStore(<{len(self._store_dict)} keys>)"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, MemoryStore) and other._store_dict is self._store_dict
+
+    __hash__ = object.__hash__
+
+    @staticmethod
+    def _as_bytes(value: Any) -> bytes:
+        if isinstance(value, bytes):
+            return value
+        to_bytes = getattr(value, "to_bytes", None)  # zarr-python Buffer objects
+        if callable(to_bytes):
+            return to_bytes()
+        return bytes(value)
+
+    async def get(
+        self, key: str, prototype: Any = None, byte_range: ByteRequest | None = None
+    ) -> bytes | None:
+        value = self._store_dict.get(key)
+        if value is None:
+            return None
+        return slice_bytes(self._as_bytes(value), byte_range)
+
+    async def get_many(self, keys: Sequence[str], prototype: Any = None) -> list[bytes | None]:
+        if type(self).get is not MemoryStore.get:
+            return await super().get_many(keys, prototype)
+        d = self._store_dict
+        out: list[bytes | None] = []
+        for key in keys:
+            value = d.get(key)
+            out.append(value if value is None or isinstance(value, bytes) else self._as_bytes(value))
+        return out
+
+    async def exists(self, key: str) -> bool:
+        return key in self._store_dict
+
+    async def set(self, key: str, value: bytes) -> None:
+        self._check_writable()
+        normalize_key(key)
+        self._store_dict[key] = bytes(value)
+
+    async def set_many(self, items: Sequence[tuple[str, bytes]]) -> None:
+        if type(self).set is not MemoryStore.set:
+            return await super().set_many(items)
+        self._check_writable()
+        for key, value in items:
+            self._store_dict[key] = bytes(value)
+
+    async def delete(self, key: str) -> None:
+        self._check_writable()
+        self._store_dict.pop(key, None)
+
+    async def delete_many(self, keys: Sequence[str]) -> None:
+        if type(self).delete is not MemoryStore.delete:
+            return await super().delete_many(keys)
+        self._check_writable()
+        for key in keys:
+            self._store_dict.pop(key, None)
+
+    def list(self) -> AsyncIterator[str]:
+        async def gen() -> AsyncIterator[str]:
+            for key in list(self._store_dict):
+                yield key
+
+        return gen()

@@ -1,0 +1,418 @@
+"""Interoperability: arrays written by cuzarr are read by zarr-python 3 and vice versa.
+
+The matrix is crossed sensibly rather than fully: every dtype x format x direction with
+one compressor; every codec x format x direction with a few dtypes; every shape x
+format x direction; F order (v2) with several dtypes; partial writes by one library on
+top of an array created by the other; and the metadata facts (fill values, attributes,
+dimension names, chunk key encodings).
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from _interop_helpers import (
+    DELTA_KINDS,
+    DTYPES,
+    LIBS,
+    ZARR_DTYPE_KEYS,
+    Spec,
+    arr_path,
+    assert_data_equal,
+    direction_ids,
+    directions,
+    dtype_formats,
+    expected_chunk_keys,
+    impl,
+    make_data,
+    read_attrs_json,
+    read_metadata_json,
+    run_fill,
+    run_partial,
+    run_roundtrip,
+    stored_chunk_keys,
+    zarrlike_dtype,
+)
+
+PEER = "zarr"
+DIRS = pytest.mark.parametrize(("writer", "reader"), directions(PEER), ids=direction_ids(PEER))
+FORMATS = pytest.mark.parametrize("fmt", [2, 3], ids=["v2", "v3"])
+
+
+# ------------------------------------------------------------------ every dtype
+
+
+def _dtype_params():
+    # bfloat16 / float8 are excluded: zarr-python 3.4 does not support them (see the
+    # tensorstore tests). Structured dtypes are a v2 feature (dtype_formats).
+    for key in ZARR_DTYPE_KEYS:
+        for fmt in dtype_formats(DTYPES[key]):
+            yield pytest.param(key, fmt, id=f"{key}-v{fmt}")
+
+
+@DIRS
+@pytest.mark.parametrize(("dtkey", "fmt"), list(_dtype_params()))
+def test_dtype_roundtrip(tmp_path, rng, writer, reader, dtkey, fmt):
+    spec = Spec(fmt=fmt, dt=DTYPES[dtkey], shape=(9, 7), chunks=(4, 3), codec="zstd")
+    run_roundtrip(tmp_path, writer, reader, spec, rng)
+
+
+@pytest.mark.parametrize(("dtkey", "fmt"), list(_dtype_params()))
+@DIRS
+def test_library_defaults(tmp_path, rng, writer, reader, dtkey, fmt):
+    """Each library's own defaults (compressors="auto", no fill_value, default chunk key
+    encoding) produce arrays the other reads; read through the generic ``open``."""
+    dt = DTYPES[dtkey]
+    path = arr_path(tmp_path)
+    data = make_data(dt, (9, 7), rng)
+    w = LIBS[writer]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = w.mod.create_array(
+            path, shape=(9, 7), chunks=(4, 3), dtype=zarrlike_dtype(w.mod, dt), zarr_format=fmt
+        )
+        a[...] = data
+        got = LIBS[reader].mod.open(path, mode="r")
+    assert tuple(got.shape) == (9, 7)
+    assert_data_equal(np.asarray(got[...]), data, dt)
+
+
+# ------------------------------------------------------------------ every codec
+
+
+def _codec_params():
+    for dtkey in ("int16", "float64", "vstr"):
+        dt = DTYPES[dtkey]
+        for fmt in (2, 3):
+            codecs = ["none", "zstd", "gzip", "blosc"]
+            if dt.kind in DELTA_KINDS:  # numcodecs.Delta is lossless for integers only
+                codecs.append("delta")
+            if fmt == 2 and dt.fixed:  # a lossless numcodecs filter for any fixed-size dtype
+                codecs.append("shuffle")
+            if fmt == 3:  # the v3 core array->array codec; v2 has no equivalent
+                codecs.append("transpose")
+            for codec in codecs:
+                yield pytest.param(dtkey, fmt, codec, id=f"{dtkey}-v{fmt}-{codec}")
+
+
+def _declared_codec_names(path: str, fmt: int) -> list[str]:
+    md = read_metadata_json(path, fmt)
+    if fmt == 2:
+        names = [f["id"] for f in md.get("filters") or []]
+        if md.get("compressor"):
+            names.append(md["compressor"]["id"])
+        return names
+    return [c["name"] for c in md["codecs"]]
+
+
+@DIRS
+@pytest.mark.parametrize(("dtkey", "fmt", "codec"), list(_codec_params()))
+def test_codec_roundtrip(tmp_path, rng, writer, reader, dtkey, fmt, codec):
+    spec = Spec(fmt=fmt, dt=DTYPES[dtkey], shape=(9, 7), chunks=(4, 3), codec=codec)
+    run_roundtrip(tmp_path, writer, reader, spec, rng)
+    names = _declared_codec_names(arr_path(tmp_path), fmt)
+    wanted = {"none": None, "zstd": "zstd", "gzip": "gzip", "blosc": "blosc"}.get(codec)
+    if codec == "delta":
+        assert names[0] in ("delta", "numcodecs.delta"), names
+        assert "zstd" in names
+    elif codec == "transpose":
+        assert names[0] == "transpose", names
+    elif codec == "shuffle":
+        assert names == ["shuffle", "zstd"], names
+    elif wanted is None:
+        assert not {"zstd", "gzip", "blosc"} & set(names), names
+    else:
+        assert wanted in names, names
+
+
+# ------------------------------------------------------------------ every shape
+
+SHAPES = [
+    ((), ()),  # 0-d
+    ((0,), (3,)),  # zero-length
+    ((5, 0), (2, 2)),  # zero-length trailing dim
+    ((0, 4), (3, 3)),
+    ((1,), (1,)),
+    ((7,), (3,)),  # chunks do not divide the shape
+    ((10,), (5,)),  # chunks divide the shape
+    ((3, 4), (5, 5)),  # a chunk larger than the array
+    ((9, 7), (4, 3)),
+    ((4, 5, 6), (3, 2, 4)),
+]
+
+
+@DIRS
+@FORMATS
+@pytest.mark.parametrize("dtkey", ["int32", "vstr"])
+@pytest.mark.parametrize(
+    ("shape", "chunks"), SHAPES, ids=[f"{s}-{c}".replace(" ", "") for s, c in SHAPES]
+)
+def test_shape_roundtrip(tmp_path, rng, writer, reader, fmt, dtkey, shape, chunks):
+    spec = Spec(fmt=fmt, dt=DTYPES[dtkey], shape=shape, chunks=chunks)
+    run_roundtrip(tmp_path, writer, reader, spec, rng)
+
+
+# ------------------------------------------------------------------ F order (v2 only)
+
+F_DTYPES = ["int32", "float64", "complex128", "U4", "S5", "struct", "vstr", "M8[s]"]
+
+
+@DIRS
+@pytest.mark.parametrize("dtkey", F_DTYPES)
+@pytest.mark.parametrize(("shape", "chunks"), [((9, 7), (4, 3)), ((4, 5, 6), (3, 2, 4))])
+def test_order_f_v2(tmp_path, rng, writer, reader, dtkey, shape, chunks):
+    spec = Spec(fmt=2, dt=DTYPES[dtkey], shape=shape, chunks=chunks, order="F", codec="blosc")
+    run_roundtrip(tmp_path, writer, reader, spec, rng)
+    assert read_metadata_json(arr_path(tmp_path), 2)["order"] == "F"
+
+
+# ------------------------------------------------------------------ partial writes
+
+
+def _partial_params():
+    for fmt in (2, 3):
+        for dtkey in ("int32", "float32", "vstr", "M8[ns]"):
+            for shape, chunks in (((7,), (3,)), ((9, 7), (4, 3)), ((4, 5, 6), (3, 2, 4))):
+                yield pytest.param(fmt, dtkey, shape, chunks, "C", id=f"v{fmt}-{dtkey}-{shape}")
+    for fmt in (2, 3):  # the other dtypes, on one shape
+        for dtkey in ("bool", "complex128", "U4", "S5", "vbytes", "m8[ms]", "struct"):
+            if fmt in dtype_formats(DTYPES[dtkey]):
+                yield pytest.param(fmt, dtkey, (9, 7), (4, 3), "C", id=f"v{fmt}-{dtkey}")
+    for dtkey in ("int32", "vstr"):  # F order on top
+        yield pytest.param(2, dtkey, (9, 7), (4, 3), "F", id=f"v2-{dtkey}-F")
+
+
+@pytest.mark.parametrize(
+    ("first", "second"), directions(PEER), ids=[f"{i}-first" for i, _ in directions(PEER)]
+)
+@pytest.mark.parametrize(("fmt", "dtkey", "shape", "chunks", "order"), list(_partial_params()))
+def test_partial_writes(tmp_path, rng, first, second, fmt, dtkey, shape, chunks, order):
+    dt = DTYPES[dtkey]
+    fill = {
+        "int32": -5,
+        "float32": np.nan,
+        "vstr": "fill✓",
+        "M8[ns]": None,
+        "bool": True,
+        "complex128": complex(np.nan, -1.0),
+        "U4": "ü✓",
+        "S5": b"zz",
+        "vbytes": b"\x00f",
+        "m8[ms]": -3,
+        "struct": (-1, np.nan),
+    }[dtkey]
+    spec = Spec(fmt=fmt, dt=dt, shape=shape, chunks=chunks, order=order, fill_value=fill)
+    run_partial(tmp_path, first, second, spec, rng)
+
+
+# ------------------------------------------------------------------ fill values
+
+FILL_CASES = [
+    ("float64", np.nan),
+    ("float64", np.inf),
+    ("float64", -np.inf),
+    ("float64", -0.0),
+    ("float64", 1.5e300),
+    ("float32", np.nan),
+    ("float32", -np.inf),
+    ("float16", np.inf),
+    ("float16", 0.5),
+    ("complex128", complex(np.nan, np.inf)),
+    ("complex128", complex(-np.inf, 2.5)),
+    ("complex64", complex(1.5, -2.0)),
+    ("int8", -128),
+    ("int64", -(2**63)),
+    ("uint64", 2**64 - 1),
+    ("uint16", 65535),
+    ("bool", True),
+    ("M8[ns]", None),  # NaT
+    ("M8[s]", "2001-02-03T04:05:06"),
+    ("m8[ms]", 12345),
+    ("U4", "é✓日"),
+    ("S5", b"ab"),
+    ("vstr", "héllo ✓ 日本"),
+    ("vstr", ""),
+    ("struct", (7, 2.5)),
+]
+
+
+def _fill_params():
+    for key, fill in FILL_CASES:
+        for fmt in dtype_formats(DTYPES[key]):
+            yield pytest.param(key, fill, fmt, id=f"{key}-{fill!r}-v{fmt}")
+
+
+@DIRS
+@pytest.mark.parametrize(("dtkey", "fill", "fmt"), list(_fill_params()))
+def test_fill_value(tmp_path, rng, writer, reader, dtkey, fill, fmt):
+    spec = Spec(fmt=fmt, dt=DTYPES[dtkey], shape=(9, 7), chunks=(4, 3), fill_value=fill)
+    run_fill(tmp_path, writer, reader, spec, rng)
+
+
+@DIRS
+@FORMATS
+@pytest.mark.parametrize("dtkey", ["int32", "float64", "bool"])
+def test_default_fill_value(tmp_path, writer, reader, fmt, dtkey):
+    """fill_value=None (the default) means zero for numbers (zarr-python semantics)."""
+    path = arr_path(tmp_path)
+    dt = DTYPES[dtkey]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        LIBS[writer].mod.create_array(
+            path, shape=(5,), chunks=(2,), dtype=dt.np_dtype, zarr_format=fmt
+        )
+    got = LIBS[reader].read(path, Spec(fmt=fmt, dt=dt, shape=(5,), chunks=(2,)))
+    assert_data_equal(got, np.zeros(5, dt.np_dtype), dt)
+
+
+# ------------------------------------------------------------------ attributes
+
+ATTRS = {
+    "text": "héllo ✓ 日本",
+    "int": 42,
+    "float": 1.5,
+    "neg": -7,
+    "list": [1, "two", 3.0, None],
+    "nested": {"k": None, "flag": True, "ünï": ["😀"]},
+    "empty": {},
+}
+
+
+@DIRS
+@FORMATS
+def test_array_attributes(tmp_path, rng, writer, reader, fmt):
+    spec = Spec(fmt=fmt, dt=DTYPES["int16"], shape=(5,), chunks=(2,), attributes=ATTRS)
+    path = arr_path(tmp_path)
+    LIBS[writer].create(path, spec)
+    assert read_attrs_json(path, fmt) == ATTRS  # plain JSON on disk, per the spec
+    assert LIBS[reader].attrs(path) == ATTRS
+    # the reader adds/updates attributes; the writer sees them
+    LIBS[reader].update_attrs(path, {"added": "日本 ✓", "int": -1})
+    want = {**ATTRS, "added": "日本 ✓", "int": -1}
+    assert LIBS[writer].attrs(path) == want
+    assert read_attrs_json(path, fmt) == want
+
+
+@DIRS
+@FORMATS
+def test_group_attributes_and_members(tmp_path, rng, writer, reader, fmt):
+    w, r = LIBS[writer].mod, LIBS[reader].mod
+    path = str(tmp_path / "grp")
+    data = make_data(DTYPES["float32"], (6, 5), rng)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        g = w.create_group(path, zarr_format=fmt, attributes={"title": "héllo ✓ 日本"})
+        a = g.create_array("child", shape=(6, 5), chunks=(4, 4), dtype="float32")
+        a[...] = data
+        g.create_group("sub")
+        g2 = r.open_group(path, mode="r")
+        assert dict(g2.attrs) == {"title": "héllo ✓ 日本"}
+        assert sorted(g2.keys()) == ["child", "sub"]
+        assert_data_equal(np.asarray(g2["child"][...]), data, DTYPES["float32"])
+        r.open_group(path, mode="r+").attrs.update({"x": [1, 2]})
+        assert dict(w.open_group(path, mode="r").attrs) == {"title": "héllo ✓ 日本", "x": [1, 2]}
+
+
+# ------------------------------------------------------------------ dimension names (v3)
+
+
+@DIRS
+@pytest.mark.parametrize("names", [("time", "y"), ("x", None), ("日本", "ü")])
+def test_dimension_names(tmp_path, rng, writer, reader, names):
+    spec = Spec(fmt=3, dt=DTYPES["uint8"], shape=(9, 7), chunks=(4, 3), dimension_names=names)
+    run_roundtrip(tmp_path, writer, reader, spec, rng)
+    path = arr_path(tmp_path)
+    assert tuple(read_metadata_json(path, 3)["dimension_names"]) == names
+    assert LIBS[reader].dimension_names(path) == names
+
+
+# ------------------------------------------------------------------ chunk key encodings
+
+KEY_CASES = [
+    pytest.param(3, "/", False, False, id="v3-default-slash"),
+    pytest.param(3, ".", False, False, id="v3-default-dot"),
+    pytest.param(3, ".", False, True, id="v3-v2encoding-dot"),
+    pytest.param(3, "/", False, True, id="v3-v2encoding-slash"),
+    pytest.param(2, ".", False, False, id="v2-dot"),
+    pytest.param(2, "/", False, False, id="v2-slash"),
+    # cuzarr also takes v2's dimension_separator= keyword (zarr-python 3 does not)
+    pytest.param(2, "/", True, False, id="v2-slash-dimension_separator"),
+    pytest.param(2, ".", True, False, id="v2-dot-dimension_separator"),
+]
+
+
+@DIRS
+@pytest.mark.parametrize(("fmt", "sep", "use_dimsep", "v2_keys"), KEY_CASES)
+@pytest.mark.parametrize(("shape", "chunks"), [((9, 7), (4, 3)), ((4, 5, 6), (3, 2, 4)), ((), ())])
+def test_chunk_key_encoding(
+    tmp_path, rng, writer, reader, fmt, sep, use_dimsep, v2_keys, shape, chunks
+):
+    spec = Spec(
+        fmt=fmt,
+        dt=DTYPES["int32"],
+        shape=shape,
+        chunks=chunks,
+        separator=sep,
+        use_dimension_separator=use_dimsep,
+        v2_keys=v2_keys,
+    )
+    run_roundtrip(tmp_path, writer, reader, spec, rng)
+    path = arr_path(tmp_path)
+    assert stored_chunk_keys(path) == expected_chunk_keys(spec)
+    md = read_metadata_json(path, fmt)
+    if fmt == 3:
+        cke = md["chunk_key_encoding"]
+        assert cke["name"] == ("v2" if v2_keys else "default")
+        assert cke.get("configuration", {}).get("separator", "/") == sep
+    else:
+        assert md.get("dimension_separator", ".") == sep
+
+
+# ------------------------------------------------------------------ on-disk sanity
+
+
+@FORMATS
+def test_cuzarr_metadata_is_plain_json(tmp_path, rng, fmt):
+    """What cuzarr writes is plain UTF-8 JSON with the required keys of the spec."""
+    spec = Spec(fmt=fmt, dt=DTYPES["float32"], shape=(9, 7), chunks=(4, 3), fill_value=np.nan)
+    path = arr_path(tmp_path)
+    LIBS["cuzarr"].create(path, spec)
+    md = read_metadata_json(path, fmt)
+    if fmt == 3:
+        required = {
+            "zarr_format",
+            "node_type",
+            "shape",
+            "data_type",
+            "chunk_grid",
+            "chunk_key_encoding",
+            "fill_value",
+            "codecs",
+        }
+        assert required <= md.keys()
+        assert md["data_type"] == "float32" and md["fill_value"] == "NaN"
+        assert md["chunk_grid"] == {"name": "regular", "configuration": {"chunk_shape": [4, 3]}}
+    else:
+        required = {
+            "zarr_format",
+            "shape",
+            "chunks",
+            "dtype",
+            "compressor",
+            "fill_value",
+            "order",
+            "filters",
+        }
+        assert required <= md.keys()
+        assert md["dtype"] == "<f4" and md["fill_value"] == "NaN"
+    json.dumps(md)  # round-trips through the json module
+    assert Path(path).is_dir()
+
+
+def test_impl_is_importable():
+    assert hasattr(impl(), "create_array")
