@@ -412,7 +412,12 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
     else:  # tiny
         tshape = tuple(spec["tiny_shape"])
         data = tiny_source(tshape)
-        loc = ad.mem_location()
+        if spec.get("tiny_store") == "disk":
+            tstore = Path(str(store) + "_tiny")
+            shutil.rmtree(tstore, ignore_errors=True)
+            loc = ad.disk_location(tstore)
+        else:
+            loc = ad.mem_location()
         h = ad.create(loc, tshape, TINY_CHUNKS)
         with meter.measure("tiny-write"):
             ad.write(h, data)
@@ -541,7 +546,8 @@ def print_table(rows, args, sizes) -> None:
     )
     print(
         f"tiny array: shape={sizes['tiny_shape']} uint16, chunks={TINY_CHUNKS} (2 KiB raw), "
-        f"{sizes['tiny_n']} chunks, zstd level 1, in-memory store"
+        f"{sizes['tiny_n']} chunks, zstd level 1, "
+        + ("in-memory store" if args.tiny_store == "memory" else "local disk (page cache)")
     )
     print(
         f"repeats={args.repeats}, contenders interleaved within each repeat; "
@@ -662,6 +668,12 @@ def main(argv: list[str] | None = None) -> int:
         default="dict",
         help="in-memory store for the cuzarr contender (tiny workload)",
     )
+    ap.add_argument(
+        "--tiny-store",
+        choices=["memory", "disk"],
+        default="memory",
+        help="where the tiny-chunk array lives (disk: a directory, read from page cache)",
+    )
     ap.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
     ap.add_argument("--timeout", type=float, default=900.0, help="per measurement (s)")
     ap.add_argument("--json-out", type=Path, default=None, help="also write the JSON here")
@@ -750,6 +762,7 @@ def main(argv: list[str] | None = None) -> int:
                     "tiny_shape": tshape,
                     "impl_module": args.impl_module,
                     "cuzarr_mem": args.cuzarr_mem,
+                    "tiny_store": args.tiny_store,
                     "verify": verify,
                 }
                 if wl == "write" and not c.startswith("limit:"):
@@ -824,6 +837,7 @@ def main(argv: list[str] | None = None) -> int:
             "repeats": args.repeats,
             "impl_module": args.impl_module,
             "cuzarr_mem": args.cuzarr_mem,
+            "tiny_store": args.tiny_store,
             "order": args.order,
             "dtype": DTYPE,
             "codec": ZSTD_V3,
@@ -872,7 +886,11 @@ def _profile_setup(args, source: Path, store: Path, shape, tshape):
     tiny = args.profile.startswith("tiny-")
     if tiny:
         data = tiny_source(tshape)
-        loc = ad.mem_location()
+        if args.tiny_store == "disk":
+            store.parent.mkdir(parents=True, exist_ok=True)
+            loc = ad.disk_location(Path(str(store) + "_tiny"))
+        else:
+            loc = ad.mem_location()
         grid = TINY_CHUNKS
         n = (tshape[0] // TINY_CHUNKS[0]) * (tshape[1] // TINY_CHUNKS[1])
     else:

@@ -79,8 +79,12 @@ async def create_array(
         dimension_separator=dimension_separator,
         compressor=compressor,
     )
-    sp = make_store_path(store, name, mode="w" if overwrite else "a", storage_options=storage_options)
-    return await AsyncArray.create(sp, meta, overwrite=overwrite, write_empty_chunks=write_empty_chunks)
+    sp = make_store_path(
+        store, name, mode="w" if overwrite else "a", storage_options=storage_options
+    )
+    return await AsyncArray.create(
+        sp, meta, overwrite=overwrite, write_empty_chunks=write_empty_chunks
+    )
 
 
 async def open_array(
@@ -119,7 +123,9 @@ async def create_group(
 ) -> AsyncGroup:
     """Create a group; see :func:`cuzarr.create_group`."""
     sp = make_store_path(store, path, mode="a", storage_options=storage_options)
-    return await AsyncGroup.create(sp, zarr_format=zarr_format or 3, attributes=attributes, overwrite=overwrite)
+    return await AsyncGroup.create(
+        sp, zarr_format=zarr_format or 3, attributes=attributes, overwrite=overwrite
+    )
 
 
 async def open_group(
@@ -135,7 +141,9 @@ async def open_group(
     _check_mode(mode)
     sp = make_store_path(store, path, mode=mode, storage_options=storage_options)
     if mode == "w":
-        return await AsyncGroup.create(sp, zarr_format=zarr_format or 3, attributes=attributes, overwrite=True)
+        return await AsyncGroup.create(
+            sp, zarr_format=zarr_format or 3, attributes=attributes, overwrite=True
+        )
     if mode == "w-":
         return await AsyncGroup.create(sp, zarr_format=zarr_format or 3, attributes=attributes)
     try:
@@ -145,7 +153,9 @@ async def open_group(
             try:
                 await load_node_metadata(sp, zarr_format)
             except NodeNotFoundError:
-                return await AsyncGroup.create(sp, zarr_format=zarr_format or 3, attributes=attributes)
+                return await AsyncGroup.create(
+                    sp, zarr_format=zarr_format or 3, attributes=attributes
+                )
             raise ContainsArrayError(f"an array, not a group, exists at path {sp.path!r}") from None
         raise
 
@@ -188,5 +198,3 @@ async def array(data: Any, store: Any = None, **kwargs: Any) -> AsyncArray:
     a = await create_array(store, name, **kwargs)
     await a.setitem(Ellipsis, data)
     return a
-
-

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-
 from cuzarr.api import asynchronous as _async
 from cuzarr.core.array import Array, AsyncArray
 from cuzarr.core.group import Group
@@ -66,7 +65,16 @@ def create_array(store: Any = None, name: str | None = None, **kwargs: Any) -> A
     return Array(sync(_async.create_array(store, name, **kwargs)))
 
 
-def open_array(store: Any = None, *, mode: str = "a", path: str | None = None, zarr_format: int | None = None, storage_options: dict[str, Any] | None = None, meta_array: Any = None, **kwargs: Any) -> Array:
+def open_array(
+    store: Any = None,
+    *,
+    mode: str = "a",
+    path: str | None = None,
+    zarr_format: int | None = None,
+    storage_options: dict[str, Any] | None = None,
+    meta_array: Any = None,
+    **kwargs: Any,
+) -> Array:
     """Open an existing array (``mode`` r, r+, a) or create one (w, w-).
 
     Raises
@@ -74,22 +82,86 @@ def open_array(store: Any = None, *, mode: str = "a", path: str | None = None, z
     cuzarr.errors.ArrayNotFoundError
         If no array exists at the path and the mode does not create one.
     """
-    return Array(sync(_async.open_array(store, mode=mode, path=path, zarr_format=zarr_format, storage_options=storage_options, meta_array=meta_array, **kwargs)))
+    return Array(
+        sync(
+            _async.open_array(
+                store,
+                mode=mode,
+                path=path,
+                zarr_format=zarr_format,
+                storage_options=storage_options,
+                meta_array=meta_array,
+                **kwargs,
+            )
+        )
+    )
 
 
-def create_group(store: Any = None, path: str | None = None, zarr_format: int | None = 3, attributes: dict[str, Any] | None = None, overwrite: bool = False, storage_options: dict[str, Any] | None = None) -> Group:
+def create_group(
+    store: Any = None,
+    path: str | None = None,
+    zarr_format: int | None = 3,
+    attributes: dict[str, Any] | None = None,
+    overwrite: bool = False,
+    storage_options: dict[str, Any] | None = None,
+) -> Group:
     """Create a new group (and any missing parent groups)."""
-    return Group(sync(_async.create_group(store, path=path, zarr_format=zarr_format, attributes=attributes, overwrite=overwrite, storage_options=storage_options)))
+    return Group(
+        sync(
+            _async.create_group(
+                store,
+                path=path,
+                zarr_format=zarr_format,
+                attributes=attributes,
+                overwrite=overwrite,
+                storage_options=storage_options,
+            )
+        )
+    )
 
 
-def open_group(store: Any = None, mode: str = "a", path: str | None = None, zarr_format: int | None = None, storage_options: dict[str, Any] | None = None, attributes: dict[str, Any] | None = None) -> Group:
+def open_group(
+    store: Any = None,
+    mode: str = "a",
+    path: str | None = None,
+    zarr_format: int | None = None,
+    storage_options: dict[str, Any] | None = None,
+    attributes: dict[str, Any] | None = None,
+) -> Group:
     """Open a group; in mode ``a`` a missing group is created."""
-    return Group(sync(_async.open_group(store, mode=mode, path=path, zarr_format=zarr_format, storage_options=storage_options, attributes=attributes)))
+    return Group(
+        sync(
+            _async.open_group(
+                store,
+                mode=mode,
+                path=path,
+                zarr_format=zarr_format,
+                storage_options=storage_options,
+                attributes=attributes,
+            )
+        )
+    )
 
 
-def open(store: Any = None, mode: str = "a", path: str | None = None, storage_options: dict[str, Any] | None = None, zarr_format: int | None = None, **kwargs: Any) -> Array | Group:
+def open(
+    store: Any = None,
+    mode: str = "a",
+    path: str | None = None,
+    storage_options: dict[str, Any] | None = None,
+    zarr_format: int | None = None,
+    **kwargs: Any,
+) -> Array | Group:
     """Open the node at ``path``: an ``Array`` or a ``Group``, whichever is there."""
-    node = sync(_async.open(store, mode=mode, path=path, zarr_format=zarr_format, storage_options=storage_options, **kwargs))
+    node = sync(
+        _async.open(
+            store,
+            mode=mode,
+            path=path,
+            zarr_format=zarr_format,
+            storage_options=storage_options,
+            **kwargs,
+        )
+    )
     return Array(node) if isinstance(node, AsyncArray) else Group(node)
 
 
@@ -100,7 +172,9 @@ def array(data: Any, store: Any = None, **kwargs: Any) -> Array:
 
 def full(shape: Any, fill_value: Any, store: Any = None, **kwargs: Any) -> Array:
     """An array whose elements all read as ``fill_value`` (nothing is written)."""
-    return create_array(store, kwargs.pop("name", None), shape=shape, fill_value=fill_value, **kwargs)
+    return create_array(
+        store, kwargs.pop("name", None), shape=shape, fill_value=fill_value, **kwargs
+    )
 
 
 def zeros(shape: Any, store: Any = None, **kwargs: Any) -> Array:
@@ -139,5 +213,3 @@ def ones_like(a: Any, store: Any = None, **kwargs: Any) -> Array:
 def empty_like(a: Any, store: Any = None, **kwargs: Any) -> Array:
     kw = _like(a, kwargs)
     return empty(kw.pop("shape"), store, **kw)
-
-

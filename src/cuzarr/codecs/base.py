@@ -53,7 +53,9 @@ class Codec:
     def to_json(self) -> dict[str, Any]:
         """The codec's entry in a v3 ``codecs`` list."""
         conf = self.configuration()
-        return {"name": self.name, "configuration": conf} if conf is not None else {"name": self.name}
+        return (
+            {"name": self.name, "configuration": conf} if conf is not None else {"name": self.name}
+        )
 
     def configuration(self) -> dict[str, Any] | None:
         return {}

@@ -40,7 +40,11 @@ def zstd_decompress(data: Any, size_hint: int | None) -> bytes:
         content = params.content_size
     except zstandard.ZstdError as e:
         raise CodecError(f"invalid zstd frame: {e}") from e
-    if size_hint is not None and content not in (0, zstandard.CONTENTSIZE_UNKNOWN) and content != size_hint:
+    if (
+        size_hint is not None
+        and content not in (0, zstandard.CONTENTSIZE_UNKNOWN)
+        and content != size_hint
+    ):
         raise CodecError(f"zstd frame holds {content} bytes, expected {size_hint}")
     try:
         if content == zstandard.CONTENTSIZE_UNKNOWN or (content == 0 and size_hint):

@@ -148,9 +148,19 @@ def as_v3_codec(value: Any) -> Codec:
         conf = value.get_config()
         cid = conf.pop("id")
         if cid == "zstd":
-            return codec_from_json({"name": "zstd", "configuration": {"level": conf.get("level", 0), "checksum": conf.get("checksum", False)}})
+            return codec_from_json(
+                {
+                    "name": "zstd",
+                    "configuration": {
+                        "level": conf.get("level", 0),
+                        "checksum": conf.get("checksum", False),
+                    },
+                }
+            )
         if cid == "gzip":
-            return codec_from_json({"name": "gzip", "configuration": {"level": conf.get("level", 1)}})
+            return codec_from_json(
+                {"name": "gzip", "configuration": {"level": conf.get("level", 1)}}
+            )
         if cid == "blosc":
             from cuzarr.codecs.compressors import BloscCodec
 

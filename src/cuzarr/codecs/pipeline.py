@@ -33,7 +33,13 @@ __all__ = ["V2Pipeline", "V3Pipeline"]
 class V3Pipeline:
     """A v3 codec chain bound to an array's data type and fill value."""
 
-    def __init__(self, codecs: Sequence[Codec], dtype: DataType, fill_value: Any, chunk_shape: tuple[int, ...]) -> None:
+    def __init__(
+        self,
+        codecs: Sequence[Codec],
+        dtype: DataType,
+        fill_value: Any,
+        chunk_shape: tuple[int, ...],
+    ) -> None:
         spec = ChunkSpec(tuple(chunk_shape), dtype, fill_value)
         aa: list[ArrayArrayCodec] = []
         ab: ArrayBytesCodec | None = None
@@ -41,7 +47,9 @@ class V3Pipeline:
         for codec in codecs:
             if isinstance(codec, ArrayArrayCodec):
                 if ab is not None:
-                    raise MetadataError(f"array->array codec {codec.name!r} after the array->bytes codec")
+                    raise MetadataError(
+                        f"array->array codec {codec.name!r} after the array->bytes codec"
+                    )
                 codec = codec.evolve(spec)
                 codec.validate(spec)
                 aa.append(codec)
@@ -54,7 +62,9 @@ class V3Pipeline:
                 ab = codec
             elif isinstance(codec, BytesBytesCodec):
                 if ab is None:
-                    raise MetadataError(f"bytes->bytes codec {codec.name!r} before the array->bytes codec")
+                    raise MetadataError(
+                        f"bytes->bytes codec {codec.name!r} before the array->bytes codec"
+                    )
                 codec = codec.evolve(spec)
                 codec.validate(spec)
                 bb.append(codec)
@@ -71,7 +81,11 @@ class V3Pipeline:
         self._plain = not aa and isinstance(ab, BytesCodec) and not dtype.is_vlen
         self._plain_zstd = self._plain and len(bb) == 1 and isinstance(bb[0], ZstdCodec)
         self._plain_none = self._plain and not bb
-        self._stored_dtype = ab.stored_dtype(ChunkSpec(tuple(chunk_shape), dtype, fill_value)) if isinstance(ab, BytesCodec) and not dtype.is_vlen else None
+        self._stored_dtype = (
+            ab.stored_dtype(ChunkSpec(tuple(chunk_shape), dtype, fill_value))
+            if isinstance(ab, BytesCodec) and not dtype.is_vlen
+            else None
+        )
         self._specs: dict[tuple[int, ...], list[ChunkSpec]] = {}
 
     @property
@@ -208,7 +222,10 @@ class V2Pipeline:
             for f in self.filters:
                 data = f.encode(data)
         if self._zstd is not None:
-            out = self._zstd.encode(np.ascontiguousarray(data).view(np.uint8) if isinstance(data, np.ndarray) else data, None)  # type: ignore[arg-type]
+            out = self._zstd.encode(
+                np.ascontiguousarray(data).view(np.uint8) if isinstance(data, np.ndarray) else data,
+                None,
+            )  # type: ignore[arg-type]
         elif self.compressor is not None:
             out = self.compressor.encode(data)
         else:

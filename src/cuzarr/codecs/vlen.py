@@ -50,7 +50,7 @@ def decode_vlen(data: Any, kind: str, shape: tuple[int, ...], out_dtype: np.dtyp
     except Exception as e:
         raise CodecError(f"corrupt vlen chunk: {e}") from e
     objs = objs.reshape(shape)
-    if out_dtype != object:
+    if out_dtype.kind != "O":
         return objs.astype(out_dtype)
     return objs
 

@@ -37,7 +37,11 @@ class AsyncArray:
     """
 
     def __init__(
-        self, metadata: ArrayMetadata, store_path: StorePath, *, write_empty_chunks: bool | None = None
+        self,
+        metadata: ArrayMetadata,
+        store_path: StorePath,
+        *,
+        write_empty_chunks: bool | None = None,
     ) -> None:
         self.metadata = metadata
         self.store_path = store_path
@@ -57,7 +61,12 @@ class AsyncArray:
 
     @classmethod
     async def create(
-        cls, store_path: StorePath, metadata: ArrayMetadata, *, overwrite: bool = False, write_empty_chunks: bool | None = None
+        cls,
+        store_path: StorePath,
+        metadata: ArrayMetadata,
+        *,
+        overwrite: bool = False,
+        write_empty_chunks: bool | None = None,
     ) -> AsyncArray:
         """Write ``metadata`` at ``store_path`` (refusing to clobber unless told)."""
         if store_path.store.read_only:
@@ -158,22 +167,36 @@ class AsyncArray:
             return buf
         return self.metadata.dtype.empty(shape, order=self.order)
 
-    async def _read_projections(self, projections: list[Any], buffer_shape: tuple[int, ...], out: np.ndarray | None = None) -> np.ndarray:
+    async def _read_projections(
+        self, projections: list[Any], buffer_shape: tuple[int, ...], out: np.ndarray | None = None
+    ) -> np.ndarray:
         buf = self._out_buffer(buffer_shape, out)
         await engine.read_plan(self.store_path, self.metadata, self._pipeline, projections, buf)
         return buf
 
-    async def getitem(self, selection: Any, *, out: np.ndarray | None = None, prototype: Any = None) -> Any:
+    async def getitem(
+        self, selection: Any, *, out: np.ndarray | None = None, prototype: Any = None
+    ) -> Any:
         """Read ``selection`` with numpy semantics."""
         plan = normalize_numpy(selection, self.shape, self._dims())
         if isinstance(plan, BasicPlan):
-            buf = await self._read_projections(plan.projections, plan.buffer_shape, out if out is not None and out.shape == plan.result_shape else None)
+            buf = await self._read_projections(
+                plan.projections,
+                plan.buffer_shape,
+                out if out is not None and out.shape == plan.result_shape else None,
+            )
             result = buf.reshape(plan.result_shape)
-            if out is not None and out.shape == plan.result_shape and not np.shares_memory(out, buf):
+            if (
+                out is not None
+                and out.shape == plan.result_shape
+                and not np.shares_memory(out, buf)
+            ):
                 out[...] = result
                 return out
             if out is not None and out.shape != plan.result_shape:
-                raise ValueError(f"out has shape {out.shape}, the selection has shape {plan.result_shape}")
+                raise ValueError(
+                    f"out has shape {out.shape}, the selection has shape {plan.result_shape}"
+                )
             return result[()] if result.ndim == 0 else result
         block = await self._read_projections(plan.projections, plan.buffer_shape)
         result = block[plan.post_index]
@@ -182,16 +205,22 @@ class AsyncArray:
             return out
         return result[()] if isinstance(result, np.ndarray) and result.ndim == 0 else result
 
-    async def get_orthogonal_selection(self, selection: Any, *, out: np.ndarray | None = None, prototype: Any = None) -> Any:
+    async def get_orthogonal_selection(
+        self, selection: Any, *, out: np.ndarray | None = None, prototype: Any = None
+    ) -> Any:
         """Read with orthogonal (outer) indexing semantics."""
         plan = normalize_orthogonal(selection, self.shape, self._dims())
         if out is not None and tuple(out.shape) != plan.result_shape:
-            raise ValueError(f"out has shape {out.shape}, the selection has shape {plan.result_shape}")
+            raise ValueError(
+                f"out has shape {out.shape}, the selection has shape {plan.result_shape}"
+            )
         buf = await self._read_projections(plan.projections, plan.buffer_shape, out)
         result = buf.reshape(plan.result_shape) if out is None else out
         return result[()] if result.ndim == 0 and out is None else result
 
-    async def get_coordinate_selection(self, selection: Any, *, out: np.ndarray | None = None, prototype: Any = None) -> Any:
+    async def get_coordinate_selection(
+        self, selection: Any, *, out: np.ndarray | None = None, prototype: Any = None
+    ) -> Any:
         """Read points (``vindex``): integer coordinate arrays or one boolean mask."""
         coords, shape = normalize_coordinate(selection, self.shape)
         n = math.prod(shape)
@@ -205,7 +234,9 @@ class AsyncArray:
         result = buf.reshape(shape)
         return result[()] if result.ndim == 0 else result
 
-    async def get_block_selection(self, selection: Any, *, out: np.ndarray | None = None, prototype: Any = None) -> Any:
+    async def get_block_selection(
+        self, selection: Any, *, out: np.ndarray | None = None, prototype: Any = None
+    ) -> Any:
         """Read whole chunks by chunk-grid index (``blocks``)."""
         return await self.get_orthogonal_selection(self._block_to_slices(selection), out=out)
 
@@ -214,7 +245,11 @@ class AsyncArray:
             selection = (selection,)
         if Ellipsis in selection:
             i = selection.index(Ellipsis)
-            selection = selection[:i] + (slice(None),) * (self.ndim - len(selection) + 1) + selection[i + 1 :]
+            selection = (
+                selection[:i]
+                + (slice(None),) * (self.ndim - len(selection) + 1)
+                + selection[i + 1 :]
+            )
         if len(selection) > self.ndim:
             raise IndexError(f"too many block indices for {self.ndim}-dimensional array")
         selection = selection + (slice(None),) * (self.ndim - len(selection))
@@ -224,7 +259,9 @@ class AsyncArray:
             if isinstance(s, (int, np.integer)) and not isinstance(s, bool):
                 i = int(s)
                 if i < -n or i >= n:
-                    raise IndexError(f"block index {i} is out of bounds for dimension {d} with {n} blocks")
+                    raise IndexError(
+                        f"block index {i} is out of bounds for dimension {d} with {n} blocks"
+                    )
                 i = i + n if i < 0 else i
                 out.append(slice(dim.offset(i), dim.offset(i) + dim.data_len(i)))
             elif isinstance(s, slice):
@@ -234,7 +271,9 @@ class AsyncArray:
                 if stop <= start:
                     out.append(slice(0, 0))
                 else:
-                    out.append(slice(dim.offset(start), dim.offset(stop - 1) + dim.data_len(stop - 1)))
+                    out.append(
+                        slice(dim.offset(start), dim.offset(stop - 1) + dim.data_len(stop - 1))
+                    )
             else:
                 raise IndexError(f"dimension {d}: block selections take ints and slices, got {s!r}")
         return tuple(out)
@@ -255,9 +294,15 @@ class AsyncArray:
                 arr = arr.astype(dt.dtype)
         else:
             try:
-                arr = np.asarray(value, dtype=dt.dtype) if not (isinstance(value, np.ndarray) and value.dtype == dt.dtype) else value
+                arr = (
+                    np.asarray(value, dtype=dt.dtype)
+                    if not (isinstance(value, np.ndarray) and value.dtype == dt.dtype)
+                    else value
+                )
             except (TypeError, ValueError) as e:
-                raise TypeError(f"cannot write {type(value).__name__} into an array of {dt.dtype}: {e}") from e
+                raise TypeError(
+                    f"cannot write {type(value).__name__} into an array of {dt.dtype}: {e}"
+                ) from e
         try:
             return np.broadcast_to(arr, shape)
         except ValueError as e:
@@ -271,7 +316,14 @@ class AsyncArray:
         plan = normalize_numpy(selection, self.shape, self._dims())
         if isinstance(plan, BasicPlan):
             v = self._as_value(value, plan.result_shape).reshape(plan.buffer_shape)
-            await engine.write_plan(self.store_path, self.metadata, self._pipeline, plan.projections, v, self.write_empty_chunks)
+            await engine.write_plan(
+                self.store_path,
+                self.metadata,
+                self._pipeline,
+                plan.projections,
+                v,
+                self.write_empty_chunks,
+            )
             return
         # Advanced indices: update the bounding block with numpy, write it back.
         block = await self._read_projections(plan.projections, plan.buffer_shape)
@@ -279,14 +331,28 @@ class AsyncArray:
             block = block.copy()
         target_shape = block[plan.post_index].shape
         block[plan.post_index] = self._as_value(value, target_shape)
-        await engine.write_plan(self.store_path, self.metadata, self._pipeline, plan.projections, block, self.write_empty_chunks)
+        await engine.write_plan(
+            self.store_path,
+            self.metadata,
+            self._pipeline,
+            plan.projections,
+            block,
+            self.write_empty_chunks,
+        )
 
     async def set_orthogonal_selection(self, selection: Any, value: Any) -> None:
         """Write with orthogonal (outer) indexing semantics."""
         self._check_writable()
         plan = normalize_orthogonal(selection, self.shape, self._dims())
         v = self._as_value(value, plan.result_shape).reshape(plan.buffer_shape)
-        await engine.write_plan(self.store_path, self.metadata, self._pipeline, plan.projections, v, self.write_empty_chunks)
+        await engine.write_plan(
+            self.store_path,
+            self.metadata,
+            self._pipeline,
+            plan.projections,
+            v,
+            self.write_empty_chunks,
+        )
 
     async def set_coordinate_selection(self, selection: Any, value: Any) -> None:
         """Write points (``vindex``); repeated points: the last value wins."""
@@ -294,7 +360,9 @@ class AsyncArray:
         coords, shape = normalize_coordinate(selection, self.shape)
         v = self._as_value(value, shape).reshape(-1)
         items = engine.coordinate_items(self.metadata, coords)
-        await engine.write_items(self.store_path, self.metadata, self._pipeline, items, v, self.write_empty_chunks)
+        await engine.write_items(
+            self.store_path, self.metadata, self._pipeline, items, v, self.write_empty_chunks
+        )
 
     async def set_block_selection(self, selection: Any, value: Any) -> None:
         """Write whole chunks by chunk-grid index."""
@@ -308,7 +376,9 @@ class AsyncArray:
         self._check_writable()
         new_shape = normalize_shape(new_shape)
         if len(new_shape) != self.ndim:
-            raise ValueError(f"resize cannot change the number of dimensions ({self.ndim} -> {len(new_shape)})")
+            raise ValueError(
+                f"resize cannot change the number of dimensions ({self.ndim} -> {len(new_shape)})"
+            )
         old_grid = self.metadata.chunk_grid.grid_shape(self.shape)
         new_meta = self.metadata.evolve(shape=new_shape)
         new_grid = new_meta.chunk_grid.grid_shape(new_shape)
@@ -331,9 +401,13 @@ class AsyncArray:
         axis = axis + self.ndim if axis < 0 else axis
         for d in range(self.ndim):
             if d != axis and data.shape[d] != self.shape[d]:
-                raise ValueError(f"appended data has shape {data.shape}, incompatible with {self.shape} on axis {d}")
+                raise ValueError(
+                    f"appended data has shape {data.shape}, incompatible with {self.shape} on axis {d}"
+                )
         old = self.shape[axis]
-        new_shape = tuple(s + (data.shape[axis] if d == axis else 0) for d, s in enumerate(self.shape))
+        new_shape = tuple(
+            s + (data.shape[axis] if d == axis else 0) for d, s in enumerate(self.shape)
+        )
         await self.resize(new_shape)
         sel = tuple(slice(old, None) if d == axis else slice(None) for d in range(self.ndim))
         await self.setitem(sel, data)
@@ -357,10 +431,14 @@ class AsyncArray:
         seen: set[tuple[int, ...]] = set()
         async for key in self.store_path.store.list_prefix(prefix):
             coords = cke.decode(key[len(prefix) :])
-            if coords is not None and len(coords) == self.ndim and all(0 <= c < g for c, g in zip(coords, grid, strict=True)):
-                if coords not in seen:
-                    seen.add(coords)
-                    n += 1
+            if (
+                coords is not None
+                and len(coords) == self.ndim
+                and all(0 <= c < g for c, g in zip(coords, grid, strict=True))
+                and coords not in seen
+            ):
+                seen.add(coords)
+                n += 1
         if self.ndim == 0 and await self.store_path.store.exists(prefix + cke.encode(())):
             n = 1
         return n
@@ -483,13 +561,24 @@ class Array:
         if m.zarr_format == 3:
             codecs = json.dumps([c.to_json() for c in m.codecs])
         else:
-            codecs = json.dumps({
-                "filters": [f.get_config() for f in m.filters] if m.filters else None,
-                "compressor": m.compressor.get_config() if m.compressor is not None else None,
-            })
+            codecs = json.dumps(
+                {
+                    "filters": [f.get_config() for f in m.filters] if m.filters else None,
+                    "compressor": m.compressor.get_config() if m.compressor is not None else None,
+                }
+            )
         return ArrayInfo(
-            "Array", m.zarr_format, str(self.dtype), self.shape, self.chunks, self.order,
-            self.read_only, type(self.store).__name__, codecs, self.nbytes, self.nchunks,
+            "Array",
+            m.zarr_format,
+            str(self.dtype),
+            self.shape,
+            self.chunks,
+            self.order,
+            self.read_only,
+            type(self.store).__name__,
+            codecs,
+            self.nbytes,
+            self.nchunks,
         )
 
     # -- indexing ------------------------------------------------------------------
@@ -499,31 +588,69 @@ class Array:
     def __setitem__(self, selection: Any, value: Any) -> None:
         sync(self._async_array.setitem(selection, value))
 
-    def get_basic_selection(self, selection: Any = Ellipsis, *, out: np.ndarray | None = None, prototype: Any = None, fields: Any = None) -> Any:
+    def get_basic_selection(
+        self,
+        selection: Any = Ellipsis,
+        *,
+        out: np.ndarray | None = None,
+        prototype: Any = None,
+        fields: Any = None,
+    ) -> Any:
         return sync(self._async_array.getitem(selection, out=out, prototype=prototype))
 
     def set_basic_selection(self, selection: Any, value: Any, *, fields: Any = None) -> None:
         sync(self._async_array.setitem(selection, value))
 
-    def get_orthogonal_selection(self, selection: Any, *, out: np.ndarray | None = None, prototype: Any = None, fields: Any = None) -> Any:
-        return sync(self._async_array.get_orthogonal_selection(selection, out=out, prototype=prototype))
+    def get_orthogonal_selection(
+        self,
+        selection: Any,
+        *,
+        out: np.ndarray | None = None,
+        prototype: Any = None,
+        fields: Any = None,
+    ) -> Any:
+        return sync(
+            self._async_array.get_orthogonal_selection(selection, out=out, prototype=prototype)
+        )
 
     def set_orthogonal_selection(self, selection: Any, value: Any, *, fields: Any = None) -> None:
         sync(self._async_array.set_orthogonal_selection(selection, value))
 
-    def get_coordinate_selection(self, selection: Any, *, out: np.ndarray | None = None, prototype: Any = None, fields: Any = None) -> Any:
-        return sync(self._async_array.get_coordinate_selection(selection, out=out, prototype=prototype))
+    def get_coordinate_selection(
+        self,
+        selection: Any,
+        *,
+        out: np.ndarray | None = None,
+        prototype: Any = None,
+        fields: Any = None,
+    ) -> Any:
+        return sync(
+            self._async_array.get_coordinate_selection(selection, out=out, prototype=prototype)
+        )
 
     def set_coordinate_selection(self, selection: Any, value: Any, *, fields: Any = None) -> None:
         sync(self._async_array.set_coordinate_selection(selection, value))
 
-    def get_mask_selection(self, mask: Any, *, out: np.ndarray | None = None, prototype: Any = None, fields: Any = None) -> Any:
-        return sync(self._async_array.get_coordinate_selection(np.asarray(mask, dtype=bool), out=out, prototype=prototype))
+    def get_mask_selection(
+        self, mask: Any, *, out: np.ndarray | None = None, prototype: Any = None, fields: Any = None
+    ) -> Any:
+        return sync(
+            self._async_array.get_coordinate_selection(
+                np.asarray(mask, dtype=bool), out=out, prototype=prototype
+            )
+        )
 
     def set_mask_selection(self, mask: Any, value: Any, *, fields: Any = None) -> None:
         sync(self._async_array.set_coordinate_selection(np.asarray(mask, dtype=bool), value))
 
-    def get_block_selection(self, selection: Any, *, out: np.ndarray | None = None, prototype: Any = None, fields: Any = None) -> Any:
+    def get_block_selection(
+        self,
+        selection: Any,
+        *,
+        out: np.ndarray | None = None,
+        prototype: Any = None,
+        fields: Any = None,
+    ) -> Any:
         return sync(self._async_array.get_block_selection(selection, out=out, prototype=prototype))
 
     def set_block_selection(self, selection: Any, value: Any, *, fields: Any = None) -> None:

@@ -11,7 +11,9 @@ __all__ = ["Attributes"]
 class Attributes(MutableMapping[str, Any]):
     """Dict-like view of attributes; every change is saved at once."""
 
-    def __init__(self, get: Callable[[], dict[str, Any]], put: Callable[[dict[str, Any]], None]) -> None:
+    def __init__(
+        self, get: Callable[[], dict[str, Any]], put: Callable[[dict[str, Any]], None]
+    ) -> None:
         self._get = get
         self._put = put
 

@@ -48,7 +48,9 @@ def _normalize_chunks(chunks: Any, shape: tuple[int, ...], itemsize: int) -> tup
         chunks = (int(chunks),) * len(shape)
     chunks = tuple(chunks)
     if len(chunks) != len(shape):
-        raise ValueError(f"chunks {chunks} do not match the {len(shape)} dimensions of shape {shape}")
+        raise ValueError(
+            f"chunks {chunks} do not match the {len(shape)} dimensions of shape {shape}"
+        )
     out = []
     for c, s in zip(chunks, shape, strict=True):
         if c is None or c == -1:
@@ -69,7 +71,9 @@ def _as_list(value: Any) -> list[Any]:
     return [value]
 
 
-def _v3_codecs(dtype: DataType, filters: Any, serializer: Any, compressors: Any) -> tuple[Codec, ...]:
+def _v3_codecs(
+    dtype: DataType, filters: Any, serializer: Any, compressors: Any
+) -> tuple[Codec, ...]:
     aa: list[Codec] = []
     if filters not in (None, "auto"):
         for f in _as_list(filters):
@@ -87,7 +91,9 @@ def _v3_codecs(dtype: DataType, filters: Any, serializer: Any, compressors: Any)
     else:
         ab = as_v3_codec(serializer)
         if not isinstance(ab, ArrayBytesCodec):
-            raise ValueError(f"{ab.name!r} is not an array->bytes codec and cannot be the serializer")
+            raise ValueError(
+                f"{ab.name!r} is not an array->bytes codec and cannot be the serializer"
+            )
     if compressors == "auto":
         bb: list[Codec] = [ZstdCodec(level=0, checksum=False)]
     else:
@@ -95,12 +101,16 @@ def _v3_codecs(dtype: DataType, filters: Any, serializer: Any, compressors: Any)
         for c in _as_list(compressors):
             codec = as_v3_codec(c)
             if not isinstance(codec, BytesBytesCodec):
-                raise ValueError(f"{codec.name!r} is not a bytes->bytes codec and cannot be a compressor")
+                raise ValueError(
+                    f"{codec.name!r} is not a bytes->bytes codec and cannot be a compressor"
+                )
             bb.append(codec)
     return (*aa, ab, *bb)
 
 
-def _v2_codecs(dtype: DataType, filters: Any, compressors: Any) -> tuple[tuple[Any, ...] | None, Any]:
+def _v2_codecs(
+    dtype: DataType, filters: Any, compressors: Any
+) -> tuple[tuple[Any, ...] | None, Any]:
     if compressors == "auto":
         compressor = numcodecs.Zstd(level=0)
     else:

@@ -84,12 +84,16 @@ def _is_fill(chunk: np.ndarray, fill: Any, dtype: Any) -> bool:
     if chunk.dtype.kind == "V" or chunk.dtype.fields:
         fb = np.array(fill, dtype=chunk.dtype).tobytes()
         return np.ascontiguousarray(chunk).tobytes() == fb * chunk.size
-    if chunk.dtype.kind in "fc" and isinstance(fill, (float, complex, np.floating, np.complexfloating)):
+    if chunk.dtype.kind in "fc" and isinstance(
+        fill, (float, complex, np.floating, np.complexfloating)
+    ):
         f = np.asarray(fill)
         if np.isnan(f).any():
             if chunk.dtype.kind == "c":
-                return bool(np.all((chunk.real == f.real) | (np.isnan(chunk.real) & np.isnan(f.real)))
-                            and np.all((chunk.imag == f.imag) | (np.isnan(chunk.imag) & np.isnan(f.imag))))
+                return bool(
+                    np.all((chunk.real == f.real) | (np.isnan(chunk.real) & np.isnan(f.real)))
+                    and np.all((chunk.imag == f.imag) | (np.isnan(chunk.imag) & np.isnan(f.imag)))
+                )
             return bool(np.isnan(chunk).all())
     try:
         return bool(np.all(chunk == fill))
@@ -110,7 +114,7 @@ def coordinate_items(meta: ArrayMetadata, coords: Sequence[np.ndarray]) -> list[
     linear = np.ravel_multi_index(cids, grid_shape)
     order = np.argsort(linear, kind="stable")
     lin_sorted = linear[order]
-    uniq, starts = np.unique(lin_sorted, return_index=True)
+    _uniq, starts = np.unique(lin_sorted, return_index=True)
     ends = np.append(starts[1:], n)
     items: list[ChunkItem] = []
     for s, e in zip(starts.tolist(), ends.tolist()):
@@ -144,7 +148,9 @@ async def read_items(
     """Read every chunk item and scatter it into ``out``."""
     if not items or out.size == 0:
         return
-    encode_key = meta.chunk_key_encoding.make_encoder(store_path.path + "/" if store_path.path else "")
+    encode_key = meta.chunk_key_encoding.make_encoder(
+        store_path.path + "/" if store_path.path else ""
+    )
     keys = [encode_key(it[0]) for it in items]
     store = store_path.store
     fill = meta.read_fill
@@ -180,7 +186,9 @@ async def write_plan(
     """Write ``value`` (shaped like the plan's output) into the selected elements."""
     if value.size == 0:
         return
-    await write_items(store_path, meta, pipeline, chunk_items(projections), value, write_empty_chunks)
+    await write_items(
+        store_path, meta, pipeline, chunk_items(projections), value, write_empty_chunks
+    )
 
 
 async def write_items(
@@ -194,7 +202,9 @@ async def write_items(
     """Write ``value[osel]`` into each chunk item (read-modify-write where partial)."""
     if not items or value.size == 0:
         return
-    encode_key = meta.chunk_key_encoding.make_encoder(store_path.path + "/" if store_path.path else "")
+    encode_key = meta.chunk_key_encoding.make_encoder(
+        store_path.path + "/" if store_path.path else ""
+    )
     keys = [encode_key(it[0]) for it in items]
     store = store_path.store
     fill = meta.read_fill
@@ -204,14 +214,16 @@ async def write_items(
     loop = asyncio.get_running_loop()
     pool = get_executor()
 
-    def encode_batch(lo: int, olds: list[bytes | None] | None) -> tuple[list[tuple[str, bytes]], list[str]]:
+    def encode_batch(
+        lo: int, olds: list[bytes | None] | None
+    ) -> tuple[list[tuple[str, bytes]], list[str]]:
         to_set: list[tuple[str, bytes]] = []
         to_delete: list[str] = []
         for j in range(len(olds) if olds is not None else 0):
             coords, csel, osel, complete = items[lo + j]
             shape = grid.stored_chunk_shape(coords)
             old = olds[j] if olds is not None else None
-            part = value[osel]
+            part = value[osel] if osel else value
             if complete and part.shape == tuple(shape):
                 chunk = part
             else:

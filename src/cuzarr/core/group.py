@@ -86,7 +86,9 @@ class AsyncGroup:
         return self.store_path.store.read_only
 
     def _child(self, name: str) -> StorePath:
-        return StorePath(self.store_path.store, join_path(self.store_path.path, normalize_path(name)))
+        return StorePath(
+            self.store_path.store, join_path(self.store_path.path, normalize_path(name))
+        )
 
     async def getitem(self, name: str) -> AsyncArray | AsyncGroup:
         sp = self._child(name)
@@ -107,7 +109,12 @@ class AsyncGroup:
 
     async def _child_names(self) -> list[str]:
         names = [n async for n in self.store_path.store.list_dir(self.store_path.path)]
-        return sorted(n for n in names if n not in ("zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata") and not n.startswith(".cuzarr-tmp-"))
+        return sorted(
+            n
+            for n in names
+            if n not in ("zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata")
+            and not n.startswith(".cuzarr-tmp-")
+        )
 
     async def members(self, max_depth: int | None = 0) -> list[tuple[str, AsyncArray | AsyncGroup]]:
         """Child nodes as (relative path, node); ``max_depth=None`` recurses fully."""
@@ -144,16 +151,25 @@ class AsyncGroup:
         kwargs.pop("meta_array", None)
         kwargs.setdefault("zarr_format", self.zarr_format)
         meta = build_array_metadata(**kwargs)
-        return await AsyncArray.create(self._child(name), meta, overwrite=overwrite, write_empty_chunks=write_empty)
+        return await AsyncArray.create(
+            self._child(name), meta, overwrite=overwrite, write_empty_chunks=write_empty
+        )
 
-    async def create_group(self, name: str, *, attributes: dict[str, Any] | None = None, overwrite: bool = False) -> AsyncGroup:
+    async def create_group(
+        self, name: str, *, attributes: dict[str, Any] | None = None, overwrite: bool = False
+    ) -> AsyncGroup:
         if self.read_only:
             raise ReadOnlyError(f"group {self.name!r} is read-only")
         return await AsyncGroup.create(
-            self._child(name), zarr_format=self.zarr_format, attributes=attributes, overwrite=overwrite
+            self._child(name),
+            zarr_format=self.zarr_format,
+            attributes=attributes,
+            overwrite=overwrite,
         )
 
-    async def require_group(self, name: str, *, attributes: dict[str, Any] | None = None, overwrite: bool = False) -> AsyncGroup:
+    async def require_group(
+        self, name: str, *, attributes: dict[str, Any] | None = None, overwrite: bool = False
+    ) -> AsyncGroup:
         if overwrite:
             return await self.create_group(name, attributes=attributes, overwrite=True)
         try:
@@ -164,21 +180,31 @@ class AsyncGroup:
             raise ContainsArrayError(f"an array exists at {node.path!r}, not a group")
         return node
 
-    async def require_array(self, name: str, *, shape: Any, dtype: Any = None, exact: bool = False, **kwargs: Any) -> AsyncArray:
+    async def require_array(
+        self, name: str, *, shape: Any, dtype: Any = None, exact: bool = False, **kwargs: Any
+    ) -> AsyncArray:
         import numpy as np
 
         try:
             node = await self.getitem(name)
         except KeyError:
-            return await self.create_array(name, shape=shape, dtype=dtype if dtype is not None else "float64", **kwargs)
+            return await self.create_array(
+                name, shape=shape, dtype=dtype if dtype is not None else "float64", **kwargs
+            )
         if isinstance(node, AsyncGroup):
             raise ContainsGroupError(f"a group exists at {node.path!r}, not an array")
         shape_t = (shape,) if isinstance(shape, int) else tuple(shape)
         if node.shape != shape_t:
             raise TypeError(f"array {name!r} exists with shape {node.shape}, not {shape_t}")
         if dtype is not None:
-            want = np.dtype(dtype) if not isinstance(dtype, type) or dtype not in (str, bytes) else None
-            if want is not None and (node.dtype != want if exact else not np.can_cast(want, node.dtype)):
+            want = (
+                np.dtype(dtype)
+                if not isinstance(dtype, type) or dtype not in (str, bytes)
+                else None
+            )
+            if want is not None and (
+                node.dtype != want if exact else not np.can_cast(want, node.dtype)
+            ):
                 raise TypeError(f"array {name!r} exists with dtype {node.dtype}, not {want}")
         return node
 
@@ -298,7 +324,14 @@ class Group:
         entries = sorted(members, key=lambda kv: kv[0])
         for i, (path, node) in enumerate(entries):
             depth = path.count("/")
-            last = all(not e[0].startswith(path.rsplit("/", 1)[0] + "/") or e[0].count("/") != depth for e in entries[i + 1 :]) if depth else all(e[0].count("/") != 0 for e in entries[i + 1 :])
+            last = (
+                all(
+                    not e[0].startswith(path.rsplit("/", 1)[0] + "/") or e[0].count("/") != depth
+                    for e in entries[i + 1 :]
+                )
+                if depth
+                else all(e[0].count("/") != 0 for e in entries[i + 1 :])
+            )
             prefix = "    " * depth + ("└── " if last else "├── ")
             base = path.rsplit("/", 1)[-1]
             if isinstance(node, Array):

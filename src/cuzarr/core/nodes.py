@@ -28,7 +28,11 @@ _V2_ARRAY, _V2_GROUP, _V2_ATTRS = ".zarray", ".zgroup", ".zattrs"
 
 
 async def _fetch_docs(sp: StorePath, zarr_format: int | None) -> dict[str, Any]:
-    names = {3: [_V3], 2: [_V2_ARRAY, _V2_GROUP, _V2_ATTRS], None: [_V3, _V2_ARRAY, _V2_GROUP, _V2_ATTRS]}[zarr_format]
+    names = {
+        3: [_V3],
+        2: [_V2_ARRAY, _V2_GROUP, _V2_ATTRS],
+        None: [_V3, _V2_ARRAY, _V2_GROUP, _V2_ATTRS],
+    }[zarr_format]
     datas = await sp.store.get_many([sp.key(n) for n in names])
     return {n: d for n, d in zip(names, datas, strict=True) if d is not None}
 

@@ -41,9 +41,7 @@ def get_loop() -> asyncio.AbstractEventLoop:
     with _lock:
         if _loop is None or _pid != os.getpid():
             loop = asyncio.new_event_loop()
-            thread = threading.Thread(
-                target=_run_loop, args=(loop,), name="cuzarr-io", daemon=True
-            )
+            thread = threading.Thread(target=_run_loop, args=(loop,), name="cuzarr-io", daemon=True)
             thread.start()
             _loop, _thread, _pid = loop, thread, os.getpid()
     return _loop

@@ -112,8 +112,10 @@ def project_array(idx: np.ndarray, dim: DimGrid) -> DimProjection:
             out = sub
         local = pos - off
         # A run of consecutive increasing positions reads as a slice (cheaper).
-        if local.shape[0] > 0 and local[-1] - local[0] == local.shape[0] - 1 and (
-            local.shape[0] == 1 or np.all(np.diff(local) == 1)
+        if (
+            local.shape[0] > 0
+            and local[-1] - local[0] == local.shape[0] - 1
+            and (local.shape[0] == 1 or np.all(np.diff(local) == 1))
         ):
             csel: Sel = slice(int(local[0]), int(local[-1]) + 1)
             full = local[0] == 0 and local.shape[0] == dim.data_len(ci) and isinstance(out, slice)
@@ -148,7 +150,11 @@ def ortho_index(sel: tuple[Sel, ...]) -> tuple[Sel, ...]:
             if isinstance(s, slice):
                 shape = [1] * nd
                 shape[i] = -1
-                res.append(np.arange(s.start or 0, s.stop, s.step or 1).reshape(shape) if s.stop is not None or (s.step or 1) > 0 else np.arange(s.start, -1, s.step).reshape(shape))
+                res.append(
+                    np.arange(s.start or 0, s.stop, s.step or 1).reshape(shape)
+                    if s.stop is not None or (s.step or 1) > 0
+                    else np.arange(s.start, -1, s.step).reshape(shape)
+                )
             else:
                 res.append(s)
         return tuple(res)

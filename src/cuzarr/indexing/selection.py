@@ -154,7 +154,9 @@ class FancyPlan:
     post_index: tuple[Any, ...]
 
 
-def normalize_numpy(selection: Any, shape: tuple[int, ...], dims: list[DimGrid]) -> BasicPlan | FancyPlan:
+def normalize_numpy(
+    selection: Any, shape: tuple[int, ...], dims: list[DimGrid]
+) -> BasicPlan | FancyPlan:
     """Plan a numpy-semantics selection (``a[...]``)."""
     items = _expand(selection, len(shape))
     # First pass: classify; masks become nonzero() integer arrays.
@@ -190,7 +192,7 @@ def normalize_numpy(selection: Any, shape: tuple[int, ...], dims: list[DimGrid])
             if arr.shape != shape[dim : dim + k]:
                 raise IndexError(
                     f"boolean index of shape {arr.shape} does not match dimensions "
-                    f"{dim}..{dim + k - 1} of shape {shape[dim:dim + k]}"
+                    f"{dim}..{dim + k - 1} of shape {shape[dim : dim + k]}"
                 )
             for j, nz in enumerate(np.nonzero(arr)):
                 norm.append(("array", nz.astype(np.intp), dim + j))
@@ -240,7 +242,9 @@ def normalize_numpy(selection: Any, shape: tuple[int, ...], dims: list[DimGrid])
     return FancyPlan(projections, buffer_shape, tuple(post))
 
 
-def normalize_orthogonal(selection: Any, shape: tuple[int, ...], dims: list[DimGrid]) -> OrthogonalPlan:
+def normalize_orthogonal(
+    selection: Any, shape: tuple[int, ...], dims: list[DimGrid]
+) -> OrthogonalPlan:
     """Plan an orthogonal selection (``a.oindex[...]``)."""
     items = _expand(selection, len(shape), allow_newaxis=False)
     projections: list[DimProjection] = []
@@ -273,7 +277,9 @@ def normalize_orthogonal(selection: Any, shape: tuple[int, ...], dims: list[DimG
     return OrthogonalPlan(projections, tuple(p.out_len for p in projections), tuple(result_shape))
 
 
-def normalize_coordinate(selection: Any, shape: tuple[int, ...]) -> tuple[list[np.ndarray], tuple[int, ...]]:
+def normalize_coordinate(
+    selection: Any, shape: tuple[int, ...]
+) -> tuple[list[np.ndarray], tuple[int, ...]]:
     """Normalize a coordinate selection (``a.vindex[...]``) to flat per-dim arrays.
 
     Returns the flat coordinate arrays and the result shape (their broadcast shape).
@@ -284,7 +290,9 @@ def normalize_coordinate(selection: Any, shape: tuple[int, ...]) -> tuple[list[n
         arr = _as_index_array(selection[0])
         if arr is not None and arr.dtype == bool:
             if arr.shape != shape:
-                raise IndexError(f"boolean mask of shape {arr.shape} does not match array shape {shape}")
+                raise IndexError(
+                    f"boolean mask of shape {arr.shape} does not match array shape {shape}"
+                )
             coords = list(np.nonzero(arr))
             return [c.astype(np.intp) for c in coords], (coords[0].shape[0] if coords else 0,)
     if len(selection) != len(shape):
@@ -304,7 +312,9 @@ def normalize_coordinate(selection: Any, shape: tuple[int, ...]) -> tuple[list[n
                 else:
                     raise IndexError(f"dimension {d}: unsupported coordinate index {s!r}")
             if arr.dtype == bool:
-                raise IndexError("vindex takes one boolean mask over the whole array, or integer arrays")
+                raise IndexError(
+                    "vindex takes one boolean mask over the whole array, or integer arrays"
+                )
         arrays.append(_check_array(np.asarray(arr), shape[d], d))
     try:
         b = np.broadcast_arrays(*arrays)

@@ -120,8 +120,8 @@ class ArrayMetadata:
             "dtype": self.dtype.to_json_v2(),
             "fill_value": self.dtype.fill_to_json(self.fill_value, 2),
             "order": self.order,
-            "filters": [f.get_config() for f in self.filters] if self.filters else None,
-            "compressor": self.compressor.get_config() if self.compressor is not None else None,
+            "filters": [v2_codec_config(f) for f in self.filters] if self.filters else None,
+            "compressor": v2_codec_config(self.compressor) if self.compressor is not None else None,
             "dimension_separator": self.chunk_key_encoding.separator,
             "zarr_format": 2,
         }
@@ -136,6 +136,18 @@ class ArrayMetadata:
         if self.attributes:
             docs[".zattrs"] = json_dumps(self.attributes)
         return docs
+
+
+def v2_codec_config(codec: Any) -> dict[str, Any]:
+    """A numcodecs codec's config as zarr-python writes it in ``.zarray``.
+
+    numcodecs >= 0.16 adds ``checksum: false`` to zstd configs; zarr-python and
+    tensorstore omit it (tensorstore rejects unknown members), so drop it.
+    """
+    conf = dict(codec.get_config())
+    if conf.get("id") == "zstd" and not conf.get("checksum", False):
+        conf.pop("checksum", None)
+    return conf
 
 
 def _parse_shape(value: Any, what: str = "shape") -> tuple[int, ...]:
@@ -194,8 +206,10 @@ def parse_array_metadata_v3(d: Any) -> ArrayMetadata:
         raise MetadataError("zarr.json: attributes must be an object")
     names = d.get("dimension_names")
     if names is not None:
-        if not isinstance(names, list) or len(names) != len(shape) or not all(
-            n is None or isinstance(n, str) for n in names
+        if (
+            not isinstance(names, list)
+            or len(names) != len(shape)
+            or not all(n is None or isinstance(n, str) for n in names)
         ):
             raise MetadataError(f"zarr.json: dimension_names {names!r} does not match the shape")
         names = tuple(names)
@@ -234,7 +248,9 @@ def parse_array_metadata_v2(d: Any, attrs: Any = None) -> ArrayMetadata:
         raise MetadataError(".zarray: variable chunk sizes are not supported yet")
     grid = RegularChunkGrid(tuple(chunks))
     try:
-        filters = tuple(numcodecs.get_codec(dict(f)) for f in d["filters"]) if d["filters"] else None
+        filters = (
+            tuple(numcodecs.get_codec(dict(f)) for f in d["filters"]) if d["filters"] else None
+        )
         compressor = numcodecs.get_codec(dict(d["compressor"])) if d["compressor"] else None
     except (ValueError, KeyError, TypeError) as e:
         raise MetadataError(f".zarray: unknown or invalid codec ({e})") from e
@@ -255,7 +271,9 @@ def parse_array_metadata_v2(d: Any, attrs: Any = None) -> ArrayMetadata:
         attrs = {}
     if not isinstance(attrs, dict):
         raise MetadataError(".zattrs must hold a JSON object")
-    names = attrs.get("_ARRAY_DIMENSIONS") if isinstance(attrs.get("_ARRAY_DIMENSIONS"), list) else None
+    names = (
+        attrs.get("_ARRAY_DIMENSIONS") if isinstance(attrs.get("_ARRAY_DIMENSIONS"), list) else None
+    )
     return ArrayMetadata(
         zarr_format=2,
         shape=shape,
@@ -287,7 +305,9 @@ def normalize_shape(shape: Any) -> tuple[int, ...]:
     return out
 
 
-def normalize_dimension_names(names: Sequence[str | None] | None, ndim: int) -> tuple[str | None, ...] | None:
+def normalize_dimension_names(
+    names: Sequence[str | None] | None, ndim: int
+) -> tuple[str | None, ...] | None:
     if names is None:
         return None
     names = tuple(names)

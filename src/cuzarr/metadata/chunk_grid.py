@@ -54,7 +54,9 @@ class RegularChunkGrid:
     def __post_init__(self) -> None:
         for c in self.chunk_shape:
             if not isinstance(c, (int, np.integer)) or isinstance(c, bool) or c < 1:
-                raise MetadataError(f"chunk sizes must be positive integers, got {self.chunk_shape}")
+                raise MetadataError(
+                    f"chunk sizes must be positive integers, got {self.chunk_shape}"
+                )
 
     def to_json(self) -> dict[str, Any]:
         return {"name": "regular", "configuration": {"chunk_shape": list(self.chunk_shape)}}

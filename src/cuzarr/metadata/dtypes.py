@@ -150,9 +150,15 @@ class DataType:
             name = "numpy.datetime64" if k == "datetime" else "numpy.timedelta64"
             return {"name": name, "configuration": {"unit": unit, "scale_factor": count}}
         if k == "fixed_bytes":
-            return {"name": "null_terminated_bytes", "configuration": {"length_bytes": self.dtype.itemsize}}
+            return {
+                "name": "null_terminated_bytes",
+                "configuration": {"length_bytes": self.dtype.itemsize},
+            }
         if k == "fixed_unicode":
-            return {"name": "fixed_length_utf32", "configuration": {"length_bytes": self.dtype.itemsize}}
+            return {
+                "name": "fixed_length_utf32",
+                "configuration": {"length_bytes": self.dtype.itemsize},
+            }
         if k == "raw":
             return {"name": "raw_bytes", "configuration": {"length_bytes": self.dtype.itemsize}}
         if k == "struct":
@@ -208,9 +214,12 @@ class DataType:
             raise ValueError(f"fill_value {value!r} is not valid for data type {self.dtype}") from e
         if arr.shape != ():
             raise ValueError(f"fill_value {value!r} is not a scalar")
-        if k in ("int", "uint") and not isinstance(value, (np.integer, int, bool, np.bool_)):
-            if isinstance(value, float | np.floating) and float(value) != float(arr):
-                raise ValueError(f"fill_value {value!r} does not fit data type {self.dtype}")
+        if (
+            k in ("int", "uint")
+            and isinstance(value, float | np.floating)
+            and float(value) != float(arr)
+        ):
+            raise ValueError(f"fill_value {value!r} does not fit data type {self.dtype}")
         return arr[()]
 
     def fill_to_json(self, value: Any, zarr_format: int) -> Any:
@@ -329,7 +338,9 @@ class DataType:
         except MetadataError:
             raise
         except (TypeError, ValueError, OverflowError, KeyError) as e:
-            raise MetadataError(f"invalid fill_value {obj!r} for data type {self.dtype}: {e}") from e
+            raise MetadataError(
+                f"invalid fill_value {obj!r} for data type {self.dtype}: {e}"
+            ) from e
         raise MetadataError(f"invalid fill_value {obj!r} for data type {self.dtype}")
 
     # -- array helpers ---------------------------------------------------------
@@ -373,7 +384,9 @@ def _float_from_json(obj: Any, dtype: np.dtype) -> Any:
             raw = int(obj, 16).to_bytes(dtype.itemsize, "big")
             if sys.byteorder == "little":
                 raw = raw[::-1]
-            return np.frombuffer(raw, dtype=dtype.newbyteorder("=") if dtype.itemsize > 1 else dtype)[0]
+            return np.frombuffer(
+                raw, dtype=dtype.newbyteorder("=") if dtype.itemsize > 1 else dtype
+            )[0]
         raise MetadataError(f"invalid floating-point fill_value {obj!r}")
     if isinstance(obj, bool) or not isinstance(obj, (int, float)):
         raise MetadataError(f"invalid floating-point fill_value {obj!r}")
@@ -451,7 +464,9 @@ def _from_numpy(dt: np.dtype, zarr_format: int) -> DataType:
 
 
 def _string_type() -> DataType:
-    return DataType("string", _STRING_DTYPE if _STRING_DTYPE is not None else np.dtype(object), "string")
+    return DataType(
+        "string", _STRING_DTYPE if _STRING_DTYPE is not None else np.dtype(object), "string"
+    )
 
 
 def _bytes_type() -> DataType:
@@ -544,7 +559,9 @@ def from_json_v2(obj: Any, object_codec_id: str | None = None) -> DataType:
         if object_codec_id == "vlen-bytes":
             return _bytes_type()
         if object_codec_id is None:
-            raise MetadataError("object dtype without an object codec (vlen-utf8/vlen-bytes) in filters")
+            raise MetadataError(
+                "object dtype without an object codec (vlen-utf8/vlen-bytes) in filters"
+            )
         raise MetadataError(f"object arrays with {object_codec_id!r} are not supported")
     return _from_numpy(dt, 2)
 

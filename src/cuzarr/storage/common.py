@@ -13,6 +13,7 @@ from cuzarr.storage.memory import MemoryStore
 
 __all__ = ["StoreLike", "StorePath", "join_path", "make_store", "normalize_path"]
 
+
 def normalize_path(path: str | None) -> str:
     """Strip slashes and reject '.'/'..' components in a node path."""
     if not path:

@@ -8,6 +8,7 @@ such temporaries carry a reserved prefix and are never listed or read as data.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import uuid
@@ -30,6 +31,11 @@ __all__ = ["TEMP_PREFIX", "LocalStore"]
 TEMP_PREFIX = ".cuzarr-tmp-"
 # Batching file I/O amortizes the thread hop; a few dozen small files per hop.
 _BATCH = 32
+
+
+def _write_file(path: str, value: bytes) -> None:
+    with open(path, "wb") as f:
+        f.write(value)
 
 
 class LocalStore(Store):
@@ -95,19 +101,15 @@ class LocalStore(Store):
         directory, name = os.path.split(path)
         tmp = os.path.join(directory, f"{TEMP_PREFIX}{uuid.uuid4().hex}-{name}")
         try:
-            f = open(tmp, "wb")
-        except FileNotFoundError:
-            os.makedirs(directory, exist_ok=True)
-            f = open(tmp, "wb")
-        try:
-            with f:
-                f.write(value)
+            try:
+                _write_file(tmp, value)
+            except FileNotFoundError:
+                os.makedirs(directory, exist_ok=True)
+                _write_file(tmp, value)
             os.replace(tmp, path)
         except BaseException:
-            try:
+            with contextlib.suppress(OSError):
                 os.unlink(tmp)
-            except OSError:
-                pass
             raise
 
     def _write_batch(self, items: Sequence[tuple[str, bytes]]) -> None:
@@ -134,9 +136,7 @@ class LocalStore(Store):
     ) -> bytes | None:
         return await asyncio.to_thread(self._read, key, byte_range)
 
-    async def get_partial_values(
-        self, prototype: Any, key_ranges: Any
-    ) -> list[bytes | None]:
+    async def get_partial_values(self, prototype: Any, key_ranges: Any) -> list[bytes | None]:
         if type(self).get is not LocalStore.get:
             return await super().get_partial_values(prototype, key_ranges)
         reqs = list(key_ranges)

@@ -60,7 +60,9 @@ class MemoryStore(Store):
         out: list[bytes | None] = []
         for key in keys:
             value = d.get(key)
-            out.append(value if value is None or isinstance(value, bytes) else self._as_bytes(value))
+            out.append(
+                value if value is None or isinstance(value, bytes) else self._as_bytes(value)
+            )
         return out
 
     async def exists(self, key: str) -> bool:
