@@ -209,6 +209,10 @@ def fill_model(dt: DT, shape: tuple[int, ...], fill: Any) -> np.ndarray:
 # --------------------------------------------------------------------------------------
 
 COMPRESSORS = ("none", "zstd", "gzip", "blosc")
+#: more compressor set-ups, per format
+EXTRA_COMPRESSORS = ("blosc-zstd-bitshuffle", "zlib", "lz4", "zstd-checksum", "zstd+crc32c")
+EXTRA_V2 = ("blosc-zstd-bitshuffle", "zlib", "lz4")
+EXTRA_V3 = ("blosc-zstd-bitshuffle", "zstd-checksum", "zstd+crc32c")
 
 
 @dataclass
@@ -227,6 +231,8 @@ class Spec:
     separator: str | None = None  # chunk key separator; None = the format's default
     use_dimension_separator: bool = False  # cuzarr side, v2: pass dimension_separator=
     v2_keys: bool = False  # v3 only: the "v2" chunk key encoding (keys without "c/")
+    shards: tuple[int, ...] | None = None  # v3 sharding_indexed: shard shape
+    big_endian: bool = False  # v2: '>' dtype; v3: bytes codec endian "big"
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self):
@@ -247,7 +253,7 @@ def expected_chunk_keys(spec: Spec) -> set[str]:
     """Keys of all chunks of a fully written array, independently of any library."""
     if 0 in spec.shape:
         return set()
-    grid = [range(-(-s // c)) for s, c in zip(spec.shape, spec.chunks)]
+    grid = [range(-(-s // c)) for s, c in zip(spec.shape, spec.shards or spec.chunks)]
     coords = (
         [()] if not grid else np.array(np.meshgrid(*grid, indexing="ij")).reshape(len(grid), -1).T
     )
@@ -304,6 +310,8 @@ def assert_data_equal(actual: Any, expected: np.ndarray, dt: DT) -> None:
         assert all(isinstance(x, typ) for x in flat), {type(x) for x in flat}
         assert got == want
         return
+    if actual.dtype.kind in "iufcmM" and actual.dtype.byteorder != expected.dtype.byteorder:
+        actual = actual.astype(actual.dtype.newbyteorder("="))  # compare values, not byte order
     assert actual.dtype == expected.dtype, f"dtype {actual.dtype} != {expected.dtype}"
     if dt.kind == "struct":
         for name in expected.dtype.names:
@@ -366,7 +374,28 @@ def _v3_compressor(name: str, dt: DT) -> dict:
                 "blocksize": 0,
             },
         }
+    if name == "blosc-zstd-bitshuffle":
+        return {
+            "name": "blosc",
+            "configuration": {
+                "cname": "zstd",
+                "clevel": 3,
+                "shuffle": "bitshuffle",
+                "typesize": dt.itemsize if dt.fixed else 1,
+                "blocksize": 0,
+            },
+        }
+    if name == "zstd-checksum":
+        return {"name": "zstd", "configuration": {"level": 3, "checksum": True}}
+    if name == "crc32c":
+        return {"name": "crc32c"}
     raise AssertionError(name)
+
+
+def _v3_compressors(codec: str, dt: DT) -> list[dict]:
+    if codec == "zstd+crc32c":
+        return [_v3_compressor("zstd", dt), _v3_compressor("crc32c", dt)]
+    return [_v3_compressor(codec, dt)]
 
 
 def _v2_compressor(name: str):
@@ -376,6 +405,12 @@ def _v2_compressor(name: str):
         return numcodecs.GZip(level=1)
     if name == "blosc":
         return numcodecs.Blosc(cname="lz4", clevel=5, shuffle=numcodecs.Blosc.SHUFFLE)
+    if name == "blosc-zstd-bitshuffle":
+        return numcodecs.Blosc(cname="zstd", clevel=3, shuffle=numcodecs.Blosc.BITSHUFFLE)
+    if name == "zlib":
+        return numcodecs.Zlib(level=1)
+    if name == "lz4":
+        return numcodecs.LZ4(acceleration=1)
     raise AssertionError(name)
 
 
@@ -384,9 +419,10 @@ def _compression_kwargs(spec: Spec) -> dict:
     codec = spec.codec
     if codec == "none":
         return {"compressors": None}
-    if codec in COMPRESSORS:
-        comp = _v2_compressor(codec) if spec.fmt == 2 else _v3_compressor(codec, spec.dt)
-        return {"compressors": [comp]}
+    if codec in COMPRESSORS or codec in EXTRA_COMPRESSORS:
+        if spec.fmt == 2:
+            return {"compressors": [_v2_compressor(codec)]}
+        return {"compressors": _v3_compressors(codec, spec.dt)}
     if codec == "delta":
         assert spec.dt.kind in DELTA_KINDS
         dstr = spec.dt.np_dtype.str
@@ -460,6 +496,13 @@ class ZarrLike:
             kw["attributes"] = spec.attributes
         if spec.dimension_names is not None:
             kw["dimension_names"] = spec.dimension_names
+        if spec.shards is not None:
+            kw["shards"] = spec.shards
+        if spec.big_endian:
+            if spec.fmt == 2:
+                kw["dtype"] = spec.dt.np_dtype.newbyteorder(">")
+            else:
+                kw["serializer"] = {"name": "bytes", "configuration": {"endian": "big"}}
         if spec.fmt == 2:
             kw["order"] = spec.order
             if spec.use_dimension_separator and self.module_name != "zarr":
@@ -490,7 +533,12 @@ class ZarrLike:
         assert tuple(a.shape) == spec.shape
         assert tuple(a.chunks) == spec.chunks
         if spec.dt.fixed:
-            assert np.dtype(a.dtype) == spec.dt.np_dtype, (a.dtype, spec.dt.np_dtype)
+            want = (
+                spec.dt.np_dtype.newbyteorder(">")
+                if spec.big_endian and spec.fmt == 2
+                else spec.dt.np_dtype
+            )
+            assert np.dtype(a.dtype) in (want, spec.dt.np_dtype), (a.dtype, want)
         else:  # numpy StringDType or object for strings, object for bytes
             assert np.dtype(a.dtype).kind in ("OT" if spec.dt.kind == "vstr" else "O"), a.dtype
         if spec.fmt == 2:
@@ -550,19 +598,35 @@ def _ts_metadata(spec: Spec) -> dict:
                 }
             )
         codecs.append(
-            {"name": "bytes", "configuration": {"endian": "little"}}
+            {"name": "bytes", "configuration": {"endian": "big" if spec.big_endian else "little"}}
             if dt.itemsize > 1
             else {"name": "bytes"}
         )
         comp = "zstd" if spec.codec == "transpose" else spec.codec
         if comp != "none":
-            codecs.append(_v3_compressor(comp, dt))
+            codecs.extend(_v3_compressors(comp, dt))
+        if spec.shards is not None:
+            codecs = [
+                {
+                    "name": "sharding_indexed",
+                    "configuration": {
+                        "chunk_shape": list(spec.chunks),
+                        "codecs": codecs,
+                        "index_codecs": [
+                            {"name": "bytes", "configuration": {"endian": "little"}},
+                            {"name": "crc32c"},
+                        ],
+                        "index_location": "end",
+                    },
+                }
+            ]
+        grid_shape = list(spec.shards or spec.chunks)
         md = {
             "zarr_format": 3,
             "node_type": "array",
             "shape": list(spec.shape),
             "data_type": dt.ts_v3,
-            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": list(spec.chunks)}},
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": grid_shape}},
             "chunk_key_encoding": {
                 "name": "v2" if spec.v2_keys else "default",
                 "configuration": {"separator": spec.sep},
@@ -575,8 +639,16 @@ def _ts_metadata(spec: Spec) -> dict:
         if spec.dimension_names is not None:
             md["dimension_names"] = list(spec.dimension_names)
         return md
-    assert spec.codec in COMPRESSORS, "tensorstore's zarr v2 driver supports no filters"
+    assert spec.codec in COMPRESSORS + ("zlib", "blosc-zstd-bitshuffle"), spec.codec
     comp = {
+        "zlib": {"id": "zlib", "level": 1},
+        "blosc-zstd-bitshuffle": {
+            "id": "blosc",
+            "cname": "zstd",
+            "clevel": 3,
+            "shuffle": 2,
+            "blocksize": 0,
+        },
         "none": None,
         "zstd": {"id": "zstd", "level": 1},
         "gzip": {"id": "gzip", "level": 1},
@@ -585,7 +657,7 @@ def _ts_metadata(spec: Spec) -> dict:
     dtype_json = (
         [list(f) for f in json.loads(json.dumps(dt.np_dtype.descr))]
         if dt.kind == "struct"
-        else dt.np_dtype.str
+        else dt.np_dtype.newbyteorder(">" if spec.big_endian else "<").str
     )
     return {
         "zarr_format": 2,
@@ -661,7 +733,7 @@ class TensorStoreLib:
             assert t.dtype.numpy_dtype == spec.dt.np_dtype, (t.dtype, spec.dt.np_dtype)
             assert_fill_equal(t.fill_value, spec.dt, spec.fill_value)
         if spec.shape:
-            assert tuple(t.chunk_layout.read_chunk.shape) == spec.chunks
+            assert tuple(t.chunk_layout.read_chunk.shape) in (spec.chunks, spec.shards)
 
     def attrs(self, path: str) -> dict:
         raise NotImplementedError("tensorstore has no attribute API; tests read the JSON")

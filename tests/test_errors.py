@@ -175,7 +175,9 @@ def test_create_array_inside_array():
 # malformed metadata
 
 
-@pytest.mark.parametrize("doc", [b"{not json", b"", b"\xff\xfe\x00", b'{"zarr_format": 3, "node_type":'])
+@pytest.mark.parametrize(
+    "doc", [b"{not json", b"", b"\xff\xfe\x00", b'{"zarr_format": 3, "node_type":']
+)
 def test_malformed_zarr_json(tmp_path, doc):
     (tmp_path / "zarr.json").write_bytes(doc)
     for opener in (cuzarr.open_array, cuzarr.open_group, cuzarr.open):
@@ -310,7 +312,9 @@ def test_unknown_codec_passed_by_caller():
     with pytest.raises(ValueError):
         cuzarr.create_array({}, shape=(4,), dtype="i4", compressors=[{"name": "no-such-codec"}])
     with pytest.raises(ValueError):
-        cuzarr.create_array({}, shape=(4,), dtype="i4", zarr_format=2, compressors=[{"id": "no-such-codec"}])
+        cuzarr.create_array(
+            {}, shape=(4,), dtype="i4", zarr_format=2, compressors=[{"id": "no-such-codec"}]
+        )
 
 
 def test_codec_in_wrong_role_refused():
@@ -322,7 +326,9 @@ def test_codec_in_wrong_role_refused():
 
 def _chunk_files(root):
     return sorted(
-        p for p in root.rglob("*") if p.is_file() and p.name not in ("zarr.json", ".zarray", ".zattrs", ".zgroup")
+        p
+        for p in root.rglob("*")
+        if p.is_file() and p.name not in ("zarr.json", ".zarray", ".zattrs", ".zgroup")
     )
 
 
@@ -330,7 +336,10 @@ def _chunk_files(root):
     "kwargs",
     [
         {"compressors": [{"name": "crc32c"}]},
-        {"serializer": {"name": "bytes", "configuration": {"endian": "little"}}, "compressors": [{"name": "crc32c"}]},
+        {
+            "serializer": {"name": "bytes", "configuration": {"endian": "little"}},
+            "compressors": [{"name": "crc32c"}],
+        },
         {"compressors": [{"name": "zstd", "configuration": {"level": 1}}, {"name": "crc32c"}]},
     ],
 )
@@ -358,7 +367,9 @@ def test_crc32c_corruption_detected(tmp_path, kwargs, where):
 
 
 def test_crc32c_truncated_chunk(tmp_path):
-    a = cuzarr.create_array(tmp_path, shape=(8,), dtype="i4", chunks=(8,), compressors=[{"name": "crc32c"}])
+    a = cuzarr.create_array(
+        tmp_path, shape=(8,), dtype="i4", chunks=(8,), compressors=[{"name": "crc32c"}]
+    )
     a[:] = np.arange(8)
     (f,) = _chunk_files(tmp_path)
     full = f.read_bytes()
@@ -380,7 +391,10 @@ def _compressor(name, zarr_format):
     return {
         "zstd": {"name": "zstd", "configuration": {"level": 1}},
         "gzip": {"name": "gzip", "configuration": {"level": 1}},
-        "blosc": {"name": "blosc", "configuration": {"cname": "lz4", "clevel": 5, "shuffle": "shuffle"}},
+        "blosc": {
+            "name": "blosc",
+            "configuration": {"cname": "lz4", "clevel": 5, "shuffle": "shuffle"},
+        },
         "zlib": numcodecs.Zlib(level=1),
         "lz4": numcodecs.LZ4(),
     }[name]
@@ -392,8 +406,12 @@ def test_truncated_compressed_chunk(tmp_path, zarr_format, name, rng):
     data = rng.integers(0, 50, size=(4096,)).astype("i8")  # compressible but not trivial
     try:
         a = cuzarr.create_array(
-            tmp_path, shape=data.shape, dtype=data.dtype, chunks=(4096,),
-            compressors=[_compressor(name, zarr_format)], zarr_format=zarr_format,
+            tmp_path,
+            shape=data.shape,
+            dtype=data.dtype,
+            chunks=(4096,),
+            compressors=[_compressor(name, zarr_format)],
+            zarr_format=zarr_format,
         )
     except (ValueError, TypeError) as e:  # pragma: no cover - codec not offered for this format
         pytest.skip(f"{name} not accepted for v{zarr_format}: {e}")
@@ -412,7 +430,9 @@ def test_truncated_compressed_chunk(tmp_path, zarr_format, name, rng):
 
 @pytest.mark.parametrize("zarr_format", [2, 3])
 def test_garbage_chunk(tmp_path, zarr_format):
-    a = cuzarr.create_array(tmp_path, shape=(100,), dtype="f4", chunks=(100,), zarr_format=zarr_format)
+    a = cuzarr.create_array(
+        tmp_path, shape=(100,), dtype="f4", chunks=(100,), zarr_format=zarr_format
+    )
     a[:] = 1.5
     (f,) = _chunk_files(tmp_path)
     f.write_bytes(b"\x00garbage" * 7)
@@ -422,7 +442,9 @@ def test_garbage_chunk(tmp_path, zarr_format):
 
 @pytest.mark.parametrize("zarr_format", [2, 3])
 def test_uncompressed_chunk_wrong_size(tmp_path, zarr_format):
-    a = cuzarr.create_array(tmp_path, shape=(10,), dtype="i4", chunks=(10,), compressors=None, zarr_format=zarr_format)
+    a = cuzarr.create_array(
+        tmp_path, shape=(10,), dtype="i4", chunks=(10,), compressors=None, zarr_format=zarr_format
+    )
     a[:] = np.arange(10)
     (f,) = _chunk_files(tmp_path)
     f.write_bytes(f.read_bytes()[:-4])
@@ -439,7 +461,9 @@ def test_uncompressed_chunk_wrong_size(tmp_path, zarr_format):
 
 @pytest.mark.parametrize("zarr_format", [2, 3])
 def test_open_array_mode_r_refuses_writes(tmp_path, zarr_format):
-    a = cuzarr.create_array(tmp_path, shape=(4, 4), dtype="i4", chunks=(2, 2), zarr_format=zarr_format)
+    a = cuzarr.create_array(
+        tmp_path, shape=(4, 4), dtype="i4", chunks=(2, 2), zarr_format=zarr_format
+    )
     a[...] = 3
     before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
     r = cuzarr.open_array(tmp_path, mode="r")
@@ -607,7 +631,20 @@ def test_bad_append():
 
 @pytest.mark.parametrize(
     "key",
-    ["../x", "../../etc/x", "a/../../x", "a/../b", "/etc/passwd", "/abs", "./x", "a//b", "a/./b", "..", "", "a\\..\\..\\x"],
+    [
+        "../x",
+        "../../etc/x",
+        "a/../../x",
+        "a/../b",
+        "/etc/passwd",
+        "/abs",
+        "./x",
+        "a//b",
+        "a/./b",
+        "..",
+        "",
+        "a\\..\\..\\x",
+    ],
 )
 def test_local_store_rejects_escaping_keys(tmp_path, key):
     root = tmp_path / "root"
@@ -809,7 +846,9 @@ def test_failed_create_with_overwrite_false_keeps_data(tmp_path):
 
 
 def test_corrupt_chunk_read_does_not_modify_store(tmp_path):
-    a = cuzarr.create_array(tmp_path, shape=(8,), dtype="i4", chunks=(4,), compressors=[{"name": "crc32c"}])
+    a = cuzarr.create_array(
+        tmp_path, shape=(8,), dtype="i4", chunks=(4,), compressors=[{"name": "crc32c"}]
+    )
     a[:] = np.arange(8)
     files = _chunk_files(tmp_path)
     raw = bytearray(files[0].read_bytes())

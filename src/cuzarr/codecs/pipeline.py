@@ -156,6 +156,15 @@ class V2Pipeline:
         if compressor is not None and compressor.codec_id == "zstd":
             conf = compressor.get_config()
             self._zstd = ZstdCodec(conf.get("level", 0), conf.get("checksum", False))
+        # Decoding goes through cuzarr's checked codecs where one exists (header and
+        # size validation before decompressing); numcodecs otherwise.
+        self._checked: BytesBytesCodec | None = None
+        if compressor is not None and compressor.codec_id in ("zstd", "gzip", "blosc"):
+            from cuzarr.codecs.numcodecs_bridge import as_v3_codec
+
+            codec = as_v3_codec(compressor)
+            if isinstance(codec, BytesBytesCodec):
+                self._checked = codec
         self._vlen_filter = None
         if dtype.is_vlen:
             ids = [f.codec_id for f in self.filters]
@@ -165,8 +174,8 @@ class V2Pipeline:
             self._vlen_filter = ids.index(want)
 
     def _decompress(self, data: Any, nbytes: int | None) -> Any:
-        if self._zstd is not None:
-            return zstd_decompress(data, nbytes)
+        if self._checked is not None:
+            return self._checked.decode(data, None, nbytes)  # type: ignore[arg-type]
         if self.compressor is None:
             return data
         try:

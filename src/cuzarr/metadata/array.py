@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -297,7 +298,7 @@ def normalize_shape(shape: Any) -> tuple[int, ...]:
     if isinstance(shape, (int, np.integer)):
         shape = (int(shape),)
     try:
-        out = tuple(int(s) for s in shape)
+        out = tuple(operator.index(s) for s in shape)
     except TypeError as e:
         raise TypeError(f"shape must be an int or a sequence of ints, got {shape!r}") from e
     if any(s < 0 for s in out):

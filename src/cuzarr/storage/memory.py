@@ -77,8 +77,10 @@ class MemoryStore(Store):
         if type(self).set is not MemoryStore.set:
             return await super().set_many(items)
         self._check_writable()
+        for key, _ in items:
+            normalize_key(key)
         for key, value in items:
-            self._store_dict[key] = bytes(value)
+            self._store_dict[key] = value if isinstance(value, bytes) else bytes(value)
 
     async def delete(self, key: str) -> None:
         self._check_writable()

@@ -1,0 +1,553 @@
+"""The async Store interface: MemoryStore and LocalStore against real dicts and
+real directories."""
+
+import asyncio
+import os
+
+import numpy as np
+import pytest
+
+import cuzarr
+from cuzarr import errors
+from cuzarr.storage import (
+    LocalStore,
+    MemoryStore,
+    OffsetByteRequest,
+    RangeByteRequest,
+    Store,
+    SuffixByteRequest,
+)
+from cuzarr.storage.local import TEMP_PREFIX
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+async def alist(it):
+    return [x async for x in it]
+
+
+@pytest.fixture(params=["memory", "local"])
+def store(request, tmp_path):
+    if request.param == "memory":
+        return MemoryStore()
+    return LocalStore(tmp_path / "store")
+
+
+# --------------------------------------------------------------------------------------
+# get / set / delete / exists
+
+
+def test_get_set_delete_exists(store):
+    async def main():
+        assert await store.get("a") is None
+        assert not await store.exists("a")
+        await store.set("a", b"hello")
+        assert await store.exists("a")
+        assert await store.get("a") == b"hello"
+        assert isinstance(await store.get("a"), bytes)
+        await store.set("a", b"world!")  # overwrite
+        assert await store.get("a") == b"world!"
+        await store.set("dir/sub/b", bytearray(b"\x00\x01"))
+        await store.set("dir/c", memoryview(b"mv"))
+        assert await store.get("dir/sub/b") == b"\x00\x01"
+        assert await store.get("dir/c") == b"mv"
+        assert not await store.exists("dir")  # a directory is not a key
+        assert await store.get("dir") is None
+        await store.delete("a")
+        assert await store.get("a") is None
+        assert not await store.exists("a")
+        await store.delete("a")  # deleting an absent key is fine
+        await store.delete("never/existed")
+        await store.set("empty", b"")
+        assert await store.get("empty") == b""
+        assert await store.exists("empty")
+
+    run(main())
+
+
+def test_set_values_are_copied(store):
+    async def main():
+        buf = bytearray(b"abc")
+        await store.set("k", buf)
+        buf[0] = ord("z")
+        assert await store.get("k") == b"abc"
+
+    run(main())
+
+
+def test_list_prefix_dir(store):
+    keys = ["zarr.json", "a/zarr.json", "a/c/0/0", "a/c/0/1", "a/c/1/0", "b/x", "ab"]
+
+    async def main():
+        for k in keys:
+            await store.set(k, k.encode())
+        assert sorted(await alist(store.list())) == sorted(keys)
+        assert sorted(await alist(store.list_prefix("a/"))) == [
+            "a/c/0/0",
+            "a/c/0/1",
+            "a/c/1/0",
+            "a/zarr.json",
+        ]
+        assert sorted(await alist(store.list_prefix("a"))) == sorted(
+            k for k in keys if k.startswith("a")
+        )
+        assert sorted(await alist(store.list_prefix("a/c/0/"))) == ["a/c/0/0", "a/c/0/1"]
+        assert sorted(await alist(store.list_prefix(""))) == sorted(keys)
+        assert await alist(store.list_prefix("nope/")) == []
+        assert sorted(await alist(store.list_dir(""))) == ["a", "ab", "b", "zarr.json"]
+        assert sorted(await alist(store.list_dir("a"))) == ["c", "zarr.json"]
+        assert sorted(await alist(store.list_dir("a/"))) == ["c", "zarr.json"]
+        assert sorted(await alist(store.list_dir("a/c"))) == ["0", "1"]
+        assert sorted(await alist(store.list_dir("a/c/0"))) == ["0", "1"]
+        assert await alist(store.list_dir("nope")) == []
+        assert not await store.is_empty("")
+        assert await store.is_empty("nope/")
+        await store.delete_dir("a")
+        assert sorted(await alist(store.list())) == ["ab", "b/x", "zarr.json"]
+        await store.clear()
+        assert await alist(store.list()) == []
+
+    run(main())
+
+
+def test_list_dir_no_duplicates(store):
+    async def main():
+        for i in range(5):
+            await store.set(f"d/{i}/x", b"1")
+        names = await alist(store.list_dir("d"))
+        assert sorted(names) == ["0", "1", "2", "3", "4"]
+        assert len(names) == len(set(names))
+
+    run(main())
+
+
+# --------------------------------------------------------------------------------------
+# byte ranges
+
+
+DATA = bytes(range(256)) * 4  # 1024 bytes
+
+
+@pytest.mark.parametrize(
+    ("req", "expected"),
+    [
+        (None, DATA),
+        (RangeByteRequest(0, 10), DATA[0:10]),
+        (RangeByteRequest(10, 20), DATA[10:20]),
+        (RangeByteRequest(1000, 1024), DATA[1000:1024]),
+        (RangeByteRequest(1000, 2000), DATA[1000:]),  # past the end: truncated
+        (RangeByteRequest(5, 5), b""),
+        (RangeByteRequest(2000, 3000), b""),
+        (OffsetByteRequest(0), DATA),
+        (OffsetByteRequest(1000), DATA[1000:]),
+        (OffsetByteRequest(1024), b""),
+        (OffsetByteRequest(5000), b""),
+        (SuffixByteRequest(10), DATA[-10:]),
+        (SuffixByteRequest(1024), DATA),
+        (SuffixByteRequest(5000), DATA),
+        (SuffixByteRequest(0), b""),
+    ],
+)
+def test_byte_ranges(store, req, expected):
+    async def main():
+        await store.set("k", DATA)
+        assert await store.get("k", byte_range=req) == expected
+        assert await store.get("k", None, req) == expected
+        assert await store.get("missing", byte_range=req) is None
+
+    run(main())
+
+
+def test_get_partial_values(store):
+    async def main():
+        await store.set("a", DATA)
+        await store.set("b/c", b"0123456789")
+        reqs = [
+            ("a", RangeByteRequest(0, 4)),
+            ("b/c", SuffixByteRequest(3)),
+            ("missing", None),
+            ("b/c", None),
+            ("a", OffsetByteRequest(1020)),
+            ("b/c", RangeByteRequest(2, 5)),
+        ]
+        out = await store.get_partial_values(None, reqs)
+        assert out == [DATA[:4], b"789", None, b"0123456789", DATA[1020:], b"234"]
+        assert await store.get_partial_values(None, []) == []
+        many = [(f"a", RangeByteRequest(i, i + 1)) for i in range(100)]
+        assert await store.get_partial_values(None, many) == [DATA[i : i + 1] for i in range(100)]
+
+    run(main())
+
+
+def test_get_many_set_many_delete_many(store):
+    async def main():
+        items = [(f"g/{i}", str(i).encode() * (i + 1)) for i in range(100)]
+        await store.set_many(items)
+        keys = [k for k, _ in items] + ["g/missing"]
+        out = await store.get_many(keys)
+        assert out == [v for _, v in items] + [None]
+        assert await store.get_many([]) == []
+        await store.delete_many([f"g/{i}" for i in range(0, 100, 2)] + ["g/missing"])
+        remaining = sorted(await alist(store.list()))
+        assert remaining == sorted(f"g/{i}" for i in range(1, 100, 2))
+        await store.set_many([])
+        await store.delete_many([])
+
+    run(main())
+
+
+def test_set_if_not_exists(store):
+    async def main():
+        await store.set_if_not_exists("k", b"1")
+        await store.set_if_not_exists("k", b"2")
+        assert await store.get("k") == b"1"
+
+    run(main())
+
+
+# --------------------------------------------------------------------------------------
+# read-only
+
+
+def test_with_read_only(store):
+    async def main():
+        await store.set("k", b"v")
+        ro = store.with_read_only(True)
+        assert ro.read_only
+        assert not store.read_only
+        assert await ro.get("k") == b"v"
+        assert await ro.exists("k")
+        assert await alist(ro.list()) == ["k"]
+        for op in (
+            lambda: ro.set("k", b"x"),
+            lambda: ro.set("new", b"x"),
+            lambda: ro.delete("k"),
+            lambda: ro.set_many([("k", b"x")]),
+            lambda: ro.delete_many(["k"]),
+            lambda: ro.delete_dir(""),
+            lambda: ro.clear(),
+        ):
+            with pytest.raises(errors.ReadOnlyError):
+                await op()
+        assert await store.get("k") == b"v"
+        assert not await store.exists("new")
+        # same data: a write through the writable store shows in the read-only one
+        await store.set("k", b"w")
+        assert await ro.get("k") == b"w"
+        rw = ro.with_read_only(False)
+        await rw.set("k", b"z")
+        assert await store.get("k") == b"z"
+
+    run(main())
+
+
+def test_read_only_constructor(tmp_path):
+    async def main():
+        s = LocalStore(tmp_path, read_only=True)
+        with pytest.raises(errors.ReadOnlyError):
+            await s.set("k", b"v")
+        m = MemoryStore({"k": b"v"}, read_only=True)
+        with pytest.raises(PermissionError):
+            await m.set("k", b"x")
+        assert await m.get("k") == b"v"
+
+    run(main())
+    assert list(tmp_path.iterdir()) == []
+
+
+# --------------------------------------------------------------------------------------
+# LocalStore specifics
+
+
+def test_local_store_files_on_disk(tmp_path):
+    store = LocalStore(tmp_path / "root")
+
+    async def main():
+        await store.set("a/b/c", b"xyz")
+        await store.set("top", b"t")
+
+    run(main())
+    assert (tmp_path / "root" / "a" / "b" / "c").read_bytes() == b"xyz"
+    assert (tmp_path / "root" / "top").read_bytes() == b"t"
+    # and files written by others are visible
+    (tmp_path / "root" / "a" / "ext").write_bytes(b"e")
+    assert run(store.get("a/ext")) == b"e"
+
+
+def _temp_files(root):
+    return [p for p in root.rglob("*") if p.name.startswith(TEMP_PREFIX)]
+
+
+def test_local_store_atomic_no_temp_left(tmp_path):
+    root = tmp_path / "root"
+    store = LocalStore(root)
+
+    async def main():
+        await store.set("k", b"1" * 10000)
+        await store.set_many([(f"d/{i}", bytes([i]) * 1000) for i in range(50)])
+        await store.set_many([(f"big/{i}", bytes([i]) * (1 << 20)) for i in range(3)])
+        await store.set("k", b"2")
+
+    run(main())
+    assert _temp_files(root) == []
+    a = cuzarr.create_array(store, name="arr", shape=(100, 100), dtype="f8", chunks=(10, 10))
+    a[...] = np.random.default_rng(0).random((100, 100))
+    a[5:55, 5:55] = 0
+    a.resize((50, 50))
+    a.attrs["x"] = "y"
+    assert _temp_files(root) == []
+
+
+def test_local_store_list_hides_temp_files(tmp_path):
+    root = tmp_path / "root"
+    store = LocalStore(root)
+    run(store.set("a/real", b"1"))
+    (root / f"{TEMP_PREFIX}planted").write_bytes(b"junk")
+    (root / "a" / f"{TEMP_PREFIX}abc-real").write_bytes(b"junk")
+
+    async def main():
+        assert sorted(await alist(store.list())) == ["a/real"]
+        assert sorted(await alist(store.list_prefix(""))) == ["a/real"]
+        assert sorted(await alist(store.list_prefix("a/"))) == ["a/real"]
+        assert sorted(await alist(store.list_dir(""))) == ["a"]
+        assert sorted(await alist(store.list_dir("a"))) == ["real"]
+
+    run(main())
+
+
+def test_local_store_temp_files_not_members(tmp_path):
+    root = tmp_path / "root"
+    g = cuzarr.create_group(root)
+    g.create_array("x", shape=(3,), dtype="i4")
+    (root / f"{TEMP_PREFIX}zzz").mkdir()
+    (root / f"{TEMP_PREFIX}zzz" / "zarr.json").write_bytes((root / "x" / "zarr.json").read_bytes())
+    (root / f"{TEMP_PREFIX}file").write_bytes(b"junk")
+    assert list(cuzarr.open_group(root, mode="r").keys()) == ["x"]
+
+
+def test_local_store_overwrite_replaces_whole_value(tmp_path):
+    store = LocalStore(tmp_path)
+    run(store.set("k", b"a" * 1000))
+    run(store.set("k", b"b" * 10))
+    assert (tmp_path / "k").read_bytes() == b"b" * 10
+
+
+def test_local_store_concurrent_writers_same_key(tmp_path):
+    store = LocalStore(tmp_path)
+    values = [bytes([i]) * 100_000 for i in range(20)]
+
+    async def main():
+        await asyncio.gather(*(store.set("k", v) for v in values))
+
+    run(main())
+    assert (tmp_path / "k").read_bytes() in values  # one whole value, never a mix
+    assert _temp_files(tmp_path) == []
+
+
+def test_local_store_pathlike_and_str(tmp_path):
+    a = cuzarr.create_array(str(tmp_path / "s"), shape=(3,), dtype="i2")
+    a[:] = [1, 2, 3]
+    b = cuzarr.open_array(tmp_path / "s", mode="r")
+    assert isinstance(b.store, LocalStore)
+    np.testing.assert_array_equal(b[:], [1, 2, 3])
+
+
+def test_local_store_cleanup_temporaries(tmp_path):
+    store = LocalStore(tmp_path)
+    run(store.set("a/b", b"1"))
+    (tmp_path / "a" / f"{TEMP_PREFIX}x").write_bytes(b"junk")
+    assert store.cleanup_temporaries() == 1
+    assert _temp_files(tmp_path) == []
+    assert run(store.get("a/b")) == b"1"
+
+
+def test_local_store_get_missing_parent_is_none(tmp_path):
+    store = LocalStore(tmp_path / "does" / "not" / "exist")
+
+    async def main():
+        assert await store.get("a/b") is None
+        assert not await store.exists("a/b")
+        assert await alist(store.list()) == []
+        assert await alist(store.list_dir("")) == []
+        assert await store.is_empty()
+
+    run(main())
+
+
+def test_local_store_key_under_file_is_none(tmp_path):
+    store = LocalStore(tmp_path)
+    run(store.set("f", b"1"))
+    assert run(store.get("f/g")) is None
+
+
+# --------------------------------------------------------------------------------------
+# dict as store
+
+
+def test_dict_store_sees_keys():
+    d = {}
+    a = cuzarr.create_array(d, shape=(4, 4), dtype="i4", chunks=(2, 2), fill_value=0)
+    assert "zarr.json" in d
+    a[0:2, 0:2] = 1
+    assert "c/0/0" in d
+    assert set(d) == {"zarr.json", "c/0/0"}
+    a[2:, 2:] = 5
+    assert set(d) == {"zarr.json", "c/0/0", "c/1/1"}
+    a[0:2, 0:2] = 0  # back to fill value: deleted
+    assert set(d) == {"zarr.json", "c/1/1"}
+    # values are bytes
+    assert all(isinstance(v, bytes) for v in d.values())
+
+
+def test_dict_store_v2_keys():
+    d = {}
+    a = cuzarr.create_array(
+        d, shape=(4, 4), dtype="i4", chunks=(2, 2), zarr_format=2, attributes={"a": 1}
+    )
+    a[...] = 1
+    assert set(d) == {".zarray", ".zattrs", "0.0", "0.1", "1.0", "1.1"}
+
+
+def test_dict_store_written_by_caller_is_read():
+    d = {}
+    a = cuzarr.create_array(d, shape=(4,), dtype="<i4", chunks=(4,), compressors=None)
+    d["c/0"] = np.arange(4, dtype="<i4").tobytes()
+    np.testing.assert_array_equal(a[:], np.arange(4))
+
+
+def test_memory_store_shared_dict():
+    d = {}
+    s1 = MemoryStore(d)
+    s2 = MemoryStore(d)
+    run(s1.set("k", b"v"))
+    assert run(s2.get("k")) == b"v"
+    assert d == {"k": b"v"}
+
+
+# --------------------------------------------------------------------------------------
+# a Store subclass sees every read
+
+
+class CountingMemoryStore(MemoryStore):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.gets = []
+
+    async def get(self, key, prototype=None, byte_range=None):
+        self.gets.append(key)
+        return await super().get(key, prototype, byte_range)
+
+
+class CountingLocalStore(LocalStore):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.gets = []
+
+    async def get(self, key, prototype=None, byte_range=None):
+        self.gets.append(key)
+        return await super().get(key, prototype, byte_range)
+
+
+class CountingMinimalStore(Store):
+    """A store written from scratch against the abstract interface."""
+
+    def __init__(self, read_only=False):
+        super().__init__(read_only=read_only)
+        self.data = {}
+        self.gets = []
+
+    async def get(self, key, prototype=None, byte_range=None):
+        self.gets.append(key)
+        v = self.data.get(key)
+        if v is None or byte_range is None:
+            return v
+        from cuzarr.storage.base import slice_bytes
+
+        return slice_bytes(v, byte_range)
+
+    async def exists(self, key):
+        return key in self.data
+
+    async def set(self, key, value):
+        self._check_writable()
+        self.data[key] = bytes(value)
+
+    async def delete(self, key):
+        self._check_writable()
+        self.data.pop(key, None)
+
+    def list(self):
+        async def gen():
+            for k in list(self.data):
+                yield k
+
+        return gen()
+
+
+@pytest.mark.parametrize("kind", ["memory", "local", "minimal"])
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_store_subclass_sees_every_read(tmp_path, kind, zarr_format):
+    if kind == "memory":
+        store = CountingMemoryStore()
+    elif kind == "local":
+        store = CountingLocalStore(tmp_path)
+    else:
+        store = CountingMinimalStore()
+    data = np.arange(10 * 12, dtype="i4").reshape(10, 12)
+    a = cuzarr.create_array(
+        store, name="arr", shape=(10, 12), dtype="i4", chunks=(3, 4), zarr_format=zarr_format
+    )
+    a[...] = data
+    # 4 x 3 = 12 chunks; nothing written came from a read of the old chunks (all complete)
+    store.gets.clear()
+    b = cuzarr.open_array(store, path="arr", mode="r")
+    meta_reads = len(store.gets)
+    assert meta_reads >= 1
+    store.gets.clear()
+    np.testing.assert_array_equal(b[...], data)
+    chunk_gets = [k for k in store.gets]
+    assert len(chunk_gets) == 12
+    assert len(set(chunk_gets)) == 12
+    assert all(k.startswith("arr/") for k in chunk_gets)
+    store.gets.clear()
+    np.testing.assert_array_equal(b[0:3, 0:4], data[0:3, 0:4])
+    assert len(store.gets) == 1
+    store.gets.clear()
+    np.testing.assert_array_equal(b.oindex[[0, 9], [0, 11]], data[np.ix_([0, 9], [0, 11])])
+    assert len(store.gets) == 4
+    store.gets.clear()
+    np.testing.assert_array_equal(b.vindex[[0, 1, 2], [0, 1, 2]], data[[0, 1, 2], [0, 1, 2]])
+    assert len(store.gets) == 1
+    store.gets.clear()
+    np.testing.assert_array_equal(b.blocks[1, 2], data[3:6, 8:12])
+    assert len(store.gets) == 1
+    # a partial write reads the chunk it modifies, through get
+    c = cuzarr.open_array(store, path="arr", mode="r+")
+    store.gets.clear()
+    c[0, 0] = -1
+    assert any(k.startswith("arr/") and k.endswith(("0/0", "0.0")) for k in store.gets)
+
+
+def test_store_subclass_sees_metadata_reads():
+    store = CountingMemoryStore()
+    g = cuzarr.create_group(store)
+    g.create_array("x", shape=(2,), dtype="i4")
+    store.gets.clear()
+    cuzarr.open_group(store, mode="r")["x"]
+    assert any(k.endswith("zarr.json") for k in store.gets)
+
+
+def test_minimal_store_full_round_trip():
+    store = CountingMinimalStore()
+    g = cuzarr.create_group(store, attributes={"a": 1})
+    a = g.create_array("x", shape=(5, 5), dtype="f4", chunks=(2, 2))
+    a[...] = np.eye(5, dtype="f4")
+    g2 = cuzarr.open_group(store, mode="r")
+    assert g2.attrs["a"] == 1
+    assert list(g2.keys()) == ["x"]
+    np.testing.assert_array_equal(g2["x"][...], np.eye(5))
+    a[...] = 0
+    assert a.nchunks_initialized == 0
+    assert sorted(store.data) == ["x/zarr.json", "zarr.json"]
