@@ -812,6 +812,12 @@ def run_partial(tmp_path, first: str, second: str, spec: Spec, rng) -> None:
     model[sel2] = v2
     assert_data_equal(a.read(path, spec), model, spec.dt)
     assert_data_equal(b.read(path, spec), model, spec.dt)
+    # writing the fill value over a region that holds data (whole chunks included): the
+    # stale chunks must not show through, whether they were deleted or rewritten
+    sel3 = tuple(slice(0, s) for s in spec.shape[:-1]) + (slice(0, spec.shape[-1] - 1),)
+    b.write(path, spec, sel3, fill_model(spec.dt, model[sel3].shape, spec.fill_value))
+    model[sel3] = fill_scalar(spec.dt, spec.fill_value)
+    assert_data_equal(a.read(path, spec), model, spec.dt)
 
 
 def run_fill(tmp_path, writer: str, reader: str, spec: Spec, rng) -> None:

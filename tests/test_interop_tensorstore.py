@@ -65,7 +65,9 @@ def test_dtype_roundtrip(tmp_path, rng, writer, reader, dtkey, fmt):
 def _codec_params():
     for dtkey in ("int16", "float64", "bfloat16"):
         for fmt in (2, 3) if dtkey != "bfloat16" else (3,):
-            codecs = ["none", "zstd", "gzip", "blosc"] + (["transpose"] if fmt == 3 else [])
+            # tensorstore's zarr v2 driver has no lz4; its zstd has no checksum option
+            extra = ["zlib", "blosc-zstd-bitshuffle"] if fmt == 2 else ["transpose", "zstd+crc32c"]
+            codecs = ["none", "zstd", "gzip", "blosc", *extra]
             for codec in codecs:
                 yield pytest.param(dtkey, fmt, codec, id=f"{dtkey}-v{fmt}-{codec}")
 
@@ -212,3 +214,36 @@ def test_ml_dtype_names_on_disk(tmp_path, rng, dtkey):
     assert_data_equal(data, np.zeros(5, DTYPES[dtkey].np_dtype), DTYPES[dtkey])
     json.dumps(read_metadata_json(path, 3))
     assert Path(path, "zarr.json").is_file()
+
+
+SHARD_CASES = [
+    pytest.param((9, 7), (4, 3), (8, 6), "zstd", id="9x7-c4x3-s8x6"),
+    pytest.param((9, 7), (2, 3), (4, 6), "none", id="9x7-c2x3-s4x6-raw"),
+    pytest.param((4, 5, 6), (1, 2, 3), (2, 4, 6), "zstd+crc32c", id="4x5x6-crc32c"),
+    pytest.param((10,), (5,), (10,), "blosc", id="10-exact"),
+]
+
+
+@DIRS
+@pytest.mark.parametrize(("shape", "chunks", "shards", "codec"), SHARD_CASES)
+@pytest.mark.parametrize("dtkey", ["int32", "float64", "bfloat16"])
+def test_sharding_roundtrip(tmp_path, rng, writer, reader, shape, chunks, shards, codec, dtkey):
+    spec = Spec(fmt=3, dt=DTYPES[dtkey], shape=shape, chunks=chunks, shards=shards, codec=codec)
+    run_roundtrip(tmp_path, writer, reader, spec, rng)
+    assert stored_chunk_keys(arr_path(tmp_path)) == expected_chunk_keys(spec)
+
+
+@pytest.mark.parametrize(
+    ("first", "second"), directions(PEER), ids=[f"{i}-first" for i, _ in directions(PEER)]
+)
+def test_sharding_partial_writes(tmp_path, rng, first, second):
+    spec = Spec(fmt=3, dt=DTYPES["int32"], shape=(9, 7), chunks=(2, 3), shards=(4, 6), fill_value=7)
+    run_partial(tmp_path, first, second, spec, rng)
+
+
+@DIRS
+@FORMATS
+@pytest.mark.parametrize("dtkey", ["int16", "float64", "complex64"])
+def test_big_endian(tmp_path, rng, writer, reader, fmt, dtkey):
+    spec = Spec(fmt=fmt, dt=DTYPES[dtkey], shape=(9, 7), chunks=(4, 3), big_endian=True)
+    run_roundtrip(tmp_path, writer, reader, spec, rng)

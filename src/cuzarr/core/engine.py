@@ -81,6 +81,12 @@ async def _run_batches(n: int, size: int, work: Callable[[int, int], Any]) -> No
 
 
 def _is_fill(chunk: np.ndarray, fill: Any, dtype: Any) -> bool:
+    # Most chunks differ from the fill in their first element: answer that cheaply
+    # before comparing the whole chunk.
+    if chunk.size and chunk.dtype.kind in "biufcmM" and not chunk.dtype.fields:
+        first = chunk.reshape(-1)[0] if chunk.flags.c_contiguous else chunk[(0,) * chunk.ndim]
+        if first == first and first != fill:  # NaN first element: fall through
+            return False
     if chunk.dtype.kind == "V" or chunk.dtype.fields:
         fb = np.array(fill, dtype=chunk.dtype).tobytes()
         return np.ascontiguousarray(chunk).tobytes() == fb * chunk.size
