@@ -35,6 +35,7 @@ import os
 import platform
 import resource
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -692,6 +693,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--profile-iters", type=int, default=1, help="timed iterations to profile")
     ap.add_argument("--py-spy", default=None, help="path to the py-spy executable")
+    ap.add_argument(
+        "--spy-gil",
+        action="store_true",
+        help="py-spy --gil: sample only the thread holding the GIL (Python-level CPU; "
+        "C code that releases the GIL, like zstd, then disappears)",
+    )
     ap.add_argument("--spy-rate", type=int, default=250, help="py-spy samples per second")
     ap.add_argument("--_worker", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -960,8 +967,9 @@ def summarize_collapsed(path: Path, top: int = 25) -> None:
         print("no samples")
         return
     print(
-        f"\n=== py-spy: {total} samples (all threads; a thread waiting in C shows as idle "
-        "frames only with --idle) ==="
+        f"\n=== py-spy: {total} samples over the timed iterations, all threads (a thread "
+        "blocked on a lock or waiting to re-take the GIL can show as own time of the frame "
+        "that released it) ==="
     )
     print(f"--- top {top} by own samples ---")
     for f, c in sorted(own.items(), key=lambda kv: -kv[1])[:top]:
@@ -980,6 +988,8 @@ def profile(args, source: Path, store: Path, shape, tshape) -> int:
         print("READY", flush=True)
         sys.stdin.readline()
         times = _timed_iters(region, args.profile_iters)
+        print("DONE", flush=True)
+        sys.stdin.readline()  # py-spy has stopped: the check is not sampled
         _report(args, times, n, check(), "under py-spy")
     else:
         import cProfile
@@ -1024,20 +1034,10 @@ def profile_py_spy(args) -> int:
             break
         print(line, end="")
     out = args.data_dir / f"pyspy_{args.profile_contender}_{args.profile}.txt"
+    spy_cmd = [spy, "record", "--format", "raw", "-r", str(args.spy_rate), "-o", str(out)]
+    spy_cmd += ["--pid", str(child.pid), "--nonblocking"] + (["--gil"] if args.spy_gil else [])
     spy_proc = subprocess.Popen(
-        [
-            spy,
-            "record",
-            "--format",
-            "raw",
-            "-r",
-            str(args.spy_rate),
-            "-o",
-            str(out),
-            "--pid",
-            str(child.pid),
-            "--nonblocking",
-        ],
+        spy_cmd,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -1046,9 +1046,18 @@ def profile_py_spy(args) -> int:
     child.stdin.write("GO\n")
     child.stdin.flush()
     for line in child.stdout:
+        if line.strip() == "DONE":
+            break
+        print(line, end="")
+    spy_proc.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT
+    try:
+        _, err = spy_proc.communicate(timeout=60)
+    finally:
+        child.stdin.write("GO\n")
+        child.stdin.flush()
+    for line in child.stdout:
         print(line, end="")
     child.wait()
-    _, err = spy_proc.communicate(timeout=60)
     if not out.exists():
         print("py-spy wrote nothing:", err.strip()[-500:], file=sys.stderr)
         return 1

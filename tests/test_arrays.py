@@ -24,11 +24,12 @@ def chunk_keys(a):
 
     async def main():
         prefix = a.path + "/" if a.path else ""
-        return sorted(
+        keys = [
             k[len(prefix):]
             async for k in a.store.list_prefix(prefix)
             if k.rsplit("/", 1)[-1] not in ("zarr.json", ".zarray", ".zattrs", ".zgroup")
-        )
+        ]
+        return sorted(keys)
 
     return asyncio.run(main())
 

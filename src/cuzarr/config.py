@@ -51,6 +51,8 @@ defaults: list[dict[str, Any]] = [
         "async": {"concurrency": 64, "timeout": None},
         "threading": {"max_workers": None},
         "array": {"order": "C", "write_empty_chunks": False},
+        # Byte ranges of one shard closer than max_gap are fetched as one request.
+        "sharding": {"coalesce_max_gap": 1 << 16, "coalesce_max_size": 16 << 20},
         "buffer": "cpu",
         "json_indent": 2,
     }

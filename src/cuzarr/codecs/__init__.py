@@ -10,7 +10,14 @@ def _load_builtin_codecs() -> None:
     global _loaded
     if _loaded:
         return
-    from cuzarr.codecs import bytes_codec, checksum, compressors, transpose, vlen  # noqa: F401
+    from cuzarr.codecs import (  # noqa: F401
+        bytes_codec,
+        checksum,
+        compressors,
+        sharding,
+        transpose,
+        vlen,
+    )
 
     _loaded = True
 

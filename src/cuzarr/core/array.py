@@ -10,10 +10,12 @@ from typing import Any
 
 import numpy as np
 
+from cuzarr.codecs.sharding import ShardingCodec
 from cuzarr.config import config
 from cuzarr.core import engine
 from cuzarr.core.attributes import Attributes
 from cuzarr.core.nodes import ensure_parents, ensure_vacant, load_node_metadata, save_metadata
+from cuzarr.core.shards import read_sharded, sharding_codec
 from cuzarr.core.sync import sync
 from cuzarr.errors import ArrayNotFoundError, ReadOnlyError
 from cuzarr.indexing.selection import (
@@ -23,6 +25,7 @@ from cuzarr.indexing.selection import (
     normalize_orthogonal,
 )
 from cuzarr.metadata.array import ArrayMetadata
+from cuzarr.metadata.chunk_grid import RegularChunkGrid
 from cuzarr.metadata.group import GroupMetadata
 from cuzarr.storage.common import StorePath
 
@@ -43,10 +46,23 @@ class AsyncArray:
         *,
         write_empty_chunks: bool | None = None,
     ) -> None:
-        self.metadata = metadata
         self.store_path = store_path
-        self._pipeline = metadata.make_pipeline()
         self._write_empty_chunks = write_empty_chunks
+        self._set_metadata(metadata)
+
+    def _set_metadata(self, metadata: ArrayMetadata) -> None:
+        self.metadata = metadata
+        self._pipeline = metadata.make_pipeline()
+        ab = getattr(self._pipeline, "array_bytes", None)
+        self._inner_chunks = ab.chunk_shape if isinstance(ab, ShardingCodec) else None
+        # Partial shard reads need sharding to be the only codec; otherwise whole
+        # shards are decoded through the pipeline.
+        self._shard_codec = sharding_codec(self._pipeline)
+        self._read_grid = (
+            RegularChunkGrid(self._shard_codec.chunk_shape)
+            if self._shard_codec
+            else metadata.chunk_grid
+        )
 
     # -- construction ------------------------------------------------------------
     @classmethod
@@ -95,11 +111,13 @@ class AsyncArray:
 
     @property
     def chunks(self) -> tuple[int, ...]:
-        return self.metadata.chunk_shape
+        """The chunk shape (for sharded arrays, the inner chunk shape)."""
+        return self._inner_chunks or self.metadata.chunk_shape
 
     @property
     def shards(self) -> tuple[int, ...] | None:
-        return None
+        """The shard shape, or ``None`` for an array without sharding."""
+        return self.metadata.chunk_shape if self._inner_chunks else None
 
     @property
     def fill_value(self) -> Any:
@@ -152,6 +170,11 @@ class AsyncArray:
             raise ReadOnlyError(f"array {self.name!r} is read-only")
 
     def _dims(self) -> list[Any]:
+        """Per-dimension grid that reads are planned on (inner chunks when sharded)."""
+        return self._read_grid.dims(self.shape)
+
+    def _write_dims(self) -> list[Any]:
+        """Per-dimension grid that writes are planned on (shards when sharded)."""
         return self.metadata.chunk_grid.dims(self.shape)
 
     # -- reading -----------------------------------------------------------------
@@ -171,8 +194,16 @@ class AsyncArray:
         self, projections: list[Any], buffer_shape: tuple[int, ...], out: np.ndarray | None = None
     ) -> np.ndarray:
         buf = self._out_buffer(buffer_shape, out)
-        await engine.read_plan(self.store_path, self.metadata, self._pipeline, projections, buf)
+        await self._read_items(engine.chunk_items(projections), buf)
         return buf
+
+    async def _read_items(self, items: list[Any], buf: np.ndarray) -> None:
+        if self._shard_codec is not None:
+            await read_sharded(
+                self.store_path, self.metadata, self._pipeline, self._shard_codec, items, buf
+            )
+        else:
+            await engine.read_items(self.store_path, self.metadata, self._pipeline, items, buf)
 
     async def getitem(
         self, selection: Any, *, out: np.ndarray | None = None, prototype: Any = None
@@ -227,8 +258,8 @@ class AsyncArray:
         if out is not None and math.prod(out.shape) != n:
             raise ValueError(f"out has shape {out.shape}, the selection has shape {shape}")
         buf = self._out_buffer((n,), out)
-        items = engine.coordinate_items(self.metadata, coords)
-        await engine.read_items(self.store_path, self.metadata, self._pipeline, items, buf)
+        items = engine.coordinate_items(self._read_grid.dims(self.shape), coords)
+        await self._read_items(items, buf)
         if out is not None:
             return out
         result = buf.reshape(shape)
@@ -313,7 +344,7 @@ class AsyncArray:
     async def setitem(self, selection: Any, value: Any) -> None:
         """Write ``value`` into ``selection`` with numpy semantics (broadcasting)."""
         self._check_writable()
-        plan = normalize_numpy(selection, self.shape, self._dims())
+        plan = normalize_numpy(selection, self.shape, self._write_dims())
         if isinstance(plan, BasicPlan):
             v = self._as_value(value, plan.result_shape).reshape(plan.buffer_shape)
             await engine.write_plan(
@@ -326,7 +357,8 @@ class AsyncArray:
             )
             return
         # Advanced indices: update the bounding block with numpy, write it back.
-        block = await self._read_projections(plan.projections, plan.buffer_shape)
+        read_plan = normalize_numpy(selection, self.shape, self._dims())
+        block = await self._read_projections(read_plan.projections, plan.buffer_shape)
         if not block.flags.writeable:
             block = block.copy()
         target_shape = block[plan.post_index].shape
@@ -343,7 +375,7 @@ class AsyncArray:
     async def set_orthogonal_selection(self, selection: Any, value: Any) -> None:
         """Write with orthogonal (outer) indexing semantics."""
         self._check_writable()
-        plan = normalize_orthogonal(selection, self.shape, self._dims())
+        plan = normalize_orthogonal(selection, self.shape, self._write_dims())
         v = self._as_value(value, plan.result_shape).reshape(plan.buffer_shape)
         await engine.write_plan(
             self.store_path,
@@ -359,7 +391,7 @@ class AsyncArray:
         self._check_writable()
         coords, shape = normalize_coordinate(selection, self.shape)
         v = self._as_value(value, shape).reshape(-1)
-        items = engine.coordinate_items(self.metadata, coords)
+        items = engine.coordinate_items(self._write_dims(), coords)
         await engine.write_items(
             self.store_path, self.metadata, self._pipeline, items, v, self.write_empty_chunks
         )
@@ -391,7 +423,7 @@ class AsyncArray:
         await save_metadata(self.store_path, new_meta)
         if stale:
             await self.store_path.store.delete_many(stale)
-        self.metadata = new_meta
+        self._set_metadata(new_meta)
 
     async def append(self, data: Any, axis: int = 0) -> tuple[int, ...]:
         """Grow along ``axis`` and write ``data`` there; returns the new shape."""
@@ -419,7 +451,7 @@ class AsyncArray:
         json.dumps(attrs, allow_nan=False)  # fail before writing anything
         new_meta = self.metadata.evolve(attributes=dict(attrs))
         await save_metadata(self.store_path, new_meta)
-        self.metadata = new_meta
+        self._set_metadata(new_meta)
         return self
 
     async def nchunks_initialized(self) -> int:

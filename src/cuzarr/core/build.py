@@ -12,6 +12,7 @@ from cuzarr.codecs.base import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec
 from cuzarr.codecs.bytes_codec import BytesCodec
 from cuzarr.codecs.compressors import ZstdCodec
 from cuzarr.codecs.numcodecs_bridge import as_numcodec, as_v3_codec
+from cuzarr.codecs.sharding import ShardingCodec
 from cuzarr.codecs.vlen import VLenBytesCodec, VLenUTF8Codec
 from cuzarr.metadata.array import (
     ArrayMetadata,
@@ -61,6 +62,31 @@ def _normalize_chunks(chunks: Any, shape: tuple[int, ...], itemsize: int) -> tup
             raise ValueError(f"chunk sizes must be positive integers, got {chunks}")
         out.append(int(c))
     return tuple(out)
+
+
+def _normalize_shards(
+    shards: Any, chunks: tuple[int, ...], shape: tuple[int, ...]
+) -> tuple[int, ...]:
+    if isinstance(shards, dict):
+        shards = shards.get("shape")
+    if shards == "auto":
+        # About 64 MiB worth of inner chunks per shard, whole multiples of the chunks.
+        shards = tuple(
+            c * max(1, min(-(-max(1, s) // c), 4)) for c, s in zip(chunks, shape, strict=True)
+        )
+    if isinstance(shards, (int, np.integer)):
+        shards = (int(shards),) * len(shape)
+    shards = tuple(int(s) for s in shards)
+    if len(shards) != len(shape):
+        raise ValueError(
+            f"shards {shards} do not match the {len(shape)} dimensions of shape {shape}"
+        )
+    for s, c in zip(shards, chunks, strict=True):
+        if s < 1 or s % c:
+            raise ValueError(
+                f"shard shape {shards} must be a positive multiple of the chunk shape {chunks}"
+            )
+    return shards
 
 
 def _as_list(value: Any) -> list[Any]:
@@ -147,8 +173,6 @@ def build_array_metadata(
     """Validate ``create_array`` arguments and build the metadata they describe."""
     if zarr_format not in (2, 3):
         raise ValueError(f"zarr_format must be 2 or 3, got {zarr_format!r}")
-    if shards is not None:
-        raise ValueError("sharding (shards=...) is not supported by this version of cuzarr yet")
     if compressor != "unset":
         compressors = compressor
     shape = normalize_shape(shape)
@@ -168,11 +192,15 @@ def build_array_metadata(
         else:
             cke = parse_chunk_key_encoding(chunk_key_encoding, 3)
         codecs = _v3_codecs(dt, filters, serializer, compressors)
+        grid_shape = chunk_shape
+        if shards is not None:
+            grid_shape = _normalize_shards(shards, chunk_shape, shape)
+            codecs = (ShardingCodec(chunk_shape, codecs),)
         meta = ArrayMetadata(
             zarr_format=3,
             shape=shape,
             dtype=dt,
-            chunk_grid=RegularChunkGrid(chunk_shape),
+            chunk_grid=RegularChunkGrid(grid_shape),
             fill_value=fill,
             chunk_key_encoding=cke,
             attributes=attrs,
@@ -183,6 +211,8 @@ def build_array_metadata(
         # Codecs evolved against the data type (e.g. blosc typesize) are what we store.
         pipe = meta.make_pipeline()
         return meta.evolve(codecs=tuple(pipe.codecs))
+    if shards is not None:
+        raise ValueError("sharding needs Zarr v3 (zarr_format=3)")
     if serializer not in (None, "auto"):
         raise ValueError("Zarr v2 arrays have no serializer; use filters and compressors")
     if chunk_key_encoding is not None:

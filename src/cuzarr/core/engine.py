@@ -107,14 +107,13 @@ def _is_fill(chunk: np.ndarray, fill: Any, dtype: Any) -> bool:
         return False
 
 
-def coordinate_items(meta: ArrayMetadata, coords: Sequence[np.ndarray]) -> list[ChunkItem]:
+def coordinate_items(dims: Sequence[Any], coords: Sequence[np.ndarray]) -> list[ChunkItem]:
     """Group flat point coordinates by chunk; output selections index a flat buffer."""
     n = coords[0].shape[0] if coords else 1
     if not coords:
         return [((), (), (), True)]
     if n == 0:
         return []
-    dims = meta.chunk_grid.dims(meta.shape)
     cids = [d.index_of(c) for d, c in zip(dims, coords, strict=True)]
     grid_shape = tuple(max(1, d.nchunks) for d in dims)
     linear = np.ravel_multi_index(cids, grid_shape)
@@ -242,8 +241,12 @@ async def write_items(
                 chunk[csel] = part
             if not write_empty_chunks and _is_fill(chunk, fill, dtype):
                 to_delete.append(keys[lo + j])
+                continue
+            encoded = pipeline.encode(chunk, shape)
+            if len(encoded) == 0:  # a shard whose inner chunks are all empty
+                to_delete.append(keys[lo + j])
             else:
-                to_set.append((keys[lo + j], pipeline.encode(chunk, shape)))
+                to_set.append((keys[lo + j], encoded))
         return to_set, to_delete
 
     async def work(lo: int, hi: int) -> None:

@@ -73,6 +73,8 @@ def _check_array(arr: np.ndarray, size: int, dim: int) -> np.ndarray:
 def _as_index_array(x: Any) -> np.ndarray | None:
     if isinstance(x, np.ndarray):
         return x
+    if isinstance(x, (bool, np.bool_)):
+        return np.asarray(x, dtype=bool)
     if isinstance(x, (list, tuple)):
         return np.asarray(x) if len(x) else np.asarray(x, dtype=np.intp)
     # CuPy and other array libraries: bring index arrays to the host.
@@ -106,6 +108,8 @@ def _expand(selection: Any, ndim: int, allow_newaxis: bool = True) -> list[Any]:
         elif s is None:
             if not allow_newaxis:
                 raise IndexError("np.newaxis is not allowed in this indexing mode")
+        elif isinstance(s, (bool, np.bool_)):
+            pass  # a scalar boolean adds an axis and consumes none, as in numpy
         else:
             arr = s if isinstance(s, np.ndarray) else None
             if arr is not None and arr.dtype == bool:

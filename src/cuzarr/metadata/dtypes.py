@@ -190,7 +190,7 @@ class DataType:
         if k in ("datetime", "timedelta"):
             # zarr-python uses NaT-free zero for unset v3 fills of these? It writes
             # the int64 minimum (NaT); follow it for interop.
-            return np.array(np.iinfo(np.int64).min, dtype=np.int64).view(self.dtype)[()]
+            return _int_to_time(np.iinfo(np.int64).min, self.dtype)
         return np.zeros((), dtype=self.dtype)[()]
 
     def cast_fill(self, value: Any) -> Any:
@@ -238,7 +238,7 @@ class DataType:
         if k == "complex":
             return [_float_to_json(value.real), _float_to_json(value.imag)]
         if k in ("datetime", "timedelta"):
-            return int(np.array(value, dtype=self.dtype).view(np.int64))
+            return int(np.array(value, dtype=self.dtype).astype(self.dtype.newbyteorder("=")).view(np.int64))
         if k == "string":
             return str(value)
         if k == "bytes":
@@ -290,7 +290,7 @@ class DataType:
             if k in ("datetime", "timedelta"):
                 if isinstance(obj, str):  # tolerate ISO strings and "NaT"
                     return np.array(obj, dtype=self.dtype)[()]
-                return np.array(int(obj), dtype=np.int64).view(self.dtype)[()]
+                return _int_to_time(int(obj), self.dtype)
             if k == "string":
                 if isinstance(obj, (int, float)) and zarr_format == 2 and obj == 0:
                     return ""  # zarr-python 2 wrote 0 for object arrays
@@ -361,6 +361,11 @@ class DataType:
             out.fill(fill)
             return out
         return np.full(shape, fill, dtype=self.dtype, order=order)
+
+
+def _int_to_time(value: int, dtype: np.dtype) -> Any:
+    """An int64 count as a datetime64/timedelta64 scalar of ``dtype`` (any byte order)."""
+    return np.array(value, dtype=np.int64).view(dtype.newbyteorder("=")).astype(dtype)[()]
 
 
 def _float_to_json(value: Any) -> Any:

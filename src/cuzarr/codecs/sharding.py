@@ -1,0 +1,262 @@
+"""The v3 ``sharding_indexed`` codec.
+
+A shard holds a grid of inner chunks, each encoded with the inner ``codecs``,
+plus an index of ``(offset, nbytes)`` uint64 pairs (2^64-1 marks an empty inner
+chunk), itself encoded with ``index_codecs`` and stored at the ``start`` or
+``end`` of the shard. This module encodes and decodes whole shards and parses
+indexes; partial reads (index first, then byte ranges of the needed inner
+chunks) live in ``cuzarr.core.shards``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from cuzarr.codecs.base import ArrayBytesCodec, ChunkSpec, Codec, codec_from_json, register_codec
+from cuzarr.errors import CodecError, MetadataError
+from cuzarr.metadata.dtypes import parse_data_type
+
+__all__ = ["EMPTY", "ShardingCodec", "morton_order"]
+
+EMPTY = np.uint64(2**64 - 1)
+_U64 = parse_data_type("uint64", 3)
+
+
+def morton_order(shape: tuple[int, ...]) -> np.ndarray:
+    """Coordinates of a grid of ``shape`` in Morton (Z-curve) order, as (n, ndim)."""
+    coords = (
+        np.stack(np.meshgrid(*[np.arange(s) for s in shape], indexing="ij"), -1).reshape(
+            -1, len(shape)
+        )
+        if shape
+        else np.zeros((1, 0), dtype=np.intp)
+    )
+    if not shape or coords.shape[0] <= 1:
+        return coords
+    bits = max(1, max(int(s - 1).bit_length() for s in shape))
+    keys = np.zeros(coords.shape[0], dtype=np.uint64)
+    nd = len(shape)
+    for b in range(bits):
+        for d in range(nd):
+            keys |= ((coords[:, d].astype(np.uint64) >> np.uint64(b)) & np.uint64(1)) << np.uint64(
+                b * nd + d
+            )
+    return coords[np.argsort(keys, kind="stable")]
+
+
+class ShardingCodec(ArrayBytesCodec):
+    """Shards of inner chunks with an index (see module docstring)."""
+
+    name = "sharding_indexed"
+
+    def __init__(
+        self,
+        chunk_shape: Any,
+        codecs: Any = None,
+        index_codecs: Any = None,
+        index_location: str = "end",
+    ) -> None:
+        from cuzarr.codecs.bytes_codec import BytesCodec
+        from cuzarr.codecs.checksum import Crc32cCodec
+
+        self.chunk_shape = tuple(int(c) for c in chunk_shape)
+        if any(c < 1 for c in self.chunk_shape):
+            raise MetadataError(f"sharding chunk_shape must be positive, got {self.chunk_shape}")
+        self.codecs: tuple[Codec, ...] = tuple(
+            c if isinstance(c, Codec) else codec_from_json(c) for c in (codecs or [BytesCodec()])
+        )
+        self.index_codecs: tuple[Codec, ...] = tuple(
+            c if isinstance(c, Codec) else codec_from_json(c)
+            for c in (index_codecs or [BytesCodec(), Crc32cCodec()])
+        )
+        if index_location not in ("start", "end"):
+            raise MetadataError(f"index_location must be 'start' or 'end', got {index_location!r}")
+        self.index_location = index_location
+        self._cache: dict[Any, Any] = {}
+
+    def configuration(self) -> dict[str, Any]:
+        return {
+            "chunk_shape": list(self.chunk_shape),
+            "codecs": [c.to_json() for c in self.codecs],
+            "index_codecs": [c.to_json() for c in self.index_codecs],
+            "index_location": self.index_location,
+        }
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "_cache"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._cache = {}
+
+    # -- derived pieces --------------------------------------------------------
+    def chunks_per_shard(self, shard_shape: tuple[int, ...]) -> tuple[int, ...]:
+        return tuple(s // c for s, c in zip(shard_shape, self.chunk_shape, strict=True))
+
+    def validate(self, spec: ChunkSpec) -> None:
+        if len(spec.shape) != len(self.chunk_shape):
+            raise MetadataError(
+                f"sharding chunk_shape {self.chunk_shape} does not match the {len(spec.shape)}-d shard"
+            )
+        for s, c in zip(spec.shape, self.chunk_shape, strict=True):
+            if s % c:
+                raise MetadataError(
+                    f"shard shape {spec.shape} is not divisible by the inner chunk shape {self.chunk_shape}"
+                )
+        self.inner_pipeline(spec)
+        self.index_pipeline(spec.shape)
+
+    def evolve(self, spec: ChunkSpec) -> ShardingCodec:
+        inner = self.inner_pipeline(ChunkSpec(spec.shape, spec.dtype, spec.fill_value))
+        idx = self.index_pipeline(spec.shape)
+        codecs = tuple(inner.codecs)
+        index_codecs = tuple(idx.codecs)
+        if codecs == self.codecs and index_codecs == self.index_codecs:
+            return self
+        return ShardingCodec(self.chunk_shape, codecs, index_codecs, self.index_location)
+
+    def inner_pipeline(self, spec: ChunkSpec) -> Any:
+        from cuzarr.codecs.pipeline import V3Pipeline
+
+        key = ("inner", spec.dtype, _fill_key(spec.fill_value))
+        p = self._cache.get(key)
+        if p is None:
+            p = self._cache[key] = V3Pipeline(
+                self.codecs, spec.dtype, spec.fill_value, self.chunk_shape
+            )
+        return p
+
+    def index_pipeline(self, shard_shape: tuple[int, ...]) -> Any:
+        from cuzarr.codecs.pipeline import V3Pipeline
+
+        cps = self.chunks_per_shard(shard_shape)
+        key = ("index", cps)
+        p = self._cache.get(key)
+        if p is None:
+            p = self._cache[key] = V3Pipeline(self.index_codecs, _U64, EMPTY, (*cps, 2))
+        return p
+
+    def index_nbytes(self, shard_shape: tuple[int, ...]) -> int:
+        """Encoded size of the index (fixed for a given shard shape)."""
+        cps = self.chunks_per_shard(shard_shape)
+        key = ("index_nbytes", cps)
+        n = self._cache.get(key)
+        if n is None:
+            empty = np.full((*cps, 2), EMPTY, dtype=np.uint64)
+            n = self._cache[key] = len(self.index_pipeline(shard_shape).encode(empty, (*cps, 2)))
+        return n
+
+    # -- index -------------------------------------------------------------------
+    def decode_index(
+        self, data: Any, shard_shape: tuple[int, ...], shard_nbytes: int | None = None
+    ) -> np.ndarray:
+        """Parse an encoded index into a (*chunks_per_shard, 2) uint64 array, checked."""
+        cps = self.chunks_per_shard(shard_shape)
+        if len(data) != self.index_nbytes(shard_shape):
+            raise CodecError(
+                f"shard index has {len(data)} bytes, expected {self.index_nbytes(shard_shape)}"
+            )
+        index = self.index_pipeline(shard_shape).decode(data, (*cps, 2))
+        if shard_nbytes is not None:
+            offs = index[..., 0]
+            sizes = index[..., 1]
+            present = offs != EMPTY
+            if np.any((sizes == EMPTY) != ~present):
+                raise CodecError("shard index marks an inner chunk half empty")
+            if np.any(present):
+                o = offs[present].astype(np.uint64)
+                n = sizes[present].astype(np.uint64)
+                end = o + n
+                if np.any(end < o) or np.any(end > np.uint64(shard_nbytes)):
+                    raise CodecError("shard index points past the end of the shard")
+                idx_n = self.index_nbytes(shard_shape)
+                lo = idx_n if self.index_location == "start" else 0
+                hi = shard_nbytes if self.index_location == "start" else shard_nbytes - idx_n
+                if np.any(o < np.uint64(lo)) or np.any(end > np.uint64(hi)):
+                    raise CodecError("shard index points into the index itself")
+                order = np.argsort(o)
+                os_, es = o[order], end[order]
+                if np.any(os_[1:] < es[:-1]):
+                    raise CodecError("shard index has overlapping inner chunk ranges")
+        return index
+
+    def split(self, data: Any, shard_shape: tuple[int, ...]) -> tuple[np.ndarray, memoryview]:
+        """Index and the whole shard's bytes, from a shard fetched in one piece."""
+        mv = memoryview(data)
+        n = self.index_nbytes(shard_shape)
+        if len(mv) < n:
+            raise CodecError(f"shard of {len(mv)} bytes is shorter than its {n}-byte index")
+        raw = mv[:n] if self.index_location == "start" else mv[len(mv) - n :]
+        return self.decode_index(raw, shard_shape, len(mv)), mv
+
+    # -- whole-shard encode/decode -------------------------------------------------
+    def decode(self, data: Any, spec: ChunkSpec) -> np.ndarray:
+        index, mv = self.split(data, spec.shape)
+        out = spec.dtype.full(spec.shape, spec.fill_value)
+        inner = self.inner_pipeline(spec)
+        cps = index.shape[:-1]
+        for coords in np.ndindex(*cps):
+            off, n = index[coords]
+            if off == EMPTY:
+                continue
+            chunk = inner.decode(mv[int(off) : int(off) + int(n)], self.chunk_shape)
+            sel = tuple(
+                slice(c * s, (c + 1) * s) for c, s in zip(coords, self.chunk_shape, strict=True)
+            )
+            out[sel] = chunk
+        return out
+
+    def encode(self, arr: np.ndarray, spec: ChunkSpec, write_empty_chunks: bool = False) -> bytes:
+        from cuzarr.core.engine import _is_fill
+
+        inner = self.inner_pipeline(spec)
+        fill = spec.fill_value
+        encoded: dict[tuple[int, ...], bytes] = {}
+        cps = self.chunks_per_shard(spec.shape)
+        for coords in map(tuple, morton_order(cps).tolist()):
+            sel = tuple(
+                slice(c * s, (c + 1) * s) for c, s in zip(coords, self.chunk_shape, strict=True)
+            )
+            part = arr[sel]
+            if not write_empty_chunks and _is_fill(part, fill, spec.dtype):
+                continue
+            encoded[coords] = inner.encode(part, self.chunk_shape)
+        return self.assemble(encoded, spec.shape)
+
+    def assemble(self, encoded: dict[tuple[int, ...], Any], shard_shape: tuple[int, ...]) -> bytes:
+        """Lay out encoded inner chunks (in the dict's order) plus their index."""
+        cps = self.chunks_per_shard(shard_shape)
+        index = np.full((*cps, 2), EMPTY, dtype=np.uint64)
+        if not encoded:
+            return b""
+        n_index = self.index_nbytes(shard_shape)
+        pos = n_index if self.index_location == "start" else 0
+        for coords, data in encoded.items():
+            index[coords] = (pos, len(data))
+            pos += len(data)
+        raw_index = self.index_pipeline(shard_shape).encode(index, (*cps, 2))
+        parts = list(encoded.values())
+        if self.index_location == "start":
+            return b"".join([raw_index, *parts])
+        return b"".join([*parts, raw_index])
+
+    def nchunks_per_shard(self, shard_shape: tuple[int, ...]) -> int:
+        return math.prod(self.chunks_per_shard(shard_shape))
+
+
+def _fill_key(fill: Any) -> Any:
+    try:
+        return (type(fill).__name__, np.asarray(fill).tobytes())
+    except Exception:
+        return repr(fill)
+
+
+register_codec(
+    "sharding_indexed",
+    lambda c: ShardingCodec(
+        c["chunk_shape"], c.get("codecs"), c.get("index_codecs"), c.get("index_location", "end")
+    ),
+)

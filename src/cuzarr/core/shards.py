@@ -1,0 +1,174 @@
+"""Partial reads of sharded arrays: index first, then only the inner chunks needed.
+
+Reads are planned on the inner-chunk grid. Items are grouped by shard; a shard
+most of whose inner chunks are wanted is fetched whole (one request), otherwise
+its index is fetched with one byte-range request and the wanted inner chunks with
+further ranges, neighbours closer than ``sharding.coalesce_max_gap`` bytes merged
+into one request (up to ``sharding.coalesce_max_size``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from cuzarr.codecs.base import ChunkSpec
+from cuzarr.codecs.sharding import EMPTY, ShardingCodec
+from cuzarr.config import config
+from cuzarr.core.engine import ChunkItem, _run_batches
+from cuzarr.core.sync import get_executor, max_workers
+from cuzarr.errors import CodecError
+from cuzarr.metadata.array import ArrayMetadata
+from cuzarr.storage.base import RangeByteRequest, SuffixByteRequest
+from cuzarr.storage.common import StorePath
+
+__all__ = ["coalesce", "read_sharded", "sharding_codec"]
+
+
+def sharding_codec(pipeline: Any) -> ShardingCodec | None:
+    """The pipeline's sharding codec when it is the only codec (partial reads possible)."""
+    ab = getattr(pipeline, "array_bytes", None)
+    if isinstance(ab, ShardingCodec) and not pipeline.array_array and not pipeline.bytes_bytes:
+        return ab
+    return None
+
+
+def coalesce(
+    ranges: Sequence[tuple[int, int]], max_gap: int, max_size: int
+) -> list[tuple[int, int, list[int]]]:
+    """Merge (start, end) ranges closer than ``max_gap``; returns (start, end, members)."""
+    order = sorted(range(len(ranges)), key=lambda i: ranges[i][0])
+    groups: list[tuple[int, int, list[int]]] = []
+    for i in order:
+        s, e = ranges[i]
+        if groups:
+            gs, ge, members = groups[-1]
+            if s - ge <= max_gap and max(e, ge) - gs <= max_size:
+                groups[-1] = (gs, max(e, ge), [*members, i])
+                continue
+        groups.append((s, e, [i]))
+    return groups
+
+
+async def read_sharded(
+    store_path: StorePath,
+    meta: ArrayMetadata,
+    pipeline: Any,
+    codec: ShardingCodec,
+    items: list[ChunkItem],
+    out: np.ndarray,
+) -> None:
+    """Read inner-chunk items of a sharded array into ``out``."""
+    if not items or out.size == 0:
+        return
+    shard_shape = meta.chunk_shape
+    cps = codec.chunks_per_shard(shard_shape)
+    inner_shape = codec.chunk_shape
+    spec = ChunkSpec(shard_shape, meta.dtype, meta.read_fill)
+    inner = codec.inner_pipeline(spec)
+    fill = meta.read_fill
+    encode_key = meta.chunk_key_encoding.make_encoder(
+        store_path.path + "/" if store_path.path else ""
+    )
+    store = store_path.store
+    n_index = codec.index_nbytes(shard_shape)
+    max_gap = int(config.get("sharding.coalesce_max_gap"))
+    max_size = int(config.get("sharding.coalesce_max_size"))
+    # Group items by shard, preserving order.
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for i, it in enumerate(items):
+        sc = tuple(c // n for c, n in zip(it[0], cps, strict=True))
+        groups.setdefault(sc, []).append(i)
+    shards = list(groups.items())
+    # Inner chunks per shard that lie inside the array (edge shards overhang).
+    inner_grid = tuple(-(-s // c) for s, c in zip(meta.shape, inner_shape, strict=True))
+    loop = asyncio.get_running_loop()
+    pool = get_executor()
+
+    def inner_in_array(sc: tuple[int, ...]) -> int:
+        n = 1
+        for d, c in enumerate(sc):
+            n *= max(0, min(cps[d], inner_grid[d] - c * cps[d]))
+        return n
+
+    def scatter(pairs: list[tuple[int, Any]]) -> None:
+        for i, data in pairs:
+            _coords, csel, osel, _ = items[i]
+            if data is None:
+                out[osel] = fill
+            else:
+                out[osel] = inner.decode(data, inner_shape)[csel]
+
+    def local(i: int) -> tuple[int, ...]:
+        return tuple(c % n for c, n in zip(items[i][0], cps, strict=True))
+
+    def from_whole(members: list[int], data: Any) -> list[tuple[int, Any]]:
+        if data is None:
+            return [(i, None) for i in members]
+        index, mv = codec.split(data, shard_shape)
+        res: list[tuple[int, Any]] = []
+        for i in members:
+            off, n = index[local(i)]
+            res.append((i, None if off == EMPTY else mv[int(off) : int(off) + int(n)]))
+        return res
+
+    async def work(lo: int, hi: int) -> None:
+        batch = shards[lo:hi]
+        whole = [(sc, m) for sc, m in batch if len(m) * 2 >= inner_in_array(sc)]
+        partial = [(sc, m) for sc, m in batch if len(m) * 2 < inner_in_array(sc)]
+        pairs: list[tuple[int, Any]] = []
+        if whole:
+            datas = await store.get_many([encode_key(sc) for sc, _ in whole])
+            for (_, m), data in zip(whole, datas, strict=True):
+                pairs.extend(
+                    await loop.run_in_executor(pool, from_whole, m, data)
+                    if data is not None and len(data) > (1 << 20)
+                    else from_whole(m, data)
+                )
+        if partial:
+            rng = (
+                RangeByteRequest(0, n_index)
+                if codec.index_location == "start"
+                else SuffixByteRequest(n_index)
+            )
+            raw_indexes = await store.get_partial_values(
+                None, [(encode_key(sc), rng) for sc, _ in partial]
+            )
+            reqs: list[tuple[str, RangeByteRequest]] = []
+            plan: list[tuple[list[int], list[tuple[int, int]], int, int]] = []
+            for (sc, m), raw in zip(partial, raw_indexes, strict=True):
+                if raw is None:
+                    pairs.extend((i, None) for i in m)
+                    continue
+                index = codec.decode_index(raw, shard_shape)
+                wanted: list[int] = []
+                ranges: list[tuple[int, int]] = []
+                for i in m:
+                    off, n = index[local(i)]
+                    if off == EMPTY:
+                        pairs.append((i, None))
+                    else:
+                        wanted.append(i)
+                        ranges.append((int(off), int(off) + int(n)))
+                for gs, ge, members in coalesce(ranges, max_gap, max_size):
+                    plan.append(
+                        ([wanted[j] for j in members], [ranges[j] for j in members], gs, ge)
+                    )
+                    reqs.append((encode_key(sc), RangeByteRequest(gs, ge)))
+            if reqs:
+                blobs = await store.get_partial_values(None, reqs)
+                for (members, ranges, gs, ge), blob in zip(plan, blobs, strict=True):
+                    if blob is None or len(blob) != ge - gs:
+                        raise CodecError(
+                            f"shard range {gs}-{ge} could not be read in full: the shard is truncated or its index is corrupt"
+                        )
+                    mv = memoryview(blob)
+                    for i, (s, e) in zip(members, ranges, strict=True):
+                        pairs.append((i, mv[s - gs : e - gs]))
+        await loop.run_in_executor(pool, scatter, pairs)
+
+    per_batch = max(1, min(64, -(-len(shards) // (max_workers() * 4))))
+    await _run_batches(len(shards), per_batch, work)
