@@ -25,7 +25,7 @@ def chunk_keys(a):
     async def main():
         prefix = a.path + "/" if a.path else ""
         keys = [
-            k[len(prefix):]
+            k[len(prefix) :]
             async for k in a.store.list_prefix(prefix)
             if k.rsplit("/", 1)[-1] not in ("zarr.json", ".zarray", ".zattrs", ".zgroup")
         ]
@@ -51,7 +51,12 @@ class CountingStore(MemoryStore):
 @pytest.mark.parametrize("zarr_format", [2, 3])
 def test_create_properties(store, zarr_format):
     a = cuzarr.create_array(
-        store, shape=(10, 7), dtype="i4", chunks=(3, 4), fill_value=5, zarr_format=zarr_format,
+        store,
+        shape=(10, 7),
+        dtype="i4",
+        chunks=(3, 4),
+        fill_value=5,
+        zarr_format=zarr_format,
         attributes={"a": 1},
     )
     assert isinstance(a, cuzarr.Array)
@@ -73,7 +78,13 @@ def test_create_properties(store, zarr_format):
     assert len(a) == 10
     np.testing.assert_array_equal(a[...], np.full((10, 7), 5, "i4"))
     b = cuzarr.open_array(store, mode="r")
-    assert (b.shape, b.dtype, b.chunks, b.fill_value, b.zarr_format) == (a.shape, a.dtype, a.chunks, 5, zarr_format)
+    assert (b.shape, b.dtype, b.chunks, b.fill_value, b.zarr_format) == (
+        a.shape,
+        a.dtype,
+        a.chunks,
+        5,
+        zarr_format,
+    )
 
 
 def test_open_array_modes(tmp_path):
@@ -123,7 +134,9 @@ def test_overwrite_removes_old_chunks(store):
 @pytest.mark.parametrize("dtype", ["i1", "u2", "i4", "u8", "f2", "f4", "f8", "c8", "c16", "bool"])
 def test_dtypes_round_trip(zarr_format, dtype, rng):
     data = (rng.random((7, 5)) * 100).astype(dtype)
-    a = cuzarr.create_array({}, shape=data.shape, dtype=dtype, chunks=(3, 2), zarr_format=zarr_format)
+    a = cuzarr.create_array(
+        {}, shape=data.shape, dtype=dtype, chunks=(3, 2), zarr_format=zarr_format
+    )
     a[...] = data
     out = a[...]
     assert out.dtype == np.dtype(dtype)
@@ -133,7 +146,9 @@ def test_dtypes_round_trip(zarr_format, dtype, rng):
 @pytest.mark.parametrize("order", ["C", "F"])
 def test_order_v2(order, rng):
     data = rng.integers(0, 100, (6, 5)).astype("i4")
-    a = cuzarr.create_array({}, shape=data.shape, dtype="i4", chunks=(4, 3), zarr_format=2, order=order)
+    a = cuzarr.create_array(
+        {}, shape=data.shape, dtype="i4", chunks=(4, 3), zarr_format=2, order=order
+    )
     a[...] = data
     assert a.order == order
     np.testing.assert_array_equal(a[...], data)
@@ -146,7 +161,9 @@ def test_order_v2(order, rng):
 
 @pytest.mark.parametrize("zarr_format", [2, 3])
 def test_resize_shrink_deletes_chunks(store, zarr_format):
-    a = cuzarr.create_array(store, shape=(10, 10), dtype="i4", chunks=(3, 3), zarr_format=zarr_format)
+    a = cuzarr.create_array(
+        store, shape=(10, 10), dtype="i4", chunks=(3, 3), zarr_format=zarr_format
+    )
     data = np.arange(100, dtype="i4").reshape(10, 10)
     a[...] = data
     assert a.nchunks_initialized == 16
@@ -200,7 +217,9 @@ def test_append_axis0(store, zarr_format):
     assert a.append(more) == (8, 4)
     assert a.shape == (8, 4)
     np.testing.assert_array_equal(a[...], np.concatenate([data, more]))
-    np.testing.assert_array_equal(cuzarr.open_array(store, mode="r")[...], np.concatenate([data, more]))
+    np.testing.assert_array_equal(
+        cuzarr.open_array(store, mode="r")[...], np.concatenate([data, more])
+    )
 
 
 @pytest.mark.parametrize("zarr_format", [2, 3])
@@ -230,10 +249,13 @@ def test_append_many_times(rng):
 
 @pytest.mark.parametrize("zarr_format", [2, 3])
 @pytest.mark.parametrize(
-    ("dtype", "fill"), [("i4", 0), ("i4", -7), ("f8", 1.5), ("f8", float("nan")), ("u1", 255), ("bool", True)]
+    ("dtype", "fill"),
+    [("i4", 0), ("i4", -7), ("f8", 1.5), ("f8", float("nan")), ("u1", 255), ("bool", True)],
 )
 def test_fill_value_for_missing_chunks(zarr_format, dtype, fill):
-    a = cuzarr.create_array({}, shape=(5, 5), dtype=dtype, chunks=(2, 2), fill_value=fill, zarr_format=zarr_format)
+    a = cuzarr.create_array(
+        {}, shape=(5, 5), dtype=dtype, chunks=(2, 2), fill_value=fill, zarr_format=zarr_format
+    )
     expected = np.full((5, 5), fill, dtype=dtype)
     np.testing.assert_array_equal(a[...], expected)
     other = (not fill) if dtype == "bool" else (1 if fill == 0 else 0)
@@ -246,7 +268,9 @@ def test_fill_value_for_missing_chunks(zarr_format, dtype, fill):
 @pytest.mark.parametrize("zarr_format", [2, 3])
 def test_write_empty_chunks_false(zarr_format):
     store = {}
-    a = cuzarr.create_array(store, shape=(6, 6), dtype="f4", chunks=(3, 3), fill_value=0, zarr_format=zarr_format)
+    a = cuzarr.create_array(
+        store, shape=(6, 6), dtype="f4", chunks=(3, 3), fill_value=0, zarr_format=zarr_format
+    )
     assert not a.async_array.write_empty_chunks
     a[...] = 0
     assert a.nchunks_initialized == 0
@@ -274,8 +298,15 @@ def test_write_empty_chunks_nan_fill():
 @pytest.mark.parametrize("zarr_format", [2, 3])
 def test_write_empty_chunks_true(zarr_format):
     store = {}
-    a = cuzarr.create_array(store, shape=(6, 6), dtype="f4", chunks=(3, 3), fill_value=0,
-                            write_empty_chunks=True, zarr_format=zarr_format)
+    a = cuzarr.create_array(
+        store,
+        shape=(6, 6),
+        dtype="f4",
+        chunks=(3, 3),
+        fill_value=0,
+        write_empty_chunks=True,
+        zarr_format=zarr_format,
+    )
     a[...] = 0
     assert a.nchunks_initialized == 4
     assert len(chunk_keys(a)) == 4
@@ -304,7 +335,9 @@ def test_nchunks_initialized_ignores_foreign_keys():
 
 @pytest.mark.parametrize("zarr_format", [2, 3])
 def test_info(zarr_format):
-    a = cuzarr.create_array({}, shape=(100, 50), dtype="f8", chunks=(10, 10), zarr_format=zarr_format)
+    a = cuzarr.create_array(
+        {}, shape=(100, 50), dtype="f8", chunks=(10, 10), zarr_format=zarr_format
+    )
     info = a.info
     text = repr(info)
     assert str(info) == text
@@ -410,7 +443,9 @@ def test_constructors_store_nothing(store):
 def test_array_from_list_and_name(tmp_path):
     a = cuzarr.array([[1, 2], [3, 4]], store=tmp_path, name="nested/x")
     assert a.path == "nested/x"
-    np.testing.assert_array_equal(cuzarr.open_array(tmp_path, path="nested/x", mode="r")[...], [[1, 2], [3, 4]])
+    np.testing.assert_array_equal(
+        cuzarr.open_array(tmp_path, path="nested/x", mode="r")[...], [[1, 2], [3, 4]]
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -422,7 +457,10 @@ def test_attrs_write_through(tmp_path, zarr_format):
     a = cuzarr.create_array(tmp_path, shape=(2,), dtype="i4", zarr_format=zarr_format)
     a.attrs["units"] = "m/s"
     a.attrs["ß"] = {"nested": [1, None]}
-    assert dict(cuzarr.open_array(tmp_path, mode="r").attrs) == {"units": "m/s", "ß": {"nested": [1, None]}}
+    assert dict(cuzarr.open_array(tmp_path, mode="r").attrs) == {
+        "units": "m/s",
+        "ß": {"nested": [1, None]},
+    }
     a.attrs.update(x=1)
     del a.attrs["units"]
     b = cuzarr.open_array(tmp_path, mode="r")
@@ -549,7 +587,7 @@ def _run_with_timeout(fn, timeout=30):
     def target():
         try:
             result["value"] = fn()
-        except BaseException as e:  # noqa: BLE001 - reported below
+        except BaseException as e:
             result["error"] = e
 
     t = threading.Thread(target=target, daemon=True)
@@ -611,7 +649,7 @@ def test_sync_api_from_many_threads():
             for _ in range(5):
                 lo = (i * 37) % 900
                 np.testing.assert_array_equal(a[lo : lo + 100], data[lo : lo + 100])
-        except BaseException as e:  # noqa: BLE001
+        except BaseException as e:
             errors_seen.append(e)
 
     threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
@@ -639,8 +677,12 @@ def test_async_api(tmp_path):
         b = await aapi.open_array(tmp_path, mode="r")
         np.testing.assert_array_equal(await b.getitem(Ellipsis), data)
         np.testing.assert_array_equal(await b.getitem((slice(1, 4), 2)), data[1:4, 2])
-        np.testing.assert_array_equal(await b.get_orthogonal_selection(([0, 4], [1, 5])), data[np.ix_([0, 4], [1, 5])])
-        np.testing.assert_array_equal(await b.get_coordinate_selection(([0, 4], [1, 5])), data[[0, 4], [1, 5]])
+        np.testing.assert_array_equal(
+            await b.get_orthogonal_selection(([0, 4], [1, 5])), data[np.ix_([0, 4], [1, 5])]
+        )
+        np.testing.assert_array_equal(
+            await b.get_coordinate_selection(([0, 4], [1, 5])), data[[0, 4], [1, 5]]
+        )
         await a.setitem((0, slice(None)), -1)
         r = await b.getitem(0)
         np.testing.assert_array_equal(r, -np.ones(6))
@@ -720,7 +762,9 @@ def test_config_concurrency_one_async(tmp_path):
 
 @pytest.mark.parametrize("zarr_format", [2, 3])
 def test_zarr_python_reads_resized_appended(tmp_path, zarr_format):
-    a = cuzarr.create_array(tmp_path, shape=(5, 3), dtype="i4", chunks=(2, 2), zarr_format=zarr_format)
+    a = cuzarr.create_array(
+        tmp_path, shape=(5, 3), dtype="i4", chunks=(2, 2), zarr_format=zarr_format
+    )
     data = np.arange(15, dtype="i4").reshape(5, 3)
     a[...] = data
     a.append(data)
@@ -731,7 +775,14 @@ def test_zarr_python_reads_resized_appended(tmp_path, zarr_format):
 
 
 def test_store_kwarg_variants(tmp_path):
-    for s in ({}, MemoryStore(), LocalStore(tmp_path / "x"), str(tmp_path / "y"), tmp_path / "z", None):
+    for s in (
+        {},
+        MemoryStore(),
+        LocalStore(tmp_path / "x"),
+        str(tmp_path / "y"),
+        tmp_path / "z",
+        None,
+    ):
         a = cuzarr.create_array(s, shape=(3,), dtype="i4")
         a[:] = [1, 2, 3]
         np.testing.assert_array_equal(a[:], [1, 2, 3])

@@ -834,7 +834,7 @@ def test_failed_writes_leave_data_intact(zarr_format):
 
 
 def test_failed_create_with_overwrite_false_keeps_data(tmp_path):
-    a, data = _filled(tmp_path)
+    _a, data = _filled(tmp_path)
     with pytest.raises(FileExistsError):
         cuzarr.create_array(tmp_path, shape=(1,), dtype="u1")
     with pytest.raises(ValueError):

@@ -38,8 +38,13 @@ def arrays(draw, shape=None):
     size = int(np.prod(shape)) if shape else 1
     data = (np.arange(size, dtype="i4") * 7 + 3).reshape(shape)
     a = cuzarr.create_array(
-        {}, shape=shape, dtype="i4", chunks=chunks, zarr_format=zarr_format,
-        compressors=compressors, fill_value=fill,
+        {},
+        shape=shape,
+        dtype="i4",
+        chunks=chunks,
+        zarr_format=zarr_format,
+        compressors=compressors,
+        fill_value=fill,
     )
     # leave some chunks unwritten (they read as fill) so missing chunks are covered too
     if draw(st.booleans()) or size == 0:
@@ -146,7 +151,9 @@ def fancy_selections(draw, shape):
             d += 1
     if n_adv == 0 and shape:
         i = draw(st.integers(0, len(shape) - 1))
-        items[i:i + 1] = [draw(int_arrays(shape[i]))] if _consumes(items[i]) == 1 else items[i:i + 1]
+        items[i : i + 1] = (
+            [draw(int_arrays(shape[i]))] if _consumes(items[i]) == 1 else items[i : i + 1]
+        )
     if draw(st.integers(0, 9)) == 0:
         items.insert(draw(st.integers(0, len(items))), np.bool_(draw(st.booleans())))
     return _decorate_fancy(draw, items)
@@ -179,7 +186,13 @@ def orthogonal_selections(draw, shape):
         if kind == "int" and s > 0:
             items.append(draw(int_index(s)))
         elif kind == "intarr":
-            items.append(draw(int_arrays(s, max_ndim=1).map(lambda x: np.atleast_1d(np.asarray(x, dtype=np.intp)))))
+            items.append(
+                draw(
+                    int_arrays(s, max_ndim=1).map(
+                        lambda x: np.atleast_1d(np.asarray(x, dtype=np.intp))
+                    )
+                )
+            )
         elif kind == "bool":
             items.append(draw(bool_masks((s,))))
         else:
@@ -235,7 +248,7 @@ def values_for(draw, shape):
     vshape = list(shape)
     if kind == "broadcast" and vshape:
         # drop some leading dims and set others to 1
-        vshape = vshape[draw(st.integers(0, len(vshape))):]
+        vshape = vshape[draw(st.integers(0, len(vshape))) :]
         vshape = [1 if draw(st.booleans()) else v for v in vshape]
     n = int(np.prod(vshape)) if vshape else 1
     return (np.arange(n, dtype="i4") * -3 - 5).reshape(vshape)
@@ -305,8 +318,12 @@ def test_block_read(data):
         if g > 0 and data.draw(st.booleans()):
             items.append(data.draw(st.integers(-g, g - 1)))
         else:
-            items.append(slice(data.draw(st.one_of(st.none(), st.integers(-g - 1, g + 1))),
-                               data.draw(st.one_of(st.none(), st.integers(-g - 1, g + 1)))))
+            items.append(
+                slice(
+                    data.draw(st.one_of(st.none(), st.integers(-g - 1, g + 1))),
+                    data.draw(st.one_of(st.none(), st.integers(-g - 1, g + 1))),
+                )
+            )
     sel = tuple(items)
     # expected: block coordinates -> element slices (ints keep the dimension)
     el = []
@@ -587,3 +604,50 @@ def test_results_are_independent_copies():
     assert a[0, 0] == data[0, 0]
     r2 = a[0]
     assert r2.flags.writeable
+
+
+@pytest.mark.parametrize(
+    "sel",
+    [
+        np.True_,
+        np.False_,
+        (np.True_, 0),
+        (slice(None), np.False_),
+        (np.False_, Ellipsis),
+        (Ellipsis, np.True_, [1, 0]),
+        (np.array(True), slice(1, 3)),
+    ],
+)
+def test_zero_d_boolean_index(sel):
+    # numpy: a 0-d boolean adds a length-1 (True) or length-0 (False) axis, consuming none
+    a, data = _make((4, 3), (3, 2))
+    np.testing.assert_array_equal(a[sel], data[sel])
+    assert a[sel].shape == data[sel].shape
+    a[sel] = -5
+    data[sel] = -5
+    np.testing.assert_array_equal(a[...], data)
+
+
+def test_zero_d_boolean_index_on_0d():
+    a = cuzarr.create_array({}, shape=(), dtype="i4", fill_value=3)
+    d = np.array(3, dtype="i4")
+    for sel in (np.True_, np.False_):
+        assert a[sel].shape == d[sel].shape
+        np.testing.assert_array_equal(a[sel], d[sel])
+
+
+@pytest.mark.parametrize(
+    "sel",
+    [
+        (None, 0, Ellipsis, np.array([], dtype=np.intp)),
+        (0, Ellipsis, [1, 0]),
+        ([0, 1], Ellipsis, [2, 2]),
+        ([1], None, [2]),
+    ],
+)
+def test_ellipsis_or_newaxis_between_advanced_indices(sel):
+    # numpy: advanced indices separated by an Ellipsis (even one expanding to no
+    # dimensions) or by np.newaxis are not adjacent, so their dims go first
+    a, data = _make((2, 3), (2, 2))
+    assert a[sel].shape == data[sel].shape
+    np.testing.assert_array_equal(a[sel], data[sel])

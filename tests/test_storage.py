@@ -2,7 +2,6 @@
 real directories."""
 
 import asyncio
-import os
 
 import numpy as np
 import pytest
@@ -175,7 +174,7 @@ def test_get_partial_values(store):
         out = await store.get_partial_values(None, reqs)
         assert out == [DATA[:4], b"789", None, b"0123456789", DATA[1020:], b"234"]
         assert await store.get_partial_values(None, []) == []
-        many = [(f"a", RangeByteRequest(i, i + 1)) for i in range(100)]
+        many = [("a", RangeByteRequest(i, i + 1)) for i in range(100)]
         assert await store.get_partial_values(None, many) == [DATA[i : i + 1] for i in range(100)]
 
     run(main())

@@ -22,10 +22,12 @@ from cuzarr.storage.common import make_store_path
 __all__ = [
     "AsyncArray",
     "AsyncGroup",
+    "consolidate_metadata",
     "create_array",
     "create_group",
     "open",
     "open_array",
+    "open_consolidated",
     "open_group",
 ]
 
@@ -187,6 +189,28 @@ async def open(
     if isinstance(meta, ArrayMetadata):
         return AsyncArray(meta, sp)
     return AsyncGroup(meta, sp)
+
+
+async def consolidate_metadata(
+    store: Any, path: str | None = None, zarr_format: int | None = None
+) -> AsyncGroup:
+    """Store the metadata of every node below the group at ``path`` in one place."""
+    sp = make_store_path(store, path, mode="a")
+    group = await AsyncGroup.open(sp, zarr_format, use_consolidated=False)
+    return await group.consolidate()
+
+
+async def open_consolidated(
+    store: Any,
+    path: str | None = None,
+    *,
+    mode: str = "r",
+    zarr_format: int | None = None,
+    storage_options: dict[str, Any] | None = None,
+) -> AsyncGroup:
+    """Open a group from its consolidated metadata (an error if there is none)."""
+    sp = make_store_path(store, path, mode=mode, storage_options=storage_options)
+    return await AsyncGroup.open(sp, zarr_format, use_consolidated=True)
 
 
 async def array(data: Any, store: Any = None, **kwargs: Any) -> AsyncArray:

@@ -11,6 +11,7 @@ from cuzarr.core.sync import sync
 
 __all__ = [
     "array",
+    "consolidate_metadata",
     "create_array",
     "create_group",
     "empty",
@@ -21,6 +22,7 @@ __all__ = [
     "ones_like",
     "open",
     "open_array",
+    "open_consolidated",
     "open_group",
     "zeros",
     "zeros_like",
@@ -163,6 +165,34 @@ def open(
         )
     )
     return Array(node) if isinstance(node, AsyncArray) else Group(node)
+
+
+def consolidate_metadata(
+    store: Any, path: str | None = None, zarr_format: int | None = None
+) -> Group:
+    """Store the metadata of every node below a group in one place.
+
+    v2 writes ``.zmetadata``; v3 writes it inline in the group's ``zarr.json``.
+    Groups opened later use it automatically (one request for the hierarchy).
+    """
+    return Group(sync(_async.consolidate_metadata(store, path, zarr_format)))
+
+
+def open_consolidated(
+    store: Any,
+    path: str | None = None,
+    mode: str = "r",
+    zarr_format: int | None = None,
+    storage_options: dict[str, Any] | None = None,
+) -> Group:
+    """Open a group from its consolidated metadata; an error if it has none."""
+    return Group(
+        sync(
+            _async.open_consolidated(
+                store, path, mode=mode, zarr_format=zarr_format, storage_options=storage_options
+            )
+        )
+    )
 
 
 def array(data: Any, store: Any = None, **kwargs: Any) -> Array:

@@ -10,12 +10,19 @@ from typing import Any
 from cuzarr.core.array import Array, AsyncArray
 from cuzarr.core.attributes import Attributes
 from cuzarr.core.build import build_array_metadata
+from cuzarr.core.consolidated import (
+    ZMETADATA,
+    build_consolidated,
+    parse_consolidated_v2,
+    parse_consolidated_v3,
+)
 from cuzarr.core.nodes import ensure_parents, ensure_vacant, load_node_metadata, save_metadata
 from cuzarr.core.sync import sync
 from cuzarr.errors import (
     ContainsArrayError,
     ContainsGroupError,
     GroupNotFoundError,
+    MetadataError,
     NodeNotFoundError,
     ReadOnlyError,
 )
@@ -29,18 +36,49 @@ __all__ = ["AsyncGroup", "Group"]
 class AsyncGroup:
     """A group in a store; every operation is a coroutine."""
 
-    def __init__(self, metadata: GroupMetadata, store_path: StorePath) -> None:
+    def __init__(
+        self,
+        metadata: GroupMetadata,
+        store_path: StorePath,
+        consolidated: dict[str, ArrayMetadata | GroupMetadata] | None = None,
+    ) -> None:
         self.metadata = metadata
         self.store_path = store_path
+        # Metadata of every descendant, by relative path, when the group was opened
+        # with consolidated metadata: lookups and listings then need no requests.
+        self.consolidated = consolidated
 
     @classmethod
-    async def open(cls, store_path: StorePath, zarr_format: int | None = None) -> AsyncGroup:
+    async def open(
+        cls,
+        store_path: StorePath,
+        zarr_format: int | None = None,
+        use_consolidated: bool | None = None,
+    ) -> AsyncGroup:
         meta = await load_node_metadata(store_path, zarr_format, want="group")
         if isinstance(meta, ArrayMetadata):
             raise GroupNotFoundError(
                 f"an array, not a group, exists at {store_path.store!r}, path {store_path.path!r}"
             )
-        return cls(meta, store_path)
+        consolidated = None
+        if use_consolidated is not False:
+            if meta.zarr_format == 3:
+                consolidated = parse_consolidated_v3(meta)
+            else:
+                raw = await store_path.store.get(store_path.key(ZMETADATA))
+                consolidated = parse_consolidated_v2(raw) if raw is not None else None
+            if use_consolidated and consolidated is None:
+                raise MetadataError(
+                    f"no consolidated metadata at {store_path.store!r}, path {store_path.path!r}"
+                )
+        return cls(meta, store_path, consolidated)
+
+    async def consolidate(self) -> AsyncGroup:
+        """Write consolidated metadata for every node below this group."""
+        members = await AsyncGroup(self.metadata, self.store_path).members(max_depth=None)
+        metas = [(path, node.metadata) for path, node in members]
+        root = await build_consolidated(self.store_path, self.metadata, metas)
+        return AsyncGroup(root, self.store_path, {p: m for p, m in metas})
 
     @classmethod
     async def create(
@@ -90,8 +128,21 @@ class AsyncGroup:
             self.store_path.store, join_path(self.store_path.path, normalize_path(name))
         )
 
+    def _sub_consolidated(self, name: str) -> dict[str, ArrayMetadata | GroupMetadata] | None:
+        if self.consolidated is None:
+            return None
+        prefix = normalize_path(name) + "/"
+        return {k[len(prefix) :]: v for k, v in self.consolidated.items() if k.startswith(prefix)}
+
     async def getitem(self, name: str) -> AsyncArray | AsyncGroup:
         sp = self._child(name)
+        if self.consolidated is not None:
+            cmeta = self.consolidated.get(normalize_path(name))
+            if cmeta is None:
+                raise KeyError(name)
+            if isinstance(cmeta, ArrayMetadata):
+                return AsyncArray(cmeta, sp)
+            return AsyncGroup(cmeta, sp, self._sub_consolidated(name))
         try:
             meta = await load_node_metadata(sp)
         except NodeNotFoundError:
@@ -118,6 +169,14 @@ class AsyncGroup:
 
     async def members(self, max_depth: int | None = 0) -> list[tuple[str, AsyncArray | AsyncGroup]]:
         """Child nodes as (relative path, node); ``max_depth=None`` recurses fully."""
+        if self.consolidated is not None:
+            out_c: list[tuple[str, AsyncArray | AsyncGroup]] = []
+            for path in sorted(self.consolidated):
+                depth = path.count("/")
+                if max_depth is not None and depth > max_depth:
+                    continue
+                out_c.append((path, await self.getitem(path)))
+            return out_c
         names = await self._child_names()
         sps = [self._child(n) for n in names]
 
@@ -143,6 +202,7 @@ class AsyncGroup:
         return out
 
     async def create_array(self, name: str, **kwargs: Any) -> AsyncArray:
+        self.consolidated = None  # a new node makes the consolidated view stale
         if self.read_only:
             raise ReadOnlyError(f"group {self.name!r} is read-only")
         overwrite = kwargs.pop("overwrite", False)
@@ -158,6 +218,7 @@ class AsyncGroup:
     async def create_group(
         self, name: str, *, attributes: dict[str, Any] | None = None, overwrite: bool = False
     ) -> AsyncGroup:
+        self.consolidated = None
         if self.read_only:
             raise ReadOnlyError(f"group {self.name!r} is read-only")
         return await AsyncGroup.create(

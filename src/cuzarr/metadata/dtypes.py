@@ -238,7 +238,11 @@ class DataType:
         if k == "complex":
             return [_float_to_json(value.real), _float_to_json(value.imag)]
         if k in ("datetime", "timedelta"):
-            return int(np.array(value, dtype=self.dtype).astype(self.dtype.newbyteorder("=")).view(np.int64))
+            return int(
+                np.array(value, dtype=self.dtype)
+                .astype(self.dtype.newbyteorder("="))
+                .view(np.int64)
+            )
         if k == "string":
             return str(value)
         if k == "bytes":
