@@ -125,7 +125,9 @@ def _expand(selection: Any, ndim: int, allow_newaxis: bool = True) -> list[Any]:
     out: list[Any] = []
     for s in selection:
         if s is Ellipsis:
-            out.extend([slice(None)] * (ndim - consumed))
+            # An Ellipsis standing for no dimensions still separates advanced
+            # indices in numpy's placement rule: keep it as a marker.
+            out.extend([slice(None)] * (ndim - consumed) or [Ellipsis])
         else:
             out.append(s)
     if n_ellipsis == 0:
@@ -171,6 +173,9 @@ def normalize_numpy(
         if s is None:
             norm.append(("new", None))
             continue
+        if s is Ellipsis:
+            norm.append(("ellipsis", None))
+            continue
         i = _as_int(s)
         if i is not None:
             norm.append(("int", _check_int(i, shape[dim], dim), dim))
@@ -214,6 +219,8 @@ def normalize_numpy(
             if n[0] == "new":
                 result_shape.append(1)
                 continue
+            if n[0] == "ellipsis":
+                continue
             d = n[2]
             if n[0] == "int":
                 p = project_slice(n[1], n[1] + 1, 1, dims[d])
@@ -229,6 +236,8 @@ def normalize_numpy(
         kind = n[0]
         if kind == "new":
             post.append(None)
+        elif kind == "ellipsis":
+            post.append(Ellipsis)
         elif kind == "bool0":
             post.append(np.bool_(n[1]))
         elif kind == "int":
@@ -250,7 +259,7 @@ def normalize_orthogonal(
     selection: Any, shape: tuple[int, ...], dims: list[DimGrid]
 ) -> OrthogonalPlan:
     """Plan an orthogonal selection (``a.oindex[...]``)."""
-    items = _expand(selection, len(shape), allow_newaxis=False)
+    items = [s for s in _expand(selection, len(shape), allow_newaxis=False) if s is not Ellipsis]
     projections: list[DimProjection] = []
     result_shape: list[int] = []
     for d, s in enumerate(items):
