@@ -786,3 +786,24 @@ def test_store_kwarg_variants(tmp_path):
         a = cuzarr.create_array(s, shape=(3,), dtype="i4")
         a[:] = [1, 2, 3]
         np.testing.assert_array_equal(a[:], [1, 2, 3])
+
+
+# --------------------------------------------------------------------------------------
+# array-likes that are themselves cuzarr arrays (their __array__ does I/O)
+
+
+def test_assign_from_cuzarr_array():
+    src = cuzarr.array(np.arange(6, dtype="i8"), store={}, chunks=(2,))
+    dst = cuzarr.create_array({}, shape=(6,), dtype="i8", chunks=(4,))
+    dst[:] = src  # numpy semantics: any array-like is a value
+    np.testing.assert_array_equal(dst[:], np.arange(6))
+    dst.oindex[[0, 1]] = src.oindex[[4, 5]]
+    np.testing.assert_array_equal(dst[:2], [4, 5])
+
+
+def test_array_and_append_from_cuzarr_array():
+    src = cuzarr.array(np.arange(6, dtype="i8").reshape(2, 3), store={}, chunks=(1, 2))
+    copy = cuzarr.array(src, store={})
+    np.testing.assert_array_equal(copy[...], src[...])
+    copy.append(src)
+    np.testing.assert_array_equal(copy[...], np.concatenate([src[...], src[...]]))

@@ -215,6 +215,9 @@ async def open_consolidated(
 
 async def array(data: Any, store: Any = None, **kwargs: Any) -> AsyncArray:
     """Create an array holding ``data``."""
+    from cuzarr.core.array import _materialize
+
+    data = await _materialize(data)
     data = np.asanyarray(data) if not hasattr(data, "__cuda_array_interface__") else data
     kwargs.setdefault("dtype", data.dtype)
     kwargs.setdefault("shape", data.shape)

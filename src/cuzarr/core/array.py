@@ -32,6 +32,19 @@ from cuzarr.storage.common import StorePath
 __all__ = ["Array", "AsyncArray"]
 
 
+async def _materialize(value: Any) -> Any:
+    """Read cuzarr arrays (and views) given as values, without re-entering the sync API."""
+    inner = getattr(value, "_async_array", None)
+    if isinstance(inner, AsyncArray):
+        return await inner.getitem(Ellipsis)
+    if isinstance(value, AsyncArray):
+        return await value.getitem(Ellipsis)
+    read_async = getattr(value, "read_async", None)
+    if callable(read_async):
+        return await read_async()
+    return value
+
+
 class AsyncArray:
     """An array in a store; every operation is a coroutine.
 
@@ -182,11 +195,11 @@ class AsyncArray:
         if out is not None:
             if tuple(out.shape) != tuple(shape) and math.prod(out.shape) != math.prod(shape):
                 raise ValueError(f"out has shape {out.shape}, the selection has shape {shape}")
-            buf = out.view()
-            try:
-                buf.shape = shape
-            except AttributeError as e:
-                raise ValueError("out must be reshapeable to the selection without a copy") from e
+            if out.dtype != self.dtype:
+                raise TypeError(f"out has dtype {out.dtype}, the array has {self.dtype}")
+            buf = out.reshape(shape)
+            if buf.size and not np.shares_memory(buf, out):
+                raise ValueError("out must be reshapeable to the selection without a copy")
             return buf
         return self.metadata.dtype.empty(shape, order=self.order)
 
@@ -346,7 +359,9 @@ class AsyncArray:
         self._check_writable()
         plan = normalize_numpy(selection, self.shape, self._write_dims())
         if isinstance(plan, BasicPlan):
-            v = self._as_value(value, plan.result_shape).reshape(plan.buffer_shape)
+            v = self._as_value(await _materialize(value), plan.result_shape).reshape(
+                plan.buffer_shape
+            )
             await engine.write_plan(
                 self.store_path,
                 self.metadata,
@@ -362,7 +377,7 @@ class AsyncArray:
         if not block.flags.writeable:
             block = block.copy()
         target_shape = block[plan.post_index].shape
-        block[plan.post_index] = self._as_value(value, target_shape)
+        block[plan.post_index] = self._as_value(await _materialize(value), target_shape)
         await engine.write_plan(
             self.store_path,
             self.metadata,
@@ -376,7 +391,7 @@ class AsyncArray:
         """Write with orthogonal (outer) indexing semantics."""
         self._check_writable()
         plan = normalize_orthogonal(selection, self.shape, self._write_dims())
-        v = self._as_value(value, plan.result_shape).reshape(plan.buffer_shape)
+        v = self._as_value(await _materialize(value), plan.result_shape).reshape(plan.buffer_shape)
         await engine.write_plan(
             self.store_path,
             self.metadata,
@@ -390,7 +405,7 @@ class AsyncArray:
         """Write points (``vindex``); repeated points: the last value wins."""
         self._check_writable()
         coords, shape = normalize_coordinate(selection, self.shape)
-        v = self._as_value(value, shape).reshape(-1)
+        v = self._as_value(await _materialize(value), shape).reshape(-1)
         items = engine.coordinate_items(self._write_dims(), coords)
         await engine.write_items(
             self.store_path, self.metadata, self._pipeline, items, v, self.write_empty_chunks
@@ -427,6 +442,7 @@ class AsyncArray:
 
     async def append(self, data: Any, axis: int = 0) -> tuple[int, ...]:
         """Grow along ``axis`` and write ``data`` there; returns the new shape."""
+        data = await _materialize(data)
         data = np.asanyarray(data) if not hasattr(data, "__cuda_array_interface__") else data
         if data.ndim != self.ndim:
             raise ValueError(f"appended data has {data.ndim} dimensions, the array has {self.ndim}")
