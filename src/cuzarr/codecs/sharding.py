@@ -19,7 +19,7 @@ from cuzarr.codecs.base import ArrayBytesCodec, ChunkSpec, Codec, codec_from_jso
 from cuzarr.errors import CodecError, MetadataError
 from cuzarr.metadata.dtypes import parse_data_type
 
-__all__ = ["EMPTY", "ShardingCodec", "morton_order"]
+__all__ = ["EMPTY", "ShardingCodec", "morton_order", "sharding_codec"]
 
 EMPTY = np.uint64(2**64 - 1)
 _U64 = parse_data_type("uint64", 3)
@@ -243,8 +243,78 @@ class ShardingCodec(ArrayBytesCodec):
             return b"".join([raw_index, *parts])
         return b"".join([*parts, raw_index])
 
+    def touched_chunks(
+        self, sel: tuple[Any, ...], shard_shape: tuple[int, ...]
+    ) -> set[tuple[int, ...]]:
+        """Inner chunk coordinates a selection of the shard may touch (a superset)."""
+        import itertools
+
+        per_dim: list[list[int]] = []
+        for d, s in enumerate(sel):
+            c = self.chunk_shape[d]
+            if isinstance(s, slice):
+                r = range(*s.indices(shard_shape[d]))
+                if not r:
+                    return set()
+                lo, hi = min(r[0], r[-1]), max(r[0], r[-1])
+                if abs(r.step) <= c:
+                    per_dim.append(list(range(lo // c, hi // c + 1)))
+                else:
+                    per_dim.append(sorted({i // c for i in r}))
+            else:
+                per_dim.append(np.unique(np.asarray(s).ravel() // c).tolist())
+        return set(itertools.product(*per_dim))
+
+    def update(
+        self,
+        old: Any,
+        sel: tuple[Any, ...],
+        value: np.ndarray,
+        spec: ChunkSpec,
+        write_empty_chunks: bool = False,
+    ) -> bytes:
+        """Write ``value`` into ``sel`` of an encoded shard, re-encoding only the
+        inner chunks the selection touches; the others keep their stored bytes."""
+        from cuzarr.core.engine import _is_fill
+
+        index, mv = self.split(old, spec.shape)
+        inner = self.inner_pipeline(spec)
+        touched = self.touched_chunks(sel, spec.shape)
+        shard = spec.dtype.full(spec.shape, spec.fill_value)
+        for coords in touched:
+            off, n = index[coords]
+            if off != EMPTY:
+                shard[self._inner_sel(coords)] = inner.decode(
+                    mv[int(off) : int(off) + int(n)], self.chunk_shape
+                )
+        shard[sel] = value
+        encoded: dict[tuple[int, ...], Any] = {}
+        for coords in map(tuple, morton_order(index.shape[:-1]).tolist()):
+            if coords in touched:
+                part = shard[self._inner_sel(coords)]
+                if write_empty_chunks or not _is_fill(part, spec.fill_value, spec.dtype):
+                    encoded[coords] = inner.encode(part, self.chunk_shape)
+            else:
+                off, n = index[coords]
+                if off != EMPTY:
+                    encoded[coords] = mv[int(off) : int(off) + int(n)]
+        return self.assemble(encoded, spec.shape)
+
+    def _inner_sel(self, coords: tuple[int, ...]) -> tuple[slice, ...]:
+        return tuple(
+            slice(c * s, (c + 1) * s) for c, s in zip(coords, self.chunk_shape, strict=True)
+        )
+
     def nchunks_per_shard(self, shard_shape: tuple[int, ...]) -> int:
         return math.prod(self.chunks_per_shard(shard_shape))
+
+
+def sharding_codec(pipeline: Any) -> ShardingCodec | None:
+    """The pipeline's sharding codec when it is the only codec (partial I/O possible)."""
+    ab = getattr(pipeline, "array_bytes", None)
+    if isinstance(ab, ShardingCodec) and not pipeline.array_array and not pipeline.bytes_bytes:
+        return ab
+    return None
 
 
 def _fill_key(fill: Any) -> Any:

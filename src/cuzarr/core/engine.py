@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from cuzarr.codecs.base import ChunkSpec
+from cuzarr.codecs.sharding import sharding_codec
 from cuzarr.core.sync import get_executor, max_workers
 from cuzarr.indexing.projection import DimProjection, ortho_index
 from cuzarr.metadata.array import ArrayMetadata
@@ -218,6 +220,7 @@ async def write_items(
     order = meta.order
     loop = asyncio.get_running_loop()
     pool = get_executor()
+    shard_codec = sharding_codec(pipeline)
 
     def encode_batch(
         lo: int, olds: list[bytes | None] | None
@@ -229,6 +232,15 @@ async def write_items(
             shape = grid.stored_chunk_shape(coords)
             old = olds[j] if olds is not None else None
             part = value[osel] if osel else value
+            if shard_codec is not None and old is not None and not complete:
+                encoded = shard_codec.update(
+                    old, csel, part, ChunkSpec(shape, dtype, fill), write_empty_chunks
+                )
+                if len(encoded) == 0:
+                    to_delete.append(keys[lo + j])
+                else:
+                    to_set.append((keys[lo + j], encoded))
+                continue
             if complete and part.shape == tuple(shape):
                 chunk = part
             else:

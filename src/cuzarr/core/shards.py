@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from cuzarr.codecs.base import ChunkSpec
-from cuzarr.codecs.sharding import EMPTY, ShardingCodec
+from cuzarr.codecs.sharding import EMPTY, ShardingCodec, sharding_codec
 from cuzarr.config import config
 from cuzarr.core.engine import ChunkItem, _run_batches
 from cuzarr.core.sync import get_executor, max_workers
@@ -26,14 +26,6 @@ from cuzarr.storage.base import RangeByteRequest, SuffixByteRequest
 from cuzarr.storage.common import StorePath
 
 __all__ = ["coalesce", "read_sharded", "sharding_codec"]
-
-
-def sharding_codec(pipeline: Any) -> ShardingCodec | None:
-    """The pipeline's sharding codec when it is the only codec (partial reads possible)."""
-    ab = getattr(pipeline, "array_bytes", None)
-    if isinstance(ab, ShardingCodec) and not pipeline.array_array and not pipeline.bytes_bytes:
-        return ab
-    return None
 
 
 def coalesce(

@@ -1,0 +1,255 @@
+"""Sharding: partial reads, partial writes, nested shards, corruption, interop."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+import tensorstore as ts
+import zarr
+
+import cuzarr
+from cuzarr.codecs.sharding import ShardingCodec
+from cuzarr.errors import ChecksumError, CodecError
+from cuzarr.storage import LocalStore, MemoryStore
+
+
+class CountingStore(MemoryStore):
+    """A MemoryStore that counts requests and bytes returned by ``get``."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.calls = 0
+        self.nbytes = 0
+
+    async def get(self, key, prototype=None, byte_range=None):
+        value = await super().get(key, prototype, byte_range)
+        self.calls += 1
+        self.nbytes += len(value) if value is not None else 0
+        return value
+
+
+def test_one_inner_chunk_of_a_64mib_shard_reads_under_one_percent():
+    store = CountingStore()
+    shape = (4096, 4096)  # float32: 64 MiB, one shard
+    a = cuzarr.create_array(store, shape=shape, chunks=(128, 256), shards=shape, dtype="f4",
+                            compressors=None)
+    data = np.arange(np.prod(shape), dtype="f4").reshape(shape)
+    a[...] = data
+    shard_bytes = len(store._store_dict["c/0/0"])
+    store.calls = store.nbytes = 0
+    np.testing.assert_array_equal(a[1000:1010, 3000:3010], data[1000:1010, 3000:3010])
+    assert store.nbytes < 0.01 * shard_bytes, (store.nbytes, shard_bytes)
+    assert store.calls <= 3  # metadata is cached on the array: index + one range
+
+
+def test_full_read_fetches_each_shard_once():
+    store = CountingStore()
+    a = cuzarr.create_array(store, shape=(64, 64), chunks=(4, 4), shards=(32, 32), dtype="i2")
+    a[...] = np.arange(64 * 64, dtype="i2").reshape(64, 64)
+    store.calls = 0
+    a[...]
+    assert store.calls == 4
+
+
+def test_coalescing_merges_neighbouring_ranges():
+    store = CountingStore()
+    a = cuzarr.create_array(store, shape=(256,), chunks=(4,), shards=(256,), dtype="u1",
+                            compressors=None)
+    a[...] = np.arange(256, dtype="u1")
+    store.calls = 0
+    with cuzarr.config.set({"sharding.coalesce_max_gap": 1 << 20}):
+        np.testing.assert_array_equal(a[0:8], np.arange(8))
+        np.testing.assert_array_equal(a.oindex[[0, 40, 80]], [0, 40, 80])
+    assert store.calls == 4  # two reads: index + one merged range each
+    store.calls = 0
+    with cuzarr.config.set({"sharding.coalesce_max_gap": 0}):
+        np.testing.assert_array_equal(a.oindex[[0, 40, 80]], [0, 40, 80])
+    assert store.calls == 4  # index + three separate ranges
+
+
+@pytest.mark.parametrize("index_location", ["start", "end"])
+def test_partial_write_reencodes_only_touched_inner_chunks(index_location):
+    store = MemoryStore()
+    codec = ShardingCodec((4, 4), index_location=index_location)
+    a = cuzarr.create_array(store, shape=(16, 16), chunks=(16, 16), dtype="i4",
+                            serializer=codec, compressors=None)
+    a[...] = np.arange(256, dtype="i4").reshape(16, 16)
+    before = bytes(store._store_dict["c/0/0"])
+    a[0, 0] = -1
+    after = bytes(store._store_dict["c/0/0"])
+    # Only one 64-byte inner chunk changed: the rest of the shard is byte-identical
+    # apart from the index, since the untouched chunks were copied, not re-encoded.
+    diff = sum(x != y for x, y in zip(before, after, strict=True))
+    assert 0 < diff <= 4 + 4  # one int32 + the crc32c of the index
+    expected = np.arange(256, dtype="i4").reshape(16, 16)
+    expected[0, 0] = -1
+    np.testing.assert_array_equal(a[...], expected)
+
+
+def test_all_fill_shard_deletes_its_key():
+    store = MemoryStore()
+    a = cuzarr.create_array(store, shape=(8, 8), chunks=(2, 2), shards=(4, 4), dtype="u2")
+    a[...] = 3
+    assert sum(k.startswith("c/") for k in store._store_dict) == 4
+    a[:4, :4] = 0
+    assert "c/0/0" not in store._store_dict
+    a[4:, 4:5] = 0  # partial write that leaves data: key stays
+    assert "c/1/1" in store._store_dict
+    a[...] = 0
+    assert not any(k.startswith("c/") for k in store._store_dict)
+
+
+def test_nested_sharding_round_trip(tmp_path):
+    inner = ShardingCodec((2, 2), codecs=[{"name": "bytes"}, {"name": "zstd"}])
+    outer = ShardingCodec((4, 4), codecs=[inner])
+    a = cuzarr.create_array(str(tmp_path), shape=(10, 9), chunks=(8, 8), dtype="u1",
+                            serializer=outer, compressors=None)
+    data = np.arange(90, dtype="u1").reshape(10, 9)
+    a[...] = data
+    a[3:5, 2:7] = 200
+    data[3:5, 2:7] = 200
+    np.testing.assert_array_equal(a[...], data)
+    np.testing.assert_array_equal(zarr.open_array(str(tmp_path))[...], data)
+
+
+def test_corrupt_shard_index_is_detected(tmp_path):
+    a = cuzarr.create_array(str(tmp_path), shape=(16,), chunks=(4,), shards=(16,), dtype="i8")
+    a[...] = np.arange(16)
+    path = tmp_path / "c" / "0"
+    raw = bytearray(path.read_bytes())
+    raw[-6] ^= 0xFF  # inside the index, protected by crc32c
+    path.write_bytes(bytes(raw))
+    with pytest.raises(ChecksumError):
+        a[0:2]
+    with pytest.raises(ChecksumError):
+        a[...]
+    path.write_bytes(bytes(raw[:-30]))  # truncated: index length wrong
+    with pytest.raises((CodecError, ChecksumError)):
+        a[...]
+
+
+def test_index_pointing_past_the_end_is_refused(tmp_path):
+    from cuzarr.codecs.checksum import crc32c
+
+    a = cuzarr.create_array(str(tmp_path), shape=(8,), chunks=(4,), shards=(8,), dtype="u1",
+                            compressors=None)
+    a[...] = np.arange(8, dtype="u1")
+    path = tmp_path / "c" / "0"
+    raw = path.read_bytes()
+    index = np.frombuffer(raw[-36:-4], dtype="<u8").copy()
+    index[1] = 10_000  # size of chunk 0 far past the end
+    body = index.tobytes()
+    path.write_bytes(raw[:-36] + body + crc32c(body).to_bytes(4, "little"))
+    with pytest.raises(CodecError, match="past the end|could not be read"):
+        a[...]
+    with pytest.raises(CodecError):
+        a[0:2]
+
+
+SHARD_CASES = [
+    # shape, inner chunks, shard shape, compressor, index location
+    ((37, 23), (4, 5), (8, 10), "zstd", "end"),
+    ((20, 20), (5, 5), (10, 20), "gzip", "start"),
+    ((50,), (3,), (9,), None, "end"),
+    ((9, 7, 5), (2, 3, 2), (4, 3, 4), "blosc", "start"),
+]
+
+
+def _v3_compressors(name):
+    return {
+        "zstd": [{"name": "zstd", "configuration": {"level": 3}}],
+        "gzip": [{"name": "gzip", "configuration": {"level": 1}}],
+        "blosc": [{"name": "blosc", "configuration": {"cname": "lz4", "clevel": 5, "shuffle": "shuffle"}}],
+        None: None,
+    }[name]
+
+
+def _zarr_compressors(name):
+    return {
+        "zstd": [zarr.codecs.ZstdCodec(level=3)],
+        "gzip": [zarr.codecs.GzipCodec(level=1)],
+        "blosc": [zarr.codecs.BloscCodec(cname="lz4", clevel=5, shuffle="shuffle")],
+        None: None,
+    }[name]
+
+
+@pytest.mark.parametrize(("shape", "chunks", "shards", "comp", "loc"), SHARD_CASES)
+def test_interop_zarr_both_ways(tmp_path, shape, chunks, shards, comp, loc):
+    rng = np.random.default_rng(0)
+    data = rng.integers(0, 1000, size=shape).astype("i4")
+    region = tuple(slice(1, max(2, s // 2)) for s in shape)
+    expected = data.copy()
+    expected[region] = -5
+    # cuzarr writes (whole, then a partial shard write), zarr-python reads.
+    codec = ShardingCodec(chunks, codecs=[{"name": "bytes"}, *(_v3_compressors(comp) or [])],
+                          index_location=loc)
+    a = cuzarr.create_array(str(tmp_path / "c"), shape=shape, chunks=shards, dtype="i4",
+                            serializer=codec, compressors=None)
+    a[...] = data
+    a[region] = -5
+    np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "c"))[...], expected)
+    # zarr-python writes, cuzarr reads (and partially rewrites, zarr-python re-reads).
+    z = zarr.create_array(str(tmp_path / "z"), shape=shape, chunks=chunks, shards=shards,
+                          dtype="i4", compressors=_zarr_compressors(comp))
+    z[...] = data
+    b = cuzarr.open_array(str(tmp_path / "z"))
+    assert b.chunks == chunks and b.shards == shards
+    np.testing.assert_array_equal(b[...], data)
+    sel = tuple(slice(None, None, 2) for _ in shape)
+    np.testing.assert_array_equal(b[sel], data[sel])
+    b[region] = -5
+    np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "z"))[...], expected)
+
+
+@pytest.mark.parametrize(("shape", "chunks", "shards", "comp", "loc"), SHARD_CASES)
+def test_interop_tensorstore_both_ways(tmp_path, shape, chunks, shards, comp, loc):
+    rng = np.random.default_rng(1)
+    data = rng.integers(0, 1000, size=shape).astype("i4")
+    codec = ShardingCodec(chunks, codecs=[{"name": "bytes"}, *(_v3_compressors(comp) or [])],
+                          index_location=loc)
+    a = cuzarr.create_array(str(tmp_path / "c"), shape=shape, chunks=shards, dtype="i4",
+                            serializer=codec, compressors=None)
+    a[...] = data
+    t = ts.open({"driver": "zarr3", "kvstore": {"driver": "file", "path": str(tmp_path / "c")}}).result()
+    np.testing.assert_array_equal(t.read().result(), data)
+    inner_codecs = [{"name": "bytes", "configuration": {"endian": "little"}}, *(_v3_compressors(comp) or [])]
+    spec = {
+        "driver": "zarr3",
+        "kvstore": {"driver": "file", "path": str(tmp_path / "t")},
+        "metadata": {
+            "shape": list(shape),
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": list(shards)}},
+            "data_type": "int32",
+            "codecs": [{"name": "sharding_indexed", "configuration": {
+                "chunk_shape": list(chunks), "codecs": inner_codecs,
+                "index_location": loc}}],
+        },
+        "create": True,
+    }
+    t2 = ts.open(spec).result()
+    t2.write(data).result()
+    b = cuzarr.open_array(str(tmp_path / "t"))
+    np.testing.assert_array_equal(b[...], data)
+    region = tuple(slice(0, max(1, s // 3)) for s in shape)
+    b[region] = 9
+    expected = data.copy()
+    expected[region] = 9
+    t3 = ts.open({"driver": "zarr3", "kvstore": {"driver": "file", "path": str(tmp_path / "t")}}).result()
+    np.testing.assert_array_equal(t3.read().result(), expected)
+
+
+def test_concurrent_writes_to_different_shards(tmp_path):
+    a = cuzarr.create_array(str(tmp_path), shape=(64, 64), chunks=(4, 4), shards=(16, 16), dtype="i4")
+
+    async def main():
+        await asyncio.gather(*(
+            a.async_array.setitem((slice(16 * i, 16 * (i + 1)), slice(None)), i)
+            for i in range(4)
+        ))
+
+    cuzarr.core.sync.sync(main())
+    expected = np.repeat(np.arange(4, dtype="i4"), 16)[:, None] * np.ones((1, 64), dtype="i4")
+    np.testing.assert_array_equal(a[...], expected)
+    assert isinstance(a.store, LocalStore)
