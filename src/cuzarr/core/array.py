@@ -25,7 +25,7 @@ from cuzarr.indexing.selection import (
     normalize_orthogonal,
 )
 from cuzarr.metadata.array import ArrayMetadata
-from cuzarr.metadata.chunk_grid import RegularChunkGrid
+from cuzarr.metadata.chunk_grid import RegularChunkGrid, chunk_sizes
 from cuzarr.metadata.group import GroupMetadata
 from cuzarr.storage.common import StorePath
 
@@ -70,7 +70,13 @@ class AsyncArray:
         self._inner_chunks = ab.chunk_shape if isinstance(ab, ShardingCodec) else None
         # Partial shard reads need sharding to be the only codec; otherwise whole
         # shards are decoded through the pipeline.
-        self._shard_codec = sharding_codec(self._pipeline)
+        # Partial reads plan on one regular grid of inner chunks inside regular
+        # shards; a rectilinear grid of shards is read whole, through the pipeline.
+        self._shard_codec = (
+            sharding_codec(self._pipeline)
+            if isinstance(metadata.chunk_grid, RegularChunkGrid)
+            else None
+        )
         self._read_grid = (
             RegularChunkGrid(self._shard_codec.chunk_shape)
             if self._shard_codec
@@ -123,14 +129,46 @@ class AsyncArray:
         return math.prod(self.shape)
 
     @property
-    def chunks(self) -> tuple[int, ...]:
-        """The chunk shape (for sharded arrays, the inner chunk shape)."""
-        return self._inner_chunks or self.metadata.chunk_shape
+    def chunks(self) -> Any:
+        """The chunk shape (for sharded arrays, the inner chunk shape).
+
+        For a rectilinear grid (variable chunk sizes), per-dimension tuples of
+        chunk extents inside the array, as dask writes them.
+        """
+        if self._inner_chunks:
+            return self._inner_chunks
+        if not isinstance(self.metadata.chunk_grid, RegularChunkGrid):
+            return self.write_chunk_sizes
+        return self.metadata.chunk_shape
 
     @property
-    def shards(self) -> tuple[int, ...] | None:
-        """The shard shape, or ``None`` for an array without sharding."""
-        return self.metadata.chunk_shape if self._inner_chunks else None
+    def shards(self) -> Any:
+        """The shard shape, or ``None`` for an array without sharding (per-dimension
+        tuples of shard extents for a rectilinear grid of shards)."""
+        if not self._inner_chunks:
+            return None
+        if not isinstance(self.metadata.chunk_grid, RegularChunkGrid):
+            return self.write_chunk_sizes
+        return self.metadata.chunk_shape
+
+    @property
+    def read_chunk_sizes(self) -> tuple[tuple[int, ...], ...]:
+        """Per dimension, the extent inside the array of each chunk reads are cut
+        into (inner chunks when sharded), as in zarr-python."""
+        grid = (
+            RegularChunkGrid(self._inner_chunks) if self._inner_chunks else self.metadata.chunk_grid
+        )
+        return chunk_sizes(grid.dims(self.shape))
+
+    @property
+    def write_chunk_sizes(self) -> tuple[tuple[int, ...], ...]:
+        """Per dimension, the extent inside the array of each stored chunk (shard)."""
+        return chunk_sizes(self._write_dims())
+
+    @property
+    def dask_chunks(self) -> tuple[tuple[int, ...], ...]:
+        """Dask-style chunks for any array: ``read_chunk_sizes``."""
+        return self.read_chunk_sizes
 
     @property
     def fill_value(self) -> Any:
@@ -427,7 +465,10 @@ class AsyncArray:
                 f"resize cannot change the number of dimensions ({self.ndim} -> {len(new_shape)})"
             )
         old_grid = self.metadata.chunk_grid.grid_shape(self.shape)
-        new_meta = self.metadata.evolve(shape=new_shape)
+        new_meta = self.metadata.evolve(
+            shape=new_shape,
+            chunk_grid=self.metadata.chunk_grid.resized(self.shape, new_shape),
+        )
         new_grid = new_meta.chunk_grid.grid_shape(new_shape)
         stale: list[str] = []
         if any(n < o for n, o in zip(new_grid, old_grid, strict=True)):
@@ -573,6 +614,9 @@ class Array:
     size = property(lambda self: self._async_array.size)
     chunks = property(lambda self: self._async_array.chunks)
     shards = property(lambda self: self._async_array.shards)
+    read_chunk_sizes = property(lambda self: self._async_array.read_chunk_sizes)
+    write_chunk_sizes = property(lambda self: self._async_array.write_chunk_sizes)
+    dask_chunks = property(lambda self: self._async_array.dask_chunks)
     fill_value = property(lambda self: self._async_array.fill_value)
     order = property(lambda self: self._async_array.order)
     zarr_format = property(lambda self: self._async_array.zarr_format)
@@ -732,9 +776,10 @@ class Array:
     def __iter__(self) -> Iterator[Any]:
         if self.ndim == 0:
             raise TypeError("iteration over a 0-d array")
-        step = self.chunks[0]
-        for start in range(0, self.shape[0], step):
-            block = self[start : min(start + step, self.shape[0])]
+        dim = self._async_array._dims()[0]
+        for i in range(dim.nchunks):
+            start = dim.offset(i)
+            block = self[start : start + dim.data_len(i)]
             yield from block
 
     def resize(self, *shape: Any) -> None:

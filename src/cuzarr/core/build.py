@@ -19,7 +19,7 @@ from cuzarr.metadata.array import (
     normalize_dimension_names,
     normalize_shape,
 )
-from cuzarr.metadata.chunk_grid import RegularChunkGrid
+from cuzarr.metadata.chunk_grid import RectilinearChunkGrid, RegularChunkGrid, expand_rle
 from cuzarr.metadata.chunk_key_encoding import ChunkKeyEncoding, parse_chunk_key_encoding
 from cuzarr.metadata.dtypes import DataType, parse_data_type
 
@@ -42,7 +42,27 @@ def guess_chunks(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
     return tuple(chunks)
 
 
-def _normalize_chunks(chunks: Any, shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+def _normalize_edges(edges: Any, size: int, dim: int, what: str = "chunk") -> tuple[int, ...]:
+    """One dimension's edge lengths (ints and ``[value, count]`` pairs), covering ``size``."""
+    out = expand_rle(list(edges), dim)
+    if sum(out) < size:
+        raise ValueError(
+            f"{what} edges {list(edges)} of dimension {dim} sum to {sum(out)}, "
+            f"less than the extent {size}"
+        )
+    return out
+
+
+def _grid(spec: tuple[Any, ...]) -> RegularChunkGrid | RectilinearChunkGrid:
+    if any(isinstance(c, tuple) for c in spec):
+        return RectilinearChunkGrid(spec)
+    return RegularChunkGrid(spec)
+
+
+def _normalize_chunks(
+    chunks: Any, shape: tuple[int, ...], itemsize: int
+) -> tuple[int | tuple[int, ...], ...]:
+    """Regular chunks (ints), or per-dimension edge lists for a rectilinear grid."""
     if chunks is None or chunks == "auto" or chunks is True:
         return guess_chunks(shape, itemsize)
     if isinstance(chunks, (int, np.integer)) and not isinstance(chunks, bool):
@@ -52,12 +72,13 @@ def _normalize_chunks(chunks: Any, shape: tuple[int, ...], itemsize: int) -> tup
         raise ValueError(
             f"chunks {chunks} do not match the {len(shape)} dimensions of shape {shape}"
         )
-    out = []
-    for c, s in zip(chunks, shape, strict=True):
+    out: list[int | tuple[int, ...]] = []
+    for d, (c, s) in enumerate(zip(chunks, shape, strict=True)):
+        if isinstance(c, (list, tuple, np.ndarray)):
+            out.append(_normalize_edges(c, s, d))
+            continue
         if c is None or c == -1:
             c = max(1, s)
-        if isinstance(c, (list, tuple)):
-            raise ValueError("variable chunk sizes (rectilinear grids) are not supported yet")
         if not isinstance(c, (int, np.integer)) or isinstance(c, bool) or c < 1:
             raise ValueError(f"chunk sizes must be positive integers, got {chunks}")
         out.append(int(c))
@@ -66,7 +87,7 @@ def _normalize_chunks(chunks: Any, shape: tuple[int, ...], itemsize: int) -> tup
 
 def _normalize_shards(
     shards: Any, chunks: tuple[int, ...], shape: tuple[int, ...]
-) -> tuple[int, ...]:
+) -> tuple[int | tuple[int, ...], ...]:
     if isinstance(shards, dict):
         shards = shards.get("shape")
     if shards == "auto":
@@ -76,11 +97,28 @@ def _normalize_shards(
         )
     if isinstance(shards, (int, np.integer)):
         shards = (int(shards),) * len(shape)
-    shards = tuple(int(s) for s in shards)
+    shards = tuple(shards)
     if len(shards) != len(shape):
         raise ValueError(
             f"shards {shards} do not match the {len(shape)} dimensions of shape {shape}"
         )
+    if any(isinstance(s, (list, tuple, np.ndarray)) for s in shards):
+        # A rectilinear grid of shards; every edge holds whole inner chunks.
+        out: list[int | tuple[int, ...]] = []
+        for d, (s, c, n) in enumerate(zip(shards, chunks, shape, strict=True)):
+            edges = (
+                _normalize_edges(s, n, d, "shard")
+                if isinstance(s, (list, tuple, np.ndarray))
+                else (int(s),)
+            )
+            if any(e % c for e in edges):
+                raise ValueError(
+                    f"shard edges {list(edges)} of dimension {d} must be multiples of the "
+                    f"chunk size {c}"
+                )
+            out.append(int(s) if not isinstance(s, (list, tuple, np.ndarray)) else edges)
+        return tuple(out)
+    shards = tuple(int(s) for s in shards)
     for s, c in zip(shards, chunks, strict=True):
         if s < 1 or s % c:
             raise ValueError(
@@ -194,13 +232,18 @@ def build_array_metadata(
         codecs = _v3_codecs(dt, filters, serializer, compressors)
         grid_shape = chunk_shape
         if shards is not None:
-            grid_shape = _normalize_shards(shards, chunk_shape, shape)
+            if any(isinstance(c, tuple) for c in chunk_shape):
+                raise ValueError(
+                    "the inner chunks of a sharded array must be regular; give variable "
+                    "edges as shards=[[...], ...] instead"
+                )
+            grid_shape = _normalize_shards(shards, chunk_shape, shape)  # type: ignore[arg-type]
             codecs = (ShardingCodec(chunk_shape, codecs),)
         meta = ArrayMetadata(
             zarr_format=3,
             shape=shape,
             dtype=dt,
-            chunk_grid=RegularChunkGrid(grid_shape),
+            chunk_grid=_grid(grid_shape),
             fill_value=fill,
             chunk_key_encoding=cke,
             attributes=attrs,
@@ -228,7 +271,7 @@ def build_array_metadata(
         zarr_format=2,
         shape=shape,
         dtype=dt,
-        chunk_grid=RegularChunkGrid(chunk_shape),
+        chunk_grid=_grid(chunk_shape),
         fill_value=fill,
         chunk_key_encoding=cke,
         attributes=attrs,

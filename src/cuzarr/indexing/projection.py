@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cuzarr.metadata.chunk_grid import DimGrid
+from cuzarr.metadata.chunk_grid import DimGrid, RectilinearDimGrid
 
 __all__ = ["DimProjection", "project_array", "project_slice"]
 
@@ -46,6 +46,8 @@ def project_slice(start: int, stop: int, step: int, dim: DimGrid) -> DimProjecti
             lo = n - 1 - (b - 1)
             outs.append(slice(hi, lo - 1 if lo > 0 else None, -1))
         return DimProjection(asc.chunks, asc.chunk_sels, outs, asc.complete, n)
+    if type(dim) is not DimGrid:
+        return _project_slice_edges(start, step, n, dim)  # type: ignore[arg-type]
     last = start + (n - 1) * step
     chunk = dim.chunk
     c0, c1 = start // chunk, last // chunk
@@ -80,6 +82,49 @@ def project_slice(start: int, stop: int, step: int, dim: DimGrid) -> DimProjecti
         csels.append(slice(first - off, first - off + (cnt - 1) * step + 1, step))
         osels.append(slice(o, o + cnt))
         complete.append(False if dim.data_len(ci) > 1 else cnt == 1)
+    return DimProjection(chunks, csels, osels, complete, n)
+
+
+def _project_slice_edges(start: int, step: int, n: int, dim: RectilinearDimGrid) -> DimProjection:
+    """``project_slice`` (ascending) over explicit edges: chunk ``ci`` spans
+    ``offs[ci]:offs[ci + 1]``; the first and last chunks come from a binary search."""
+    last = start + (n - 1) * step
+    offs = dim.offsets_list
+    c0, c1 = dim.locate(start), dim.locate(last)
+    chunks: list[int] = []
+    csels: list[Sel] = []
+    osels: list[Sel] = []
+    complete: list[bool] = []
+    size = dim.size
+    if step == 1:
+        for ci in range(c0, c1 + 1):
+            off = offs[ci]
+            nxt = offs[ci + 1]
+            first = start if start > off else off
+            end = last if last < nxt - 1 else nxt - 1
+            cnt = end - first + 1
+            o = first - start
+            chunks.append(ci)
+            csels.append(slice(first - off, first - off + cnt))
+            osels.append(slice(o, o + cnt))
+            complete.append(first == off and end + 1 == min(nxt, size))
+        return DimProjection(chunks, csels, osels, complete, n)
+    for ci in range(c0, c1 + 1):
+        off = offs[ci]
+        nxt = offs[ci + 1]
+        if start >= off:
+            first = start
+        else:
+            first = start + -(-(off - start) // step) * step
+        end = last if last < nxt - 1 else nxt - 1
+        if first > end:
+            continue
+        cnt = (end - first) // step + 1
+        o = (first - start) // step
+        chunks.append(ci)
+        csels.append(slice(first - off, first - off + (cnt - 1) * step + 1, step))
+        osels.append(slice(o, o + cnt))
+        complete.append(False if min(nxt, size) - off > 1 else cnt == 1)
     return DimProjection(chunks, csels, osels, complete, n)
 
 

@@ -12,7 +12,12 @@ from typing import Any
 import numpy as np
 
 from cuzarr.errors import MetadataError, UnsupportedExtensionError
-from cuzarr.metadata.chunk_grid import RegularChunkGrid, parse_chunk_grid
+from cuzarr.metadata.chunk_grid import (
+    RectilinearChunkGrid,
+    RegularChunkGrid,
+    parse_chunk_grid,
+    parse_v2_chunks,
+)
 from cuzarr.metadata.chunk_key_encoding import ChunkKeyEncoding, parse_chunk_key_encoding
 from cuzarr.metadata.dtypes import DataType, from_json_v2, from_json_v3
 
@@ -58,7 +63,7 @@ class ArrayMetadata:
     zarr_format: int
     shape: tuple[int, ...]
     dtype: DataType
-    chunk_grid: RegularChunkGrid
+    chunk_grid: RegularChunkGrid | RectilinearChunkGrid
     fill_value: Any
     chunk_key_encoding: ChunkKeyEncoding
     attributes: dict[str, Any] = field(default_factory=dict)
@@ -75,6 +80,7 @@ class ArrayMetadata:
 
     @property
     def chunk_shape(self) -> tuple[int, ...]:
+        """The chunk shape; for a rectilinear grid, the largest chunk per dimension."""
         return self.chunk_grid.chunk_shape
 
     @property
@@ -117,7 +123,7 @@ class ArrayMetadata:
             return d
         d = {
             "shape": list(self.shape),
-            "chunks": list(self.chunk_shape),
+            "chunks": self.chunk_grid.to_v2_json(),
             "dtype": self.dtype.to_json_v2(),
             "fill_value": self.dtype.fill_to_json(self.fill_value, 2),
             "order": self.order,
@@ -188,7 +194,7 @@ def parse_array_metadata_v3(d: Any) -> ArrayMetadata:
             extra[key] = value
     shape = _parse_shape(d["shape"])
     dtype = from_json_v3(d["data_type"])
-    grid = parse_chunk_grid(d["chunk_grid"], len(shape))
+    grid = parse_chunk_grid(d["chunk_grid"], len(shape), shape)
     cke = parse_chunk_key_encoding(d["chunk_key_encoding"], 3)
     fill = dtype.fill_from_json(d["fill_value"], 3)
     if fill is None:
@@ -226,7 +232,7 @@ def parse_array_metadata_v3(d: Any) -> ArrayMetadata:
         dimension_names=names,
         extra=extra,
     )
-    meta.make_pipeline()  # validates codecs against the data type
+    check_sharded_edges(meta, meta.make_pipeline())  # validates codecs against the data type
     return meta
 
 
@@ -242,12 +248,7 @@ def parse_array_metadata_v2(d: Any, attrs: Any = None) -> ArrayMetadata:
         if key not in d:
             raise MetadataError(f".zarray: required field {key!r} is missing")
     shape = _parse_shape(d["shape"])
-    chunks = d["chunks"]
-    if not isinstance(chunks, list) or len(chunks) != len(shape):
-        raise MetadataError(f".zarray: chunks {chunks!r} does not match shape {list(shape)}")
-    if any(isinstance(c, list) for c in chunks):
-        raise MetadataError(".zarray: variable chunk sizes are not supported yet")
-    grid = RegularChunkGrid(tuple(chunks))
+    grid = parse_v2_chunks(d["chunks"], shape)  # ints, or ZEP0003 edge lists
     try:
         filters = (
             tuple(numcodecs.get_codec(dict(f)) for f in d["filters"]) if d["filters"] else None
@@ -288,6 +289,23 @@ def parse_array_metadata_v2(d: Any, attrs: Any = None) -> ArrayMetadata:
         filters=filters,
         compressor=compressor,
     )
+
+
+def check_sharded_edges(meta: ArrayMetadata, pipeline: Any) -> None:
+    """A rectilinear grid of shards: every shard edge must hold whole inner chunks
+    (the pipeline only validated the largest shard)."""
+    if not isinstance(meta.chunk_grid, RectilinearChunkGrid):
+        return
+    inner = getattr(getattr(pipeline, "array_bytes", None), "chunk_shape", None)
+    if inner is None or type(pipeline.array_bytes).__name__ != "ShardingCodec":
+        return
+    for d, (spec, c) in enumerate(zip(meta.chunk_grid.chunk_shapes, inner, strict=True)):
+        for edge in {spec} if isinstance(spec, int) else set(spec):
+            if edge % c:
+                raise MetadataError(
+                    f"shard edge length {edge} in dimension {d} is not divisible by the "
+                    f"inner chunk size {c}"
+                )
 
 
 def nchunks(meta: ArrayMetadata) -> int:
