@@ -3,22 +3,31 @@
 
 Workloads (all Zarr v3, uint16 "smooth noise", zstd level 1):
 
-* ``write``      full write of a >= 256 MiB array with ~1 MiB chunks to local disk
-* ``read``       full read of the store each contender just wrote (page cache)
-* ``tiny-write`` write of an array with ~20,000 tiny (2 KiB raw) chunks to an
-                 in-memory store
-* ``tiny-read``  full read of that in-memory array
+* ``write``        full write of a >= 256 MiB array with ~1 MiB chunks to local disk
+* ``read``         full read of the store each contender just wrote (page cache)
+* ``tiny``         write, then full read, of an array with ~20,000 tiny (2 KiB raw)
+                   chunks in an in-memory store (rows ``tiny-write``, ``tiny-read``)
+* ``shard-write``  full write of the same data as a sharded array (32 MiB shards of
+                   128 KiB inner chunks)
+* ``shard-read``   full read of that sharded store
+* ``shard-random`` 1,000 random 16x16 reads (one call each) from the sharded store
+* ``sel-strided``  ``a[::7, ::13]`` of the 1 MiB-chunk array (every chunk)
+* ``sel-rows``     ``a[1000:5000:3, :]``
+* ``sel-oindex``   ``a.oindex[i, j]``, sorted random int arrays on both axes
+* ``sel-vindex``   ``a.vindex[i, j]``, 100,000 random points
 
 Reference rows ("limit:*") show what plain numcodecs / python-zstandard reach
 on the same chunks using every core, without any Zarr machinery.
 
 Every measurement runs in a fresh subprocess (so peak RSS can be reported per
 contender and per workload, and no contender warms another's caches). Contenders
-are interleaved within each repeat; the table shows medians.
+are interleaved within each repeat; the table shows medians, and a summary block
+compares cuzarr with the best peer of each workload.
 
 Usage::
 
     python benchmarks/bench_core.py [--size-mib 256] [--repeats 3] [--quick]
+    python benchmarks/bench_core.py --workloads shard,sel --order rotate
     python benchmarks/bench_core.py --quick --impl-module zarr   # dry run
     python benchmarks/bench_core.py --profile tiny-read          # cProfile cuzarr
 
@@ -56,12 +65,43 @@ COLS = 16384  # columns of the big array
 CHUNKS = (512, 1024)  # 1 MiB uint16 chunks
 TINY_CHUNKS = (32, 32)  # 2 KiB uint16 chunks
 TINY_GRID_COLS = 200
+SHARD_INNER = (256, 256)  # 128 KiB uint16 inner chunks
+SHARD_MAX = (2048, 8192)  # 32 MiB uint16 shards (smaller only if the array is)
+RANDOM_N = 1000  # random small reads from the sharded array
+RANDOM_WIN = 16  # ... of RANDOM_WIN x RANDOM_WIN elements each
+VINDEX_POINTS = 100_000
 DTYPE = "uint16"
 ZSTD_V3 = {"name": "zstd", "configuration": {"level": 1}}
 
 LIB_CONTENDERS = ["cuzarr", "zarr", "zarr-fused", "zarrs", "tensorstore"]
+PEERS = ["zarr", "zarr-fused", "zarrs", "tensorstore"]
 LIMIT_CONTENDERS = ["limit:numcodecs", "limit:zstandard"]
-WORKLOADS = ["write", "read", "tiny"]  # "tiny" yields tiny-write and tiny-read
+SEL_UNITS = ["sel-strided", "sel-rows", "sel-oindex", "sel-vindex"]
+SHARD_UNITS = ["shard-write", "shard-read", "shard-random"]
+# a "unit" is what one process measures (in --isolation measurement); "tiny" yields
+# two table rows (tiny-write, tiny-read), every other unit one row of its own name.
+UNITS = ["write", "read", "tiny", *SHARD_UNITS, *SEL_UNITS]
+WORKLOADS = UNITS
+ALIASES = {
+    "all": UNITS,
+    "core": ["write", "read", "tiny"],
+    "shard": SHARD_UNITS,
+    "sel": SEL_UNITS,
+    "select": SEL_UNITS,
+}
+ROWS_OF_UNIT = {"tiny": ["tiny-write", "tiny-read"]}
+ROW_ORDER = ["write", "read", "tiny-write", "tiny-read", *SHARD_UNITS, *SEL_UNITS]
+# a unit that reads a store needs the unit that writes it (run untimed as set-up if
+# it was not selected)
+NEEDS = {
+    "read": "write",
+    **{u: "write" for u in SEL_UNITS},
+    "shard-read": "shard-write",
+    "shard-random": "shard-write",
+}
+LIMIT_UNITS = ["write", "read", "tiny", "shard-read"]  # units with limit:* rows
+FULL_READS = ["read", "tiny-read", "shard-read"]  # rows with an RSS/out column
+WRITE_UNITS = {"write": "", "shard-write": "_shard"}  # unit -> store suffix
 RESULT_TAG = "BENCH_RESULT "
 JSON_TAG = "BENCH_JSON "
 
@@ -70,6 +110,27 @@ PIPELINES = {
     "zarr-fused": "zarr.core.codec_pipeline.FusedCodecPipeline",
     "zarrs": "zarrs.ZarrsCodecPipeline",
 }
+
+
+def rows_of(unit: str) -> list[str]:
+    return ROWS_OF_UNIT.get(unit, [unit])
+
+
+def expand_units(spec: str) -> list[str]:
+    """'a,b,c' (units or aliases) -> units in canonical order."""
+    want: set[str] = set()
+    for w in (w.strip() for w in spec.split(",")):
+        if not w:
+            continue
+        if w in ALIASES:
+            want.update(ALIASES[w])
+        elif w in UNITS:
+            want.add(w)
+        elif w in ("tiny-write", "tiny-read"):
+            want.add("tiny")
+        else:
+            raise ValueError(f"unknown workload {w!r} (known: {UNITS}, aliases {list(ALIASES)})")
+    return [u for u in UNITS if u in want]
 
 
 # --------------------------------------------------------------------------
@@ -103,6 +164,76 @@ def tiny_shape(nchunks: int) -> tuple[int, int]:
 
 def tiny_source(shape: tuple[int, int]) -> np.ndarray:
     return smooth_noise(shape, seed=1)
+
+
+def shard_shape(shape: tuple[int, int]) -> tuple[int, int]:
+    """SHARD_MAX, shrunk (in whole inner chunks) for arrays smaller than that."""
+    return tuple(  # type: ignore[return-value]
+        max(inner, min(mx, (n // inner) * inner))
+        for n, inner, mx in zip(shape, SHARD_INNER, SHARD_MAX)
+    )
+
+
+def random_windows(shape: tuple[int, int], n: int = RANDOM_N, w: int = RANDOM_WIN):
+    """Top-left corners of ``n`` random ``w x w`` windows (deterministic)."""
+    rng = np.random.default_rng(5)
+    ys = rng.integers(0, shape[0] - w + 1, n)
+    xs = rng.integers(0, shape[1] - w + 1, n)
+    return [(int(y), int(x)) for y, x in zip(ys, xs)]
+
+
+def windows_chunks_touched(shape, chunks, n: int = RANDOM_N, w: int = RANDOM_WIN) -> float:
+    """Mean number of chunks one random window touches."""
+    tot = 0
+    for y, x in random_windows(shape, n, w):
+        tot += ((y + w - 1) // chunks[0] - y // chunks[0] + 1) * (
+            (x + w - 1) // chunks[1] - x // chunks[1] + 1
+        )
+    return tot / n
+
+
+def selection(name: str, shape: tuple[int, int]) -> tuple[str, tuple]:
+    """(kind, selection) of a sel-* workload; kind is basic, oindex or vindex."""
+    rows, cols = shape
+    if name == "sel-strided":
+        return "basic", (slice(None, None, 7), slice(None, None, 13))
+    if name == "sel-rows":
+        r0 = min(1000, rows // 8)
+        r1 = min(5000, max(r0 + 1, rows * 5 // 8))
+        return "basic", (slice(r0, r1, 3), slice(None))
+    if name == "sel-oindex":
+        rng = np.random.default_rng(11)
+        i = np.sort(rng.choice(rows, max(1, rows // 8), replace=False))
+        j = np.sort(rng.choice(cols, max(1, cols // 8), replace=False))
+        return "oindex", (i, j)
+    if name == "sel-vindex":
+        rng = np.random.default_rng(12)
+        i = rng.integers(0, rows, VINDEX_POINTS)
+        j = rng.integers(0, cols, VINDEX_POINTS)
+        return "vindex", (i, j)
+    raise ValueError(name)
+
+
+def expected_selection(src: np.ndarray, kind: str, sel: tuple) -> np.ndarray:
+    if kind == "basic":
+        return np.asarray(src[sel])
+    if kind == "oindex":
+        return np.asarray(src[np.ix_(*sel)])
+    return np.asarray(src[sel])  # vindex: numpy advanced indexing of int arrays
+
+
+def selection_stats(name: str, shape: tuple[int, int]) -> tuple[int, int]:
+    """(output bytes, chunks touched) of a sel-* workload on the CHUNKS grid."""
+    kind, sel = selection(name, shape)
+    idx = []
+    for ax, s in enumerate(sel):
+        idx.append(np.arange(shape[ax])[s] if isinstance(s, slice) else np.asarray(s))
+    if kind == "vindex":
+        ncc = -(-shape[1] // CHUNKS[1])
+        touched = len(np.unique((idx[0] // CHUNKS[0]) * ncc + idx[1] // CHUNKS[1]))
+        return len(idx[0]) * 2, int(touched)
+    touched = len(np.unique(idx[0] // CHUNKS[0])) * len(np.unique(idx[1] // CHUNKS[1]))
+    return len(idx[0]) * len(idx[1]) * 2, int(touched)
 
 
 def split_chunks(data: np.ndarray, chunks: tuple[int, int]) -> list[bytes]:
@@ -150,7 +281,8 @@ class ZarrLike:
     def disk_location(self, path: Path) -> Any:
         return str(path)
 
-    def create(self, loc: Any, shape, chunks) -> Any:
+    def create(self, loc: Any, shape, chunks, shards=None) -> Any:
+        kw = {"shards": tuple(shards)} if shards is not None else {}
         return self.mod.create_array(
             loc,
             shape=shape,
@@ -160,6 +292,7 @@ class ZarrLike:
             fill_value=0,
             zarr_format=3,
             overwrite=True,
+            **kw,
         )
 
     def write(self, handle: Any, data: np.ndarray) -> None:
@@ -174,6 +307,13 @@ class ZarrLike:
 
     def read(self, handle: Any) -> np.ndarray:
         return handle[...]
+
+    def select(self, handle: Any, kind: str, sel: tuple) -> Any:
+        if kind == "oindex":
+            return handle.oindex[sel]
+        if kind == "vindex":
+            return handle.vindex[sel]
+        return handle[sel]
 
 
 class TensorStore:
@@ -199,17 +339,36 @@ class TensorStore:
     def disk_location(self, path: Path) -> Any:
         return {"driver": "file", "path": str(path) + "/"}
 
-    def create(self, loc: Any, shape, chunks) -> Any:
+    def create(self, loc: Any, shape, chunks, shards=None) -> Any:
+        inner_codecs = [{"name": "bytes", "configuration": {"endian": "little"}}, ZSTD_V3]
+        if shards is None:
+            grid, codecs = list(chunks), inner_codecs
+        else:
+            grid = list(shards)
+            codecs = [
+                {
+                    "name": "sharding_indexed",
+                    "configuration": {
+                        "chunk_shape": list(chunks),
+                        "codecs": inner_codecs,
+                        "index_codecs": [
+                            {"name": "bytes", "configuration": {"endian": "little"}},
+                            {"name": "crc32c"},
+                        ],
+                        "index_location": "end",
+                    },
+                }
+            ]
         spec = {
             "driver": "zarr3",
             "kvstore": loc,
             "metadata": {
                 "shape": list(shape),
                 "data_type": DTYPE,
-                "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": list(chunks)}},
+                "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": grid}},
                 "chunk_key_encoding": {"name": "default"},
                 "fill_value": 0,
-                "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, ZSTD_V3],
+                "codecs": codecs,
             },
         }
         return self.ts.open(spec, create=True, delete_existing=True, context=self.ctx).result()
@@ -223,6 +382,13 @@ class TensorStore:
 
     def read(self, handle: Any) -> np.ndarray:
         return handle.read().result()
+
+    def select(self, handle: Any, kind: str, sel: tuple) -> Any:
+        if kind == "oindex":
+            return handle.oindex[sel].read().result()
+        if kind == "vindex":
+            return handle.vindex[sel].read().result()
+        return handle[sel].read().result()
 
 
 def make_adapter(contender: str, impl_module: str, cuzarr_mem: str = "dict") -> Any:
@@ -350,71 +516,140 @@ class Meter:
         self.res["rss"][wl] = [base, max(base, _hwm())]
 
 
-def worker(spec: dict[str, Any]) -> dict[str, Any]:
-    contender = spec["contender"]
-    workload = spec["workload"]
-    res: dict[str, Any] = {"contender": contender, "workload": workload}
-    meter = Meter(res)
-    store = Path(spec["store"])
+def _read_shard_decode_len(fn, path, n_inner: int) -> int:
+    """Read one shard file, parse its index (at the end: n x (offset, nbytes) uint64
+    LE + crc32c), decode every stored inner chunk."""
+    with open(path, "rb") as f:
+        buf = f.read()
+    idx = np.frombuffer(buf, "<u8", count=2 * n_inner, offset=len(buf) - 16 * n_inner - 4)
+    mv = memoryview(buf)
+    total = 0
+    for off, nb in idx.reshape(n_inner, 2).tolist():
+        if off != 2**64 - 1:
+            total += len(fn(mv[off : off + nb]))
+    return total
+
+
+# --------------------------------------------------------------------------
+# worker (one measurement -- or, with --isolation contender, all of one
+# contender's workloads -- in one process)
+# --------------------------------------------------------------------------
+
+
+def _limit_unit(kind: str, unit: str, spec: dict[str, Any], meter: Meter, res: dict) -> None:
+    mk_enc, mk_dec, _ = _codec_factories(kind)
     shape = tuple(spec["shape"])
     nthreads = os.cpu_count() or 1
-
-    if contender.startswith("limit:"):
-        mk_enc, mk_dec, info = _codec_factories(contender)
-        res["info"] = info
-        if workload == "write":
-            chunks = split_chunks(np.load(spec["source"]), CHUNKS)
-            with meter.measure("write"):
-                nbytes = _run_sliced(chunks, mk_enc, _decode_len, nthreads)
-            res["stored_bytes"] = nbytes
-        elif workload == "read":
-            files = sorted(p for p in Path(spec["chunk_dir"]).rglob("*") if p.is_file())
-            with meter.measure("read"):
-                nbytes = _run_sliced(files, mk_dec, _read_decode_len, nthreads)
-            res["verified"] = nbytes == int(np.prod(shape)) * 2
-            res["info"]["chunk_dir"] = spec["chunk_dir"]
-        else:  # tiny: encode then decode, chunks held in memory
-            tshape = tuple(spec["tiny_shape"])
-            chunks = split_chunks(tiny_source(tshape), TINY_CHUNKS)
-            out: list[Any] = [None] * nthreads
-
-            def enc_slice(k):
-                fn = mk_enc()
-                out[k] = [fn(c) for c in chunks[k::nthreads]]
-
-            with meter.measure("tiny-write"), ThreadPoolExecutor(nthreads) as ex:
-                list(ex.map(enc_slice, range(nthreads)))
-            comp = [c for part in out for c in part]
-            with meter.measure("tiny-read"):
-                nbytes = _run_sliced(comp, mk_dec, _decode_len, nthreads)
-            res["verified"] = nbytes == int(np.prod(tshape)) * 2
-            res["stored_bytes"] = sum(len(c) for c in comp)
-        return res
-
-    ad = make_adapter(contender, spec["impl_module"], spec.get("cuzarr_mem", "dict"))
-    res["info"] = ad.info
-    if workload == "write":
-        data = np.load(spec["source"])
-        h = ad.create(ad.disk_location(store), shape, CHUNKS)
+    if unit == "write":
+        chunks = split_chunks(np.load(spec["source"]), CHUNKS)
         with meter.measure("write"):
-            ad.write(h, data)
-    elif workload == "read":
-        t0 = time.perf_counter()
-        h = ad.open(ad.disk_location(store))
-        res["open_s"] = time.perf_counter() - t0
+            nbytes = _run_sliced(chunks, mk_enc, _decode_len, nthreads)
+        res["stored_bytes"]["write"] = nbytes
+    elif unit == "read":
+        files = sorted(p for p in Path(spec["chunk_dir"]).rglob("*") if p.is_file())
         with meter.measure("read"):
+            nbytes = _run_sliced(files, mk_dec, _read_decode_len, nthreads)
+        res["verified"]["read"] = nbytes == int(np.prod(shape)) * 2
+        res["info"]["chunk_dir"] = spec["chunk_dir"]
+    elif unit == "shard-read":
+        files = sorted(p for p in Path(spec["shard_dir"]).rglob("*") if p.is_file())
+        n_inner = int(np.prod([s // c for s, c in zip(spec["shard_shape"], SHARD_INNER)]))
+
+        def per_file(fn, path):
+            return _read_shard_decode_len(fn, path, n_inner)
+
+        with meter.measure("shard-read"):
+            nbytes = _run_sliced(files, mk_dec, per_file, nthreads)
+        # inner chunks are padded at the array edge, and all-fill ones may be absent
+        res["verified"]["shard-read"] = nbytes >= int(np.prod(shape)) * 2 * 0.99
+        res["info"]["shard_dir"] = spec["shard_dir"]
+    elif unit == "tiny":  # encode then decode, chunks held in memory
+        tshape = tuple(spec["tiny_shape"])
+        chunks = split_chunks(tiny_source(tshape), TINY_CHUNKS)
+        out: list[Any] = [None] * nthreads
+
+        def enc_slice(k):
+            fn = mk_enc()
+            out[k] = [fn(c) for c in chunks[k::nthreads]]
+
+        with meter.measure("tiny-write"), ThreadPoolExecutor(nthreads) as ex:
+            list(ex.map(enc_slice, range(nthreads)))
+        comp = [c for part in out for c in part]
+        with meter.measure("tiny-read"):
+            nbytes = _run_sliced(comp, mk_dec, _decode_len, nthreads)
+        res["verified"]["tiny-read"] = nbytes == int(np.prod(tshape)) * 2
+        res["stored_bytes"]["tiny-write"] = sum(len(c) for c in comp)
+    else:
+        raise ValueError(f"no limit row for {unit}")
+
+
+def _same(out: Any, expected: np.ndarray) -> bool:
+    out = to_numpy(out)
+    return bool(
+        out.shape == expected.shape
+        and out.dtype == expected.dtype
+        and np.array_equal(out, expected)
+    )
+
+
+def _lib_unit(ad: Any, unit: str, spec: dict[str, Any], meter: Meter, res: dict) -> None:
+    shape = tuple(spec["shape"])
+    big = Path(spec["store"])
+    sharded = Path(spec["store"] + "_shard")
+    verify = spec["verify"]
+
+    def src_mmap() -> np.ndarray:
+        return np.load(spec["source"], mmap_mode="r")
+
+    def timed_open(loc: Any) -> Any:
+        t0 = time.perf_counter()
+        h = ad.open(loc)
+        res["open_s"][unit] = time.perf_counter() - t0
+        return h
+
+    if unit in ("write", "shard-write"):
+        data = np.load(spec["source"])
+        if unit == "write":
+            h = ad.create(ad.disk_location(big), shape, CHUNKS)
+        else:
+            h = ad.create(ad.disk_location(sharded), shape, SHARD_INNER, shards=spec["shard_shape"])
+        with meter.measure(unit):
+            ad.write(h, data)
+        del data, h
+    elif unit in ("read", "shard-read"):
+        h = timed_open(ad.disk_location(big if unit == "read" else sharded))
+        with meter.measure(unit):
             out = ad.read(h)
-        if spec["verify"]:
-            out = to_numpy(out)
-            src = np.load(spec["source"], mmap_mode="r")
-            res["verified"] = bool(
-                out.shape == src.shape and out.dtype == src.dtype and np.array_equal(out, src)
+        if verify:
+            res["verified"][unit] = _same(out, src_mmap())
+        del out
+    elif unit == "shard-random":
+        h = timed_open(ad.disk_location(sharded))
+        wins = random_windows(shape)
+        w = RANDOM_WIN
+        outs: list[Any] = [None] * len(wins)
+        select = ad.select
+        with meter.measure(unit):
+            for k, (y, x) in enumerate(wins):
+                outs[k] = select(h, "basic", (slice(y, y + w), slice(x, x + w)))
+        if verify:
+            src = src_mmap()
+            res["verified"][unit] = all(
+                _same(o, np.asarray(src[y : y + w, x : x + w])) for o, (y, x) in zip(outs, wins)
             )
-    else:  # tiny
+    elif unit in SEL_UNITS:
+        h = timed_open(ad.disk_location(big))
+        kind, sel = selection(unit, shape)
+        with meter.measure(unit):
+            out = ad.select(h, kind, sel)
+        if verify:
+            res["verified"][unit] = _same(out, expected_selection(src_mmap(), kind, sel))
+        del out
+    elif unit == "tiny":
         tshape = tuple(spec["tiny_shape"])
         data = tiny_source(tshape)
         if spec.get("tiny_store") == "disk":
-            tstore = Path(str(store) + "_tiny")
+            tstore = Path(str(big) + "_tiny")
             shutil.rmtree(tstore, ignore_errors=True)
             loc = ad.disk_location(tstore)
         else:
@@ -423,14 +658,46 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
         with meter.measure("tiny-write"):
             ad.write(h, data)
         del h
-        t0 = time.perf_counter()
-        h = ad.open(loc)
-        res["open_s"] = time.perf_counter() - t0
+        h = timed_open(loc)
         with meter.measure("tiny-read"):
             out = ad.read(h)
-        if spec["verify"]:
-            out = to_numpy(out)
-            res["verified"] = bool(out.shape == data.shape and np.array_equal(out, data))
+        if verify:
+            res["verified"]["tiny-read"] = _same(out, data)
+        del out, h, loc
+    else:
+        raise ValueError(unit)
+
+
+def worker(spec: dict[str, Any]) -> dict[str, Any]:
+    contender = spec["contender"]
+    units = spec["workloads"]
+    res: dict[str, Any] = {
+        "contender": contender,
+        "workloads": units,
+        "verified": {},
+        "stored_bytes": {},
+        "open_s": {},
+        "errors": {},
+        "tracebacks": {},
+    }
+    meter = Meter(res)
+    if contender.startswith("limit:"):
+        res["info"] = dict(_codec_factories(contender)[2])
+        ad = None
+    else:
+        ad = make_adapter(contender, spec["impl_module"], spec.get("cuzarr_mem", "dict"))
+        res["info"] = ad.info
+    for unit in units:
+        try:
+            if ad is None:
+                _limit_unit(contender, unit, spec, meter, res)
+            else:
+                _lib_unit(ad, unit, spec, meter, res)
+        except Exception as e:  # this unit fails; the process goes on with the next one
+            for wl in rows_of(unit):
+                res["times"].pop(wl, None)
+                res["errors"][wl] = f"{type(e).__name__}: {e}"[:300]
+                res["tracebacks"][wl] = traceback.format_exc()[-3000:]
     return res
 
 
@@ -448,7 +715,7 @@ def worker_main(spec_json: str) -> int:
         res = {
             "ok": False,
             "contender": spec.get("contender"),
-            "workload": spec.get("workload"),
+            "workloads": spec.get("workloads"),
             "error": f"{type(e).__name__}: {e}"[:300],
             "traceback": traceback.format_exc()[-3000:],
         }
@@ -490,50 +757,88 @@ def label(contender: str, impl: str) -> str:
     return contender
 
 
+def row_sizes(shape, tshape, size_mib: int) -> dict[str, dict[str, Any]]:
+    """Per table row: bytes moved (written, or returned by the read), and the number
+    of items (chunks touched; reads for shard-random) for the us/item column."""
+    big_bytes = int(np.prod(shape)) * 2
+    big_n = -(-shape[0] // CHUNKS[0]) * -(-shape[1] // CHUNKS[1])
+    tiny_bytes = int(np.prod(tshape)) * 2
+    tiny_n = (tshape[0] // TINY_CHUNKS[0]) * (tshape[1] // TINY_CHUNKS[1])
+    inner_n = -(-shape[0] // SHARD_INNER[0]) * -(-shape[1] // SHARD_INNER[1])
+    out: dict[str, dict[str, Any]] = {
+        "write": {"bytes": big_bytes, "items": big_n, "item": "chunk"},
+        "read": {"bytes": big_bytes, "items": big_n, "item": "chunk"},
+        "tiny-write": {"bytes": tiny_bytes, "items": tiny_n, "item": "chunk"},
+        "tiny-read": {"bytes": tiny_bytes, "items": tiny_n, "item": "chunk"},
+        "shard-write": {"bytes": big_bytes, "items": inner_n, "item": "inner chunk"},
+        "shard-read": {"bytes": big_bytes, "items": inner_n, "item": "inner chunk"},
+        "shard-random": {
+            "bytes": RANDOM_N * RANDOM_WIN * RANDOM_WIN * 2,
+            "items": RANDOM_N,
+            "item": "read",
+            "inner_per_read": windows_chunks_touched(shape, SHARD_INNER),
+        },
+    }
+    for u in SEL_UNITS:
+        nbytes, touched = selection_stats(u, shape)
+        out[u] = {"bytes": nbytes, "items": touched, "item": "chunk"}
+    return out
+
+
 def summarize(results: list[dict[str, Any]], args, sizes: dict[str, Any]) -> dict[str, Any]:
     rows: dict[tuple[str, str], dict[str, Any]] = {}
     for r in results:
         c = r["contender"]
-        wls = list(r.get("times", {})) if r.get("ok") else r.get("workloads", [r["workload"]])
-        for wl in wls:
-            row = rows.setdefault(
-                (wl, c),
-                {
-                    "times": [],
-                    "errors": [],
-                    "rss_peak": [],
-                    "rss_delta": [],
-                    "verified": None,
-                    "stored": None,
-                    "warnings": [],
-                },
-            )
-            if not r.get("ok"):
-                row["errors"].append(r.get("error", "?"))
-                continue
-            row["times"].append(r["times"][wl])
-            if wl in r.get("rss", {}):
-                base, peak = r["rss"][wl]
-                row["rss_peak"].append(peak)
-                row["rss_delta"].append(peak - base)
-            if r.get("verified") is not None and wl in ("read", "tiny-read"):
-                row["verified"] = bool(r["verified"]) and row["verified"] is not False
-            if r.get("stored_bytes") and wl in ("write", "tiny-write"):
-                row["stored"] = r["stored_bytes"]
-            if "info" in r:
-                row["info"] = r["info"]
-            for w in r.get("warnings", []):
-                if w not in row["warnings"]:
-                    row["warnings"].append(w)
+        for unit in r.get("workloads") or []:
+            for wl in rows_of(unit):
+                row = rows.setdefault(
+                    (wl, c),
+                    {
+                        "times": [],
+                        "errors": [],
+                        "rss_peak": [],
+                        "rss_delta": [],
+                        "verified": None,
+                        "stored": None,
+                        "warnings": [],
+                    },
+                )
+                if not r.get("ok"):
+                    row["errors"].append(r.get("error", "?"))
+                    continue
+                if wl in r.get("errors", {}):
+                    row["errors"].append(r["errors"][wl])
+                    continue
+                if wl not in r.get("times", {}):
+                    continue
+                row["times"].append(r["times"][wl])
+                if wl in r.get("rss", {}):
+                    base, peak = r["rss"][wl]
+                    row["rss_peak"].append(peak)
+                    row["rss_delta"].append(peak - base)
+                v = r.get("verified", {}).get(wl)
+                if v is not None:
+                    row["verified"] = bool(v) and row["verified"] is not False
+                if r.get("stored_bytes", {}).get(wl):
+                    row["stored"] = r["stored_bytes"][wl]
+                if "info" in r:
+                    row["info"] = r["info"]
+                for w in r.get("warnings", []):
+                    if w not in row["warnings"]:
+                        row["warnings"].append(w)
     for row in rows.values():
         row["median"] = statistics.median(row["times"]) if row["times"] else None
         row["min"] = min(row["times"]) if row["times"] else None
     return rows
 
 
+def rss_ratio(row: dict[str, Any], nbytes: int) -> float | None:
+    return max(row["rss_peak"]) / nbytes if row.get("rss_peak") else None
+
+
 def print_table(rows, args, sizes) -> None:
-    wl_order = ["write", "read", "tiny-write", "tiny-read"]
     contenders = args.contenders + args.limits
+    rs = sizes["rows"]
     print()
     print(
         f"machine: {platform.node()} {platform.machine()} cpus={os.cpu_count()} "
@@ -542,46 +847,78 @@ def print_table(rows, args, sizes) -> None:
         f"{'/'.join(f'{x:.1f}' for x in sizes['load'][1])}"
     )
     print(
-        f"big array: shape={sizes['shape']} uint16 = {sizes['big_bytes'] / 2**20:.0f} MiB, "
+        f"big array: shape={tuple(sizes['shape'])} uint16 = {sizes['big_bytes'] / 2**20:.0f} MiB, "
         f"chunks={CHUNKS} (1 MiB), zstd level 1, Zarr v3, local disk ({args.data_dir})"
     )
+    sh = sizes["shard_shape"]
     print(
-        f"tiny array: shape={sizes['tiny_shape']} uint16, chunks={TINY_CHUNKS} (2 KiB raw), "
+        f"sharded array: same data, shards={tuple(sh)} ({sh[0] * sh[1] * 2 / 2**20:.0f} MiB), "
+        f"inner chunks={SHARD_INNER} ({SHARD_INNER[0] * SHARD_INNER[1] * 2 // 1024} KiB), "
+        f"index at end (bytes+crc32c); shard-random = {RANDOM_N} reads of "
+        f"{RANDOM_WIN}x{RANDOM_WIN} at random positions, one call each "
+        f"({rs['shard-random']['inner_per_read']:.2f} inner chunks per read on average)"
+    )
+    print(
+        f"tiny array: shape={tuple(sizes['tiny_shape'])} uint16, chunks={TINY_CHUNKS} (2 KiB raw), "
         f"{sizes['tiny_n']} chunks, zstd level 1, "
         + ("in-memory store" if args.tiny_store == "memory" else "local disk (page cache)")
     )
+    sel_desc = []
+    for u in SEL_UNITS:
+        kind, sel = selection(u, tuple(sizes["shape"]))
+        if kind == "basic":
+            d = ", ".join(
+                f"{'' if s.start is None else s.start}:{'' if s.stop is None else s.stop}"
+                + (f":{s.step}" if s.step not in (None, 1) else "")
+                for s in sel
+            )
+            d = f"a[{d}]"
+        elif kind == "oindex":
+            d = f"a.oindex[{len(sel[0])} rows, {len(sel[1])} cols] (sorted random)"
+        else:
+            d = f"a.vindex[{len(sel[0])} random points]"
+        sel_desc.append(f"{u} = {d}")
+    print("selections (on the 1 MiB-chunk array): " + "; ".join(sel_desc))
     print(
-        f"repeats={args.repeats}, contenders interleaved within each repeat; "
-        "median seconds shown (min in brackets)."
+        f"repeats={args.repeats}, order={args.order}, isolation={args.isolation} (one process "
+        + ("per measurement" if args.isolation == "measurement" else "per contender and repeat")
+        + "); median seconds shown (min in brackets)."
     )
     print(
         "write: timed is `arr[...] = data` only (array creation untimed), no fsync for anyone "
         "(os.sync() between contenders, untimed; tensorstore file_io_sync=False)."
     )
     print(
-        "read: timed is the full read; open is untimed. Reads come right after the writes, "
-        "so every contender reads from the OS page cache (warm, same for all)."
+        "reads and selections: open is untimed. Reads come right after the writes, so every "
+        "contender reads its own store from the OS page cache (warm, same for all)."
+    )
+    print(
+        "GB/s = uncompressed bytes written, or returned by the read/selection, per second; "
+        "us/item = microseconds per chunk touched (inner chunk for shard-*), per read for "
+        "shard-random."
     )
     print(
         "xzarr / xts = speedup vs zarr-python default pipeline / vs tensorstore "
         "(>1 = faster). RSS MiB = peak RSS of the measuring process during the timed op "
-        "(VmHWM, reset just before it; includes the source/output arrays); dRSS = that peak "
-        "minus the RSS just before the op (median over repeats)."
+        "(VmHWM, reset just before it; includes the interpreter, source/output arrays); dRSS = "
+        "that peak minus the RSS just before the op (median over repeats); RSS/out = peak RSS "
+        "(max over repeats) / output bytes, full reads only (goal: <= 1.2)."
     )
     print(
         "limit:* rows = raw codec on all cores (thread per slice), no Zarr machinery, no "
-        "assembly into an output array (read: file read + decode of the chunk files)."
+        "assembly into an output array (read: file read + decode of the chunk files; "
+        "shard-read: shard file read + index parse + decode of the inner chunks)."
     )
     hdr = (
-        f"{'workload':<11} {'contender':<18} {'median s':>9} {'(min)':>8} {'GB/s':>7} "
-        f"{'us/chunk':>9} {'xzarr':>7} {'xts':>7} {'RSS MiB':>8} {'dRSS':>7}  notes"
+        f"{'workload':<12} {'contender':<18} {'median s':>9} {'(min)':>8} {'GB/s':>7} "
+        f"{'us/item':>9} {'xzarr':>7} {'xts':>7} {'RSS MiB':>8} {'dRSS':>7} {'RSS/out':>7}  notes"
     )
     print()
     print(hdr)
     print("-" * len(hdr))
-    for wl in wl_order:
-        nbytes = sizes["big_bytes"] if wl in ("write", "read") else sizes["tiny_bytes"]
-        nchunks = sizes["big_n"] if wl in ("write", "read") else sizes["tiny_n"]
+    for wl in ROW_ORDER:
+        nbytes = rs[wl]["bytes"]
+        nitems = rs[wl]["items"]
         ref_z = rows.get((wl, "zarr"), {}).get("median")
         ref_t = rows.get((wl, "tensorstore"), {}).get("median")
         any_row = False
@@ -608,25 +945,110 @@ def print_table(rows, args, sizes) -> None:
                 notes.append(f"{len(row['errors'])} failed: {row['errors'][0]}")
             rss = f"{max(row['rss_peak']) / 2**20:.0f}" if row["rss_peak"] else "-"
             drss = f"{statistics.median(row['rss_delta']) / 2**20:.0f}" if row["rss_delta"] else "-"
+            rr = rss_ratio(row, nbytes) if wl in FULL_READS else None
+            rro = f"{rr:.2f}" if rr is not None else "-"
             if m is None:
                 print(
-                    f"{wl:<11} {label(c, args.impl_module):<18} {'FAILED':>9} {'':>8} {'':>7} "
-                    f"{'':>9} {'':>7} {'':>7} {'':>8} {'':>7}  {'; '.join(notes)}"
+                    f"{wl:<12} {label(c, args.impl_module):<18} {'FAILED':>9} {'':>8} {'':>7} "
+                    f"{'':>9} {'':>7} {'':>7} {'':>8} {'':>7} {'':>7}  {'; '.join(notes)}"
                 )
                 continue
             print(
-                f"{wl:<11} {label(c, args.impl_module):<18} {m:9.3f} {'(' + format(row['min'], '.3f') + ')':>8} "
-                f"{nbytes / m / 1e9:7.2f} {m / nchunks * 1e6:9.1f} "
-                f"{fmt_ratio(ref_z, m):>7} {fmt_ratio(ref_t, m):>7} {rss:>8} {drss:>7}  "
+                f"{wl:<12} {label(c, args.impl_module):<18} {m:9.3f} "
+                f"{'(' + format(row['min'], '.3f') + ')':>8} "
+                f"{nbytes / m / 1e9:7.2f} {m / nitems * 1e6:9.1f} "
+                f"{fmt_ratio(ref_z, m):>7} {fmt_ratio(ref_t, m):>7} {rss:>8} {drss:>7} {rro:>7}  "
                 f"{'; '.join(notes)}"
             )
         if any_row:
             print()
 
 
-def find_chunk_dir(stores: Path, order: list[str]) -> Path | None:
+def compute_summary(rows, args, sizes) -> list[dict[str, Any]]:
+    """Per workload: the best peer (fastest verified median), cuzarr's ratio to it, and
+    for full reads cuzarr's throughput as a fraction of the fastest limit row."""
+    out = []
+    for wl in ROW_ORDER:
+        cz = rows.get((wl, "cuzarr"))
+        peers = [
+            (rows[(wl, p)]["median"], p)
+            for p in PEERS
+            if p in args.contenders
+            and (wl, p) in rows
+            and rows[(wl, p)]["median"] is not None
+            and rows[(wl, p)]["verified"] is not False
+        ]
+        if cz is None and not peers:
+            continue
+        ent: dict[str, Any] = {"workload": wl}
+        czm = cz["median"] if cz else None
+        ent["cuzarr_s"] = czm
+        ent["cuzarr_ok"] = bool(cz and czm is not None and cz["verified"] is not False)
+        if peers:
+            best_t, best = min(peers)
+            ent["best_peer"] = best
+            ent["best_peer_s"] = best_t
+            ent["ratio_vs_best"] = best_t / czm if czm else None
+        lims = [
+            (rows[(wl, lim)]["median"], lim)
+            for lim in args.limits
+            if (wl, lim) in rows and rows[(wl, lim)]["median"] is not None
+        ]
+        if lims and wl not in ("write", "tiny-write"):
+            lt, lim = min(lims)
+            ent["limit"] = lim
+            ent["limit_s"] = lt
+            ent["fraction_of_limit"] = lt / czm if czm else None
+        if wl in FULL_READS and cz:
+            ent["cuzarr_rss_per_out"] = rss_ratio(cz, sizes["rows"][wl]["bytes"])
+        out.append(ent)
+    return out
+
+
+def print_summary(summary: list[dict[str, Any]], args) -> None:
+    cz = label("cuzarr", args.impl_module)
+    print(
+        f"=== summary: {cz} vs the best peer per workload (ratio = best peer median / "
+        f"{cz} median; >= 1.00 means {cz} is at least as fast) ==="
+    )
+    hdr = f"{'workload':<12} {'best peer':<12} {'peer s':>9} {cz + ' s':>12} {'ratio':>7}  verdict"
+    print(hdr)
+    print("-" * len(hdr))
+    for e in summary:
+        czs = f"{e['cuzarr_s']:.3f}" if e.get("cuzarr_s") is not None else "FAILED"
+        if "best_peer" not in e:
+            print(f"{e['workload']:<12} {'-':<12} {'-':>9} {czs:>12} {'-':>7}  no peer result")
+            continue
+        r = e.get("ratio_vs_best")
+        if r is None:
+            verdict = f"{cz} failed"
+        elif not e["cuzarr_ok"]:
+            verdict = f"{cz} result MISMATCH"
+        else:
+            verdict = "ok (at least as fast)" if r >= 1.0 else f"LOSS ({1 / r:.2f}x slower)"
+        rs = f"{r:.2f}" if r is not None else "-"
+        print(
+            f"{e['workload']:<12} {e['best_peer']:<12} {e['best_peer_s']:9.3f} {czs:>12} "
+            f"{rs:>7}  {verdict}"
+        )
+    for e in summary:
+        if e.get("fraction_of_limit") is not None:
+            print(
+                f"{e['workload']}: {cz} reaches {e['fraction_of_limit']:.2f} of the decode limit "
+                f"({e['limit']} {e['limit_s']:.3f}s vs {cz} {e['cuzarr_s']:.3f}s, same run)"
+            )
+    for e in summary:
+        if e.get("cuzarr_rss_per_out") is not None:
+            v = e["cuzarr_rss_per_out"]
+            print(
+                f"{e['workload']}: {cz} peak RSS = {v:.2f}x the output size "
+                f"(goal <= 1.2: {'met' if v <= 1.2 else 'NOT met'})"
+            )
+
+
+def find_chunk_dir(stores: Path, order: list[str], suffix: str = "") -> Path | None:
     for c in order:
-        d = stores / c / "c"
+        d = stores / (c + suffix) / "c"
         if d.is_dir():
             return d
     return None
@@ -640,7 +1062,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--quick",
         action="store_true",
-        help="defaults become 32 MiB, 2,000 tiny chunks, 1 repeat (smoke test)",
+        help="defaults become 32 MiB, 2,000 tiny chunks, 1 repeat, --isolation contender "
+        "(smoke test)",
     )
     ap.add_argument(
         "--impl-module",
@@ -656,12 +1079,23 @@ def main(argv: list[str] | None = None) -> int:
         default=",".join(LIMIT_CONTENDERS),
         help="reference rows (comma list, '' for none)",
     )
-    ap.add_argument("--workloads", default=",".join(WORKLOADS), help=f"comma list of {WORKLOADS}")
+    ap.add_argument(
+        "--workloads",
+        default="all",
+        help=f"comma list of {UNITS} or aliases {list(ALIASES)} (default all)",
+    )
     ap.add_argument(
         "--order",
         choices=["fixed", "rotate"],
         default="fixed",
         help="contender order within a repeat: fixed, or rotated by one each repeat",
+    )
+    ap.add_argument(
+        "--isolation",
+        choices=["measurement", "contender"],
+        default=None,
+        help="one fresh process per measurement (default), or one per contender and repeat "
+        "running all its workloads in turn (default with --quick: far fewer interpreter starts)",
     )
     ap.add_argument(
         "--cuzarr-mem",
@@ -681,7 +1115,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", action="store_true", help="keep the stores afterwards")
     ap.add_argument(
         "--profile",
-        choices=["tiny-read", "tiny-write", "read", "write"],
+        choices=[w for w in ROW_ORDER],
         help="profile one workload of --profile-contender (see --profiler)",
     )
     ap.add_argument("--profile-contender", default="cuzarr")
@@ -706,16 +1140,21 @@ def main(argv: list[str] | None = None) -> int:
     if args._worker:
         return worker_main(args._worker)
 
-    defaults = (32, 2000, 1) if args.quick else (256, 20_000, 3)
+    defaults = (32, 2000, 1, "contender") if args.quick else (256, 20_000, 3, "measurement")
     if args.size_mib is None:
         args.size_mib = defaults[0]
     if args.tiny_chunks is None:
         args.tiny_chunks = defaults[1]
     if args.repeats is None:
         args.repeats = defaults[2]
+    if args.isolation is None:
+        args.isolation = defaults[3]
     args.contenders = [c for c in args.contenders.split(",") if c]
     args.limits = [c for c in args.limits.split(",") if c]
-    args.workloads = [w for w in args.workloads.split(",") if w]
+    try:
+        args.workloads = expand_units(args.workloads)
+    except ValueError as e:
+        ap.error(str(e))
     for c in args.contenders:
         if c not in LIB_CONTENDERS:
             ap.error(f"unknown contender {c!r}")
@@ -732,6 +1171,8 @@ def main(argv: list[str] | None = None) -> int:
         "tiny_shape": tshape,
         "tiny_bytes": int(np.prod(tshape)) * 2,
         "tiny_n": (tshape[0] // TINY_CHUNKS[0]) * (tshape[1] // TINY_CHUNKS[1]),
+        "shard_shape": shard_shape(shape),
+        "rows": row_sizes(shape, tshape, args.size_mib),
     }
 
     data_dir: Path = args.data_dir
@@ -748,83 +1189,130 @@ def main(argv: list[str] | None = None) -> int:
     if args.profile:
         return profile(args, source, stores / args.profile_contender, shape, tshape)
 
+    def make_spec(c: str, units: list[str], verify: bool) -> dict[str, Any] | str:
+        spec: dict[str, Any] = {
+            "contender": c,
+            "workloads": units,
+            "store": str(stores / c),
+            "source": str(source),
+            "shape": shape,
+            "tiny_shape": tshape,
+            "shard_shape": sizes["shard_shape"],
+            "impl_module": args.impl_module,
+            "cuzarr_mem": args.cuzarr_mem,
+            "tiny_store": args.tiny_store,
+            "verify": verify,
+        }
+        if c.startswith("limit:"):
+            peers_first = ["zarr", "tensorstore", "zarrs", "zarr-fused", "cuzarr"]
+            if "read" in units:
+                cd = find_chunk_dir(stores, peers_first)
+                if cd is None:
+                    return "no chunk files to read (no write succeeded)"
+                spec["chunk_dir"] = str(cd)
+            if "shard-read" in units:
+                sd = find_chunk_dir(stores, peers_first, "_shard")
+                if sd is None:
+                    return "no shard files to read (no shard-write succeeded)"
+                spec["shard_dir"] = str(sd)
+        return spec
+
+    def run_one(c: str, units: list[str], verify: bool, tag: str) -> dict[str, Any]:
+        spec = make_spec(c, units, verify)
+        if isinstance(spec, str):
+            return {"ok": False, "contender": c, "workloads": units, "error": spec}
+        lib = not c.startswith("limit:")
+        if lib:
+            for u, suffix in WRITE_UNITS.items():
+                if u in units:
+                    shutil.rmtree(stores / (c + suffix), ignore_errors=True)
+            if any(u in WRITE_UNITS for u in units):
+                os.sync()
+        t0 = time.perf_counter()
+        r = run_worker(spec, args.timeout)
+        wall = time.perf_counter() - t0
+        r.setdefault("contender", c)
+        r["workloads"] = units
+        if lib and any(u in WRITE_UNITS for u in units):
+            os.sync()  # flush dirty pages so they don't bill the next contender
+            if r.get("ok"):
+                r.setdefault("stored_bytes", {})
+                for u, suffix in WRITE_UNITS.items():
+                    st = stores / (c + suffix)
+                    if u in units and st.exists() and u not in r.get("errors", {}):
+                        r["stored_bytes"][u] = dir_bytes(st)
+        if r.get("ok"):
+            parts = [f"{k}={v:.3f}s" for k, v in r["times"].items()]
+            parts += [f"{k} FAILED: {v[:120]}" for k, v in r.get("errors", {}).items()]
+            status = "ok " + " ".join(parts) if not r.get("errors") else " ".join(parts)
+        else:
+            status = "FAILED " + r.get("error", "")
+        print(
+            f"[{tag}] {','.join(units)[:24]:<24} {label(c, args.impl_module):<16} "
+            f"{status}  (process {wall:.1f}s)",
+            flush=True,
+        )
+        tbs = list(r.get("tracebacks", {}).values()) or (
+            [r["traceback"]] if r.get("traceback") else []
+        )
+        for tb in tbs[:1]:
+            print("    " + tb.strip().splitlines()[-1][:200], flush=True)
+        return r
+
     results: list[dict[str, Any]] = []
     t_start = time.perf_counter()
     load_start = os.getloadavg()
+
+    # stores that selected workloads read but no selected workload writes: write them
+    # once, untimed and unrecorded
+    setup = [
+        u
+        for u in WRITE_UNITS
+        if u not in args.workloads and any(NEEDS.get(w) == u for w in args.workloads)
+    ]
+    for u in setup:
+        for c in args.contenders:
+            r = run_one(c, [u], False, "setup")
+            if not r.get("ok") or r.get("errors"):
+                print(f"    set-up write of {c} failed: its dependent rows will fail too")
+
     for rep in range(args.repeats):
         verify = rep == 0
         order = list(args.contenders)
         if args.order == "rotate":
             k = rep % max(1, len(order))
             order = order[k:] + order[:k]
-        for wl in args.workloads:
+        tag = f"rep {rep + 1}/{args.repeats}"
+        if args.isolation == "measurement":
+            for unit in args.workloads:
+                lims = args.limits if unit in LIMIT_UNITS else []
+                for c in order + lims:
+                    r = run_one(c, [unit], verify, tag)
+                    r["repeat"] = rep
+                    results.append(r)
+        else:
             for c in order + args.limits:
-                store = stores / c
-                spec = {
-                    "contender": c,
-                    "workload": wl,
-                    "store": str(store),
-                    "source": str(source),
-                    "shape": shape,
-                    "tiny_shape": tshape,
-                    "impl_module": args.impl_module,
-                    "cuzarr_mem": args.cuzarr_mem,
-                    "tiny_store": args.tiny_store,
-                    "verify": verify,
-                }
-                if wl == "write" and not c.startswith("limit:"):
-                    shutil.rmtree(store, ignore_errors=True)
-                    os.sync()
-                if wl == "read" and c.startswith("limit:"):
-                    cd = find_chunk_dir(
-                        stores, ["zarr", "tensorstore", "zarrs", "zarr-fused", "cuzarr"]
-                    )
-                    if cd is None:
-                        results.append(
-                            {
-                                "ok": False,
-                                "contender": c,
-                                "workload": wl,
-                                "error": "no chunk files to read (no write succeeded)",
-                            }
-                        )
-                        continue
-                    spec["chunk_dir"] = str(cd)
-                t0 = time.perf_counter()
-                r = run_worker(spec, args.timeout)
-                wall = time.perf_counter() - t0
-                r.setdefault("contender", c)
-                r.setdefault("workload", wl)
+                units = [
+                    u for u in args.workloads if not c.startswith("limit:") or u in LIMIT_UNITS
+                ]
+                if not units:
+                    continue
+                r = run_one(c, units, verify, tag)
                 r["repeat"] = rep
-                if wl == "tiny":
-                    r["workloads"] = ["tiny-write", "tiny-read"]
-                if wl == "write" and not c.startswith("limit:"):
-                    os.sync()  # flush dirty pages so they don't bill the next contender
-                    if r.get("ok") and store.exists():
-                        r["stored_bytes"] = dir_bytes(store)
                 results.append(r)
-                status = (
-                    "ok " + " ".join(f"{k}={v:.3f}s" for k, v in r["times"].items())
-                    if r.get("ok")
-                    else "FAILED " + r.get("error", "")
-                )
-                print(
-                    f"[rep {rep + 1}/{args.repeats}] {wl:<5} {label(c, args.impl_module):<16} "
-                    f"{status}  (process {wall:.1f}s)",
-                    flush=True,
-                )
-                if not r.get("ok") and r.get("traceback"):
-                    print("    " + r["traceback"].strip().splitlines()[-1][:200], flush=True)
 
     rows = summarize(results, args, sizes)
     sizes["load"] = (load_start, os.getloadavg())
     print_table(rows, args, sizes)
+    summary = compute_summary(rows, args, sizes)
+    print_summary(summary, args)
     print(f"total wall time {time.perf_counter() - t_start:.0f}s")
 
     versions = {}
     for r in results:
         if r.get("ok") and "info" in r:
             versions[r["contender"]] = r["info"]
+    rsz = sizes["rows"]
     out = {
         "machine": {
             "node": platform.node(),
@@ -841,11 +1329,18 @@ def main(argv: list[str] | None = None) -> int:
             "tiny_shape": tshape,
             "tiny_chunks": TINY_CHUNKS,
             "tiny_n": sizes["tiny_n"],
+            "shard_shape": sizes["shard_shape"],
+            "shard_inner_chunks": SHARD_INNER,
+            "random_reads": RANDOM_N,
+            "random_window": RANDOM_WIN,
+            "vindex_points": VINDEX_POINTS,
+            "workloads": args.workloads,
             "repeats": args.repeats,
             "impl_module": args.impl_module,
             "cuzarr_mem": args.cuzarr_mem,
             "tiny_store": args.tiny_store,
             "order": args.order,
+            "isolation": args.isolation,
             "dtype": DTYPE,
             "codec": ZSTD_V3,
         },
@@ -855,21 +1350,13 @@ def main(argv: list[str] | None = None) -> int:
                 "median_s": row["median"],
                 "min_s": row["min"],
                 "times_s": row["times"],
-                "gbps": (
-                    (sizes["big_bytes"] if wl in ("write", "read") else sizes["tiny_bytes"])
-                    / row["median"]
-                    / 1e9
-                )
-                if row["median"]
-                else None,
-                "us_per_chunk": (
-                    row["median"]
-                    / (sizes["big_n"] if wl in ("write", "read") else sizes["tiny_n"])
-                    * 1e6
-                )
-                if row["median"]
-                else None,
+                "gbps": rsz[wl]["bytes"] / row["median"] / 1e9 if row["median"] else None,
+                "us_per_item": row["median"] / rsz[wl]["items"] * 1e6 if row["median"] else None,
+                "item": rsz[wl]["item"],
+                # kept for older readers of the JSON (= us_per_item)
+                "us_per_chunk": row["median"] / rsz[wl]["items"] * 1e6 if row["median"] else None,
                 "rss_peak_mib": max(row["rss_peak"]) / 2**20 if row["rss_peak"] else None,
+                "rss_per_out": rss_ratio(row, rsz[wl]["bytes"]) if wl in FULL_READS else None,
                 "verified": row["verified"],
                 "stored_bytes": row["stored"],
                 "errors": row["errors"],
@@ -877,6 +1364,7 @@ def main(argv: list[str] | None = None) -> int:
             }
             for (wl, c), row in rows.items()
         },
+        "summary": summary,
     }
     line = json.dumps(out, default=str)
     if args.json_out:
@@ -888,26 +1376,28 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _profile_setup(args, source: Path, store: Path, shape, tshape):
-    """Prepare one workload of one contender; return (region, check, n_chunks)."""
+    """Prepare one workload of one contender; return (region, check, n_items)."""
     ad = make_adapter(args.profile_contender, args.impl_module, args.cuzarr_mem)
-    tiny = args.profile.startswith("tiny-")
-    if tiny:
+    wl = args.profile
+    n = row_sizes(shape, tshape, args.size_mib)[wl]["items"]
+    if wl.startswith("tiny-"):
         data = tiny_source(tshape)
         if args.tiny_store == "disk":
             store.parent.mkdir(parents=True, exist_ok=True)
             loc = ad.disk_location(Path(str(store) + "_tiny"))
         else:
             loc = ad.mem_location()
-        grid = TINY_CHUNKS
-        n = (tshape[0] // TINY_CHUNKS[0]) * (tshape[1] // TINY_CHUNKS[1])
+        h = ad.create(loc, data.shape, TINY_CHUNKS)
     else:
         data = np.load(source)
         store.parent.mkdir(parents=True, exist_ok=True)
-        loc = ad.disk_location(store)
-        grid = CHUNKS
-        n = -(-shape[0] // CHUNKS[0]) * -(-shape[1] // CHUNKS[1])
-    h = ad.create(loc, data.shape, grid)
-    if args.profile.endswith("write"):
+        if wl.startswith("shard-"):
+            loc = ad.disk_location(Path(str(store) + "_shard"))
+            h = ad.create(loc, data.shape, SHARD_INNER, shards=shard_shape(shape))
+        else:
+            loc = ad.disk_location(store)
+            h = ad.create(loc, data.shape, CHUNKS)
+    if wl.endswith("write"):
 
         def region():
             ad.write(h, data)
@@ -915,10 +1405,34 @@ def _profile_setup(args, source: Path, store: Path, shape, tshape):
         def check():
             return np.array_equal(to_numpy(ad.read(ad.open(loc))), data)
 
+        return region, check, n
+
+    ad.write(h, data)
+    rh = ad.open(loc)
+    box: list[Any] = []
+    if wl == "shard-random":
+        wins = random_windows(shape)
+        w = RANDOM_WIN
+
+        def region():
+            box[:] = [ad.select(rh, "basic", (slice(y, y + w), slice(x, x + w))) for y, x in wins]
+
+        def check():
+            return all(
+                np.array_equal(to_numpy(o), data[y : y + w, x : x + w])
+                for o, (y, x) in zip(box, wins)
+            )
+
+    elif wl in SEL_UNITS:
+        kind, sel = selection(wl, shape)
+
+        def region():
+            box[:] = [ad.select(rh, kind, sel)]
+
+        def check():
+            return _same(box[0], expected_selection(data, kind, sel))
+
     else:
-        ad.write(h, data)
-        rh = ad.open(loc)
-        box: list[Any] = []
 
         def region():
             box[:] = [ad.read(rh)]
@@ -942,7 +1456,7 @@ def _report(args, times: list[float], n: int, ok: bool, note: str) -> None:
     m = statistics.median(times)
     print(
         f"{label(args.profile_contender, args.impl_module)} {args.profile}: "
-        f"{len(times)} iteration(s), median {m:.3f}s ({m / n * 1e6:.1f} us/chunk), "
+        f"{len(times)} iteration(s), median {m:.3f}s ({m / n * 1e6:.1f} us/item), "
         f"verified={ok} ({note})",
         flush=True,
     )
@@ -951,6 +1465,7 @@ def _report(args, times: list[float], n: int, ok: bool, note: str) -> None:
 def summarize_collapsed(path: Path, top: int = 25) -> None:
     """Print the top frames of a py-spy raw (collapsed stacks) file."""
     own: dict[str, int] = {}
+    own_line: dict[str, int] = {}
     incl: dict[str, int] = {}
     total = 0
     for line in path.read_text().splitlines():
@@ -959,7 +1474,9 @@ def summarize_collapsed(path: Path, top: int = 25) -> None:
             continue
         c = int(cnt)
         total += c
-        frames = [f.rsplit(":", 1)[0] + ")" if ":" in f else f for f in stack.split(";")]
+        raw = stack.split(";")
+        own_line[raw[-1]] = own_line.get(raw[-1], 0) + c
+        frames = [f.rsplit(":", 1)[0] + ")" if ":" in f else f for f in raw]
         own[frames[-1]] = own.get(frames[-1], 0) + c
         for f in set(frames):
             incl[f] = incl.get(f, 0) + c
@@ -976,6 +1493,9 @@ def summarize_collapsed(path: Path, top: int = 25) -> None:
         print(f"{100 * c / total:6.1f}%  {f}")
     print(f"--- top {top} by inclusive samples ---")
     for f, c in sorted(incl.items(), key=lambda kv: -kv[1])[:top]:
+        print(f"{100 * c / total:6.1f}%  {f}")
+    print(f"--- top {top} by own samples, per line (file:line) ---")
+    for f, c in sorted(own_line.items(), key=lambda kv: -kv[1])[:top]:
         print(f"{100 * c / total:6.1f}%  {f}")
 
 
@@ -1008,6 +1528,7 @@ def profile(args, source: Path, store: Path, shape, tshape) -> int:
         st.sort_stats("cumulative").print_stats(25)
     if not args.keep and not args.profile.startswith("tiny-"):
         shutil.rmtree(store, ignore_errors=True)
+        shutil.rmtree(Path(str(store) + "_shard"), ignore_errors=True)
     return 0
 
 

@@ -26,6 +26,7 @@ from cuzarr.api.synchronous import (
 from cuzarr.config import config
 from cuzarr.core.array import Array, AsyncArray
 from cuzarr.core.group import AsyncGroup, Group
+from cuzarr.core.lazy import LazyArray, read_many
 
 __version__ = "0.1.0"
 
@@ -34,6 +35,7 @@ __all__ = [
     "AsyncArray",
     "AsyncGroup",
     "Group",
+    "LazyArray",
     "__version__",
     "array",
     "config",
@@ -51,6 +53,7 @@ __all__ = [
     "open_array",
     "open_consolidated",
     "open_group",
+    "read_many",
     "storage",
     "zeros",
     "zeros_like",

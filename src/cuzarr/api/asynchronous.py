@@ -9,6 +9,8 @@ import numpy as np
 from cuzarr.core.array import AsyncArray
 from cuzarr.core.build import build_array_metadata
 from cuzarr.core.group import AsyncGroup
+from cuzarr.core.lazy import LazyArray
+from cuzarr.core.lazy import read_many_async as read_many
 from cuzarr.core.nodes import load_node_metadata
 from cuzarr.errors import (
     ArrayNotFoundError,
@@ -22,6 +24,7 @@ from cuzarr.storage.common import make_store_path
 __all__ = [
     "AsyncArray",
     "AsyncGroup",
+    "LazyArray",
     "consolidate_metadata",
     "create_array",
     "create_group",
@@ -29,6 +32,7 @@ __all__ = [
     "open_array",
     "open_consolidated",
     "open_group",
+    "read_many",
 ]
 
 _MODES = ("r", "r+", "a", "w", "w-")

@@ -11,7 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numcodecs
 import numpy as np
+import zstandard
 from numcodecs.abc import Codec as NumcodecsCodec
 
 from cuzarr.codecs.base import (
@@ -28,6 +30,9 @@ from cuzarr.errors import CodecError, MetadataError
 from cuzarr.metadata.dtypes import DataType
 
 __all__ = ["V2Pipeline", "V3Pipeline"]
+
+# numcodecs' zstd can decompress into a caller's buffer (python-zstandard cannot).
+_NC_ZSTD = numcodecs.Zstd()
 
 
 class V3Pipeline:
@@ -126,6 +131,24 @@ class V3Pipeline:
         for i in range(len(self.array_array) - 1, -1, -1):
             arr = self.array_array[i].decode(arr, chain[i])
         return arr
+
+    def decode_into(self, data: Any, shape: tuple[int, ...], target: np.ndarray) -> bool:
+        """Decode straight into ``target`` (C-contiguous, chunk-shaped) if the
+        pipeline allows it without an intermediate buffer; False if it does not."""
+        if not (self._plain_zstd and self._stored_dtype == self.dtype.dtype):
+            return False
+        n = target.nbytes
+        try:
+            content = zstandard.get_frame_parameters(data).content_size
+        except zstandard.ZstdError as e:
+            raise CodecError(f"invalid zstd frame: {e}") from e
+        if content != n:
+            return False  # unknown or wrong size: let decode() explain or cope
+        try:
+            _NC_ZSTD.decode(data, out=target.reshape(-1).view(np.uint8))
+        except (RuntimeError, ValueError) as e:
+            raise CodecError(f"zstd decompression failed: {e}") from e
+        return True
 
     def encode(self, arr: np.ndarray, shape: tuple[int, ...]) -> bytes:
         """Encode one chunk (an array of ``shape``) to the bytes to store."""

@@ -203,6 +203,13 @@ class AsyncArray:
         return self.store_path.store.read_only
 
     @property
+    def lazy(self) -> Any:
+        """Lazy views: ``a.lazy[...]`` is a ``cuzarr.LazyArray`` and does no I/O."""
+        from cuzarr.core.lazy import LazyArray
+
+        return LazyArray(self)
+
+    @property
     def nchunks(self) -> int:
         return self.metadata.chunk_grid.nchunks(self.shape)
 
@@ -762,6 +769,13 @@ class Array:
     def blocks(self) -> _Indexer:
         """Chunk-block indexing: ``a.blocks[i, j]`` is chunk (i, j)'s data."""
         return _Indexer(self, "get_block_selection", "set_block_selection")
+
+    @property
+    def lazy(self) -> Any:
+        """Lazy views: ``a.lazy[...]`` is a ``cuzarr.LazyArray`` and does no I/O."""
+        from cuzarr.core.lazy import LazyArray
+
+        return LazyArray(self)
 
     # -- other numpy-isms -----------------------------------------------------------
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:

@@ -165,14 +165,28 @@ async def read_items(
     loop = asyncio.get_running_loop()
     pool = get_executor()
 
+    decode_into = getattr(pipeline, "decode_into", None)
+
     def decode_batch(lo: int, datas: list[bytes | None]) -> None:
         decode = pipeline.decode
         for j, data in enumerate(datas):
-            coords, csel, osel, _ = items[lo + j]
+            coords, csel, osel, complete = items[lo + j]
             if data is None:
                 out[osel] = fill
                 continue
-            chunk = decode(data, grid.stored_chunk_shape(coords))
+            shape = grid.stored_chunk_shape(coords)
+            if complete and decode_into is not None:
+                # A whole chunk landing in a contiguous part of the output is
+                # decompressed straight into it: no intermediate buffer.
+                target = out[osel]
+                if (
+                    target.flags.c_contiguous
+                    and target.shape == tuple(shape)
+                    and np.shares_memory(target, out)
+                    and decode_into(data, shape, target)
+                ):
+                    continue
+            chunk = decode(data, shape)
             out[osel] = chunk[csel]
 
     async def work(lo: int, hi: int) -> None:

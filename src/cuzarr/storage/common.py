@@ -76,6 +76,15 @@ def make_store(
             return _url_store(s, storage_options, read_only)
         if storage_options:
             raise TypeError("storage_options are only accepted with URL stores")
+        suffix = s.rstrip("/\\").lower()
+        if suffix.endswith(".zip"):
+            from cuzarr.storage.zip import ZipStore
+
+            return ZipStore(s, mode="r" if read_only else "a")
+        if suffix.endswith(".n5"):
+            from cuzarr.storage.n5 import N5Store
+
+            return N5Store(s, read_only=read_only)
         result = LocalStore(Path(s))
     else:
         mapping_like = all(hasattr(store, a) for a in ("__getitem__", "__setitem__", "keys"))
@@ -104,6 +113,12 @@ def make_store_path(
 
 
 def _url_store(url: str, storage_options: dict[str, Any] | None, read_only: bool) -> Store:
+    if url.startswith("reference://"):
+        from cuzarr.storage.reference import ReferenceStore
+
+        opts = dict(storage_options or {})
+        fo = opts.pop("fo", None) or url[len("reference://") :]
+        return ReferenceStore(fo, **opts)
     try:
         from cuzarr.storage.fsspec import FsspecStore
     except ImportError as e:  # pragma: no cover - depends on the optional module

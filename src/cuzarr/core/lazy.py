@@ -1,0 +1,410 @@
+"""Lazy views (``a.lazy[...]``) and batched reads (``read_many``).
+
+A ``LazyArray`` is an array plus an :class:`~cuzarr.indexing.transform.IndexTransform`;
+indexing it composes transforms and does no I/O. Reading plans the transform
+onto the array's read grid (inner chunks for sharded arrays):
+
+* an *orthogonal* transform (every output dimension constant, strided, or an
+  index array along its own input dimension) is one orthogonal read into a
+  buffer, then a free reshape/transpose;
+* anything else (pointwise index arrays, numpy's broadcast advanced indices)
+  is read either as the bounding orthogonal block of the unique indices followed
+  by a numpy gather, or point by point grouped by chunk, whichever touches
+  fewer elements.
+
+``read_many`` plans every view, merges their chunk items by chunk coordinates
+and runs the merged list through the array's ordinary reader
+(``AsyncArray._read_items``: the plain engine, or the partial shard reader)
+with a scatter target in place of an output buffer: each chunk is fetched and
+decoded once, then copied into every view's buffer that needs part of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from cuzarr.core.engine import ChunkItem, chunk_items, coordinate_items
+from cuzarr.core.sync import sync
+from cuzarr.indexing.projection import project_array, project_slice
+from cuzarr.indexing.transform import ARRAY, CONSTANT, STRIDED, IndexTransform, _grid
+
+__all__ = ["LazyArray", "read_many", "read_many_async"]
+
+
+# -- planning ---------------------------------------------------------------------
+@dataclass
+class _Plan:
+    items: list[ChunkItem]
+    buffer_shape: tuple[int, ...]
+    finish: Callable[[np.ndarray], np.ndarray]
+
+
+def _project_map(m: Any, n_in: tuple[int, ...], dim: Any, indices: np.ndarray | None = None) -> Any:
+    if m.kind == CONSTANT:
+        return project_slice(m.offset, m.offset + 1, 1, dim)
+    if m.kind == STRIDED:
+        n = n_in[m.input_dim]
+        return project_slice(m.offset, m.offset + m.stride * n, m.stride, dim)
+    return project_array(m.index_array.reshape(-1) if indices is None else indices, dim)
+
+
+def _orthogonal_finish(t: IndexTransform) -> Callable[[np.ndarray], np.ndarray]:
+    """Buffer (one axis per output dim, constants of length 1) -> the view's layout."""
+    keep = [i for i, m in enumerate(t.maps) if m.kind != CONSTANT]
+    ref = [t.maps[i].dependent_dims()[0] for i in keep]
+    perm = tuple(int(p) for p in np.argsort(ref, kind="stable"))
+    shape = t.shape
+
+    def finish(buf: np.ndarray) -> np.ndarray:
+        sub = buf.reshape(tuple(buf.shape[i] for i in keep))  # drop length-1 constant axes
+        if perm != tuple(range(len(perm))):
+            sub = sub.transpose(perm)
+        return sub.reshape(shape)
+
+    return finish
+
+
+def plan_read(array: Any, t: IndexTransform) -> _Plan:
+    """Chunk items on ``array``'s read grid, the buffer they fill, and buffer -> result."""
+    t.check_bounds(array.shape)
+    dims = array._dims()
+    shape = t.shape
+    npoints = math.prod(shape)
+    if npoints == 0:
+        return _Plan([], shape, lambda b: b)
+    if t.is_orthogonal() and all(
+        shape[k] == 1
+        for k in set(range(t.input_rank)) - {d for m in t.maps for d in m.dependent_dims()}
+    ):
+        projections = [_project_map(m, shape, dim) for m, dim in zip(t.maps, dims, strict=True)]
+        return _Plan(
+            chunk_items(projections),
+            tuple(p.out_len for p in projections),
+            _orthogonal_finish(t),
+        )
+    # General: bounding block of unique indices + gather, or points grouped by chunk.
+    q = t.input_rank
+    uniques: list[tuple[np.ndarray, np.ndarray] | None] = []
+    block = 1
+    for m in t.maps:
+        if m.kind == ARRAY:
+            u, inv = np.unique(m.index_array.reshape(-1), return_inverse=True)
+            uniques.append((u, inv.reshape(m.index_array.shape)))
+            block *= u.shape[0]
+        else:
+            uniques.append(None)
+            block *= shape[m.input_dim] if m.kind == STRIDED else 1
+    if npoints <= block:
+        items = coordinate_items(dims, t.coordinates())
+        return _Plan(items, (npoints,), lambda b: b.reshape(shape))
+    projections = []
+    post: list[np.ndarray] = []
+    for m, dim, uq in zip(t.maps, dims, uniques, strict=True):
+        if m.kind == ARRAY:
+            assert uq is not None
+            projections.append(_project_map(m, shape, dim, uq[0]))
+            post.append(uq[1])
+        elif m.kind == STRIDED:
+            projections.append(_project_map(m, shape, dim))
+            post.append(_grid(np.arange(shape[m.input_dim], dtype=np.intp), m.input_dim, q))
+        else:
+            projections.append(_project_map(m, shape, dim))
+            post.append(np.zeros((1,) * q, dtype=np.intp))
+    index = tuple(post)
+
+    def finish(buf: np.ndarray) -> np.ndarray:
+        res = np.asarray(buf[index]) if index else buf
+        if res.shape != shape:
+            res = np.ascontiguousarray(np.broadcast_to(res, shape))
+        return res
+
+    return _Plan(chunk_items(projections), tuple(p.out_len for p in projections), finish)
+
+
+class _Scatter:
+    """Stands in for an output buffer: ``out[u] = chunk`` copies unique chunk ``u``
+    into every consumer ``(buffer, chunk selection, output selection)``."""
+
+    def __init__(self, consumers: list[list[tuple[np.ndarray, Any, Any]]], ndim: int) -> None:
+        self.consumers = consumers
+        self.ndim = ndim
+        self.size = len(consumers)
+
+    def __setitem__(self, u: int, value: Any) -> None:
+        if self.ndim and isinstance(value, np.ndarray) and value.ndim == self.ndim:
+            for buf, csel, osel in self.consumers[u]:
+                buf[osel] = value[csel]
+        else:  # the fill value of a missing chunk, or a 0-d array's only element
+            for buf, _csel, osel in self.consumers[u]:
+                buf[osel] = value
+
+
+async def _read_same_array(array: Any, transforms: list[IndexTransform]) -> list[np.ndarray]:
+    plans = [plan_read(array, t) for t in transforms]
+    bufs = [array.metadata.dtype.empty(p.buffer_shape, order=array.order) for p in plans]
+    where: dict[tuple[int, ...], int] = {}
+    consumers: list[list[tuple[np.ndarray, Any, Any]]] = []
+    merged: list[ChunkItem] = []
+    for buf, p in zip(bufs, plans, strict=True):
+        for coords, csel, osel, _complete in p.items:
+            u = where.get(coords)
+            if u is None:
+                u = where[coords] = len(merged)
+                merged.append((coords, (), u, False))  # type: ignore[arg-type]
+                consumers.append([])
+            consumers[u].append((buf, csel, osel))
+    if merged:
+        await array._read_items(merged, _Scatter(consumers, array.ndim))
+    return [p.finish(b) for p, b in zip(plans, bufs, strict=True)]
+
+
+async def read_many_async(views: Iterable[LazyArray]) -> list[np.ndarray]:
+    """Read several views together; each chunk is fetched and decoded once.
+
+    Views may belong to different arrays. Identical views are read once (the
+    results are independent copies). Returns one numpy array per view, shaped
+    like the view.
+    """
+    views = as_views(list(views))
+    for v in views:
+        if not isinstance(v, LazyArray):
+            raise TypeError(f"read_many takes lazy views (a.lazy[...]), got {type(v).__name__}")
+    # Group by array, and de-duplicate identical views within an array.
+    groups: dict[int, tuple[Any, list[IndexTransform], dict[Any, int]]] = {}
+    slot: list[tuple[int, int]] = []
+    for v in views:
+        arr = v._async
+        g = groups.setdefault(id(arr), (arr, [], {}))
+        key = v._transform.key()
+        j = g[2].get(key)
+        if j is None:
+            j = g[2][key] = len(g[1])
+            g[1].append(v._transform)
+        slot.append((id(arr), j))
+    order = list(groups)
+    results = await asyncio.gather(*(_read_same_array(groups[k][0], groups[k][1]) for k in order))
+    by_group = dict(zip(order, results, strict=True))
+    out: list[np.ndarray] = []
+    used: set[tuple[int, int]] = set()
+    for s in slot:
+        r = by_group[s[0]][s[1]]
+        out.append(r.copy() if s in used else r)
+        used.add(s)
+    return out
+
+
+def read_many(views: Iterable[LazyArray]) -> list[np.ndarray]:
+    """Read several views together; each chunk is fetched and decoded once."""
+    return sync(read_many_async(list(views)))
+
+
+# -- writing ------------------------------------------------------------------------
+async def _write(array: Any, t: IndexTransform, value: Any) -> None:
+    array._check_writable()
+    t.check_bounds(array.shape)
+    shape = t.shape
+    v = array._as_value(value, shape)
+    if math.prod(shape) == 0:
+        return
+    referenced = {d for m in t.maps for d in m.dependent_dims()}
+    if t.is_orthogonal() and all(shape[k] == 1 for k in set(range(t.input_rank)) - referenced):
+        sel: list[Any] = []
+        ref: list[int] = []
+        for m in t.maps:
+            if m.kind == CONSTANT:
+                sel.append(m.offset)
+            elif m.kind == STRIDED:
+                stop = m.offset + m.stride * shape[m.input_dim]
+                sel.append(slice(m.offset, stop if stop >= 0 else None, m.stride))
+                ref.append(m.input_dim)
+            else:
+                sel.append(m.index_array.reshape(-1))
+                ref.append(m.dependent_dims()[0])
+        order = sorted(ref)
+        vv = v.reshape(tuple(shape[k] for k in order))
+        perm = [order.index(k) for k in ref]
+        if perm != list(range(len(perm))):
+            vv = vv.transpose(perm)
+        if t.has_arrays():
+            await array.set_orthogonal_selection(tuple(sel), vv)
+        else:
+            await array.setitem(tuple(sel), vv)
+        return
+    await array.set_coordinate_selection(tuple(t.coordinates()), v.reshape(-1))
+
+
+# -- the view -----------------------------------------------------------------------
+class _ViewIndexer:
+    def __init__(self, view: LazyArray, mode: str) -> None:
+        self._view = view
+        self._mode = mode
+
+    def __getitem__(self, selection: Any) -> LazyArray:
+        return self._view._derive(getattr(self._view._transform, self._mode)(selection))
+
+    def __setitem__(self, selection: Any, value: Any) -> None:
+        self[selection].write(value)
+
+
+class LazyArray:
+    """A lazy view of an array: a composed selection that has not been read.
+
+    Create one with ``a.lazy[...]``. Indexing a view (``[...]`` with numpy's
+    rules, ``.oindex[...]``, ``.vindex[...]``) returns another view and does no
+    I/O. ``read()``, ``await read_async()`` and ``np.asarray(view)`` read it;
+    ``view[...] = v`` and ``write(v)`` write through to the array.
+    """
+
+    def __init__(self, array: Any, transform: IndexTransform | None = None) -> None:
+        from cuzarr.core.array import Array, AsyncArray
+
+        if isinstance(array, Array):
+            self._array = array
+            self._async = array.async_array
+        elif isinstance(array, AsyncArray):
+            self._array = array
+            self._async = array
+        else:
+            raise TypeError(f"LazyArray wraps a cuzarr Array or AsyncArray, not {type(array)}")
+        self._transform = transform or IndexTransform.identity(self._async.shape)
+        self._token: str | None = None
+
+    def _derive(self, t: IndexTransform) -> LazyArray:
+        return LazyArray(self._array, t)
+
+    # -- properties -------------------------------------------------------------
+    @property
+    def array(self) -> Any:
+        """The underlying array (``Array`` or ``AsyncArray``, as the view was made from)."""
+        return self._array
+
+    @property
+    def transform(self) -> IndexTransform:
+        """The composed selection, as an index transform onto the array."""
+        return self._transform
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._transform.shape
+
+    @property
+    def ndim(self) -> int:
+        return len(self._transform.shape)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._async.dtype
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    @property
+    def lazy(self) -> LazyArray:
+        """The view itself (so ``x.lazy[...]`` works on arrays and views alike)."""
+        return self
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d view")
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        return (
+            f"<cuzarr.LazyArray of {self._array!r} selection={self._transform.describe()} "
+            f"shape={self.shape} dtype={self.dtype}>"
+        )
+
+    # -- composing --------------------------------------------------------------
+    def __getitem__(self, selection: Any) -> LazyArray:
+        return self._derive(self._transform.index(selection))
+
+    def __setitem__(self, selection: Any, value: Any) -> None:
+        self[selection].write(value)
+
+    @property
+    def oindex(self) -> _ViewIndexer:
+        """Orthogonal indexing of the view (each dimension independently)."""
+        return _ViewIndexer(self, "oindex")
+
+    @property
+    def vindex(self) -> _ViewIndexer:
+        """Pointwise indexing of the view (integer arrays broadcast into points, or a mask)."""
+        return _ViewIndexer(self, "vindex")
+
+    # -- I/O --------------------------------------------------------------------
+    async def read_async(self, *, out: np.ndarray | None = None, prototype: Any = None) -> Any:
+        """Read the view: an array of ``self.shape`` (into ``out`` when given)."""
+        (result,) = await _read_same_array(self._async, [self._transform])
+        if out is not None:
+            if tuple(out.shape) != self.shape:
+                raise ValueError(f"out has shape {out.shape}, the view has shape {self.shape}")
+            out[...] = result
+            return out
+        return result
+
+    def read(self, *, out: np.ndarray | None = None, prototype: Any = None) -> Any:
+        """Read the view: an array of ``self.shape`` (into ``out`` when given)."""
+        return sync(self.read_async(out=out, prototype=prototype))
+
+    async def write_async(self, value: Any) -> None:
+        """Write ``value`` (broadcast to the view's shape) through to the array."""
+        await _write(self._async, self._transform, value)
+
+    def write(self, value: Any) -> None:
+        """Write ``value`` (broadcast to the view's shape) through to the array."""
+        sync(self.write_async(value))
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        arr = self.read()
+        return arr.astype(dtype) if dtype is not None and arr.dtype != dtype else arr
+
+    def __dask_tokenize__(self) -> str:
+        # A token per view object: never equal for views that might differ.
+        if self._token is None:
+            self._token = uuid.uuid4().hex
+        return self._token
+
+    def to_dask(self, chunks: Any = "auto", **kwargs: Any) -> Any:
+        """A dask array over this view (``dask.array.from_array`` with a numpy meta)."""
+        import dask.array as da
+
+        kwargs.setdefault("meta", np.empty((0,) * self.ndim, dtype=self.dtype))
+        return da.from_array(self, chunks=chunks, **kwargs)
+
+    def chunks_touched(self, *, keys: bool = False) -> list[Any]:
+        """What a read would fetch, without fetching it.
+
+        By default, the sorted chunk coordinates a read decodes, on the grid of
+        ``array.chunks`` (inner chunks for sharded arrays, as ``a.blocks``).
+        With ``keys=True``, the sorted store keys it reads from (shard keys for
+        sharded arrays).
+        """
+        arr = self._async
+        coords = sorted({it[0] for it in plan_read(arr, self._transform).items})
+        if not keys:
+            return coords
+        codec = arr._shard_codec
+        if codec is not None:
+            cps = codec.chunks_per_shard(arr.metadata.chunk_shape)
+            coords = sorted({tuple(c // n for c, n in zip(cc, cps, strict=True)) for cc in coords})
+        prefix = arr.store_path.path + "/" if arr.store_path.path else ""
+        return sorted(prefix + arr.metadata.chunk_key(c) for c in coords)
+
+
+def as_views(views: Sequence[Any]) -> list[LazyArray]:
+    """Arrays become whole-array views; views pass through."""
+    from cuzarr.core.array import Array, AsyncArray
+
+    return [LazyArray(v) if isinstance(v, (Array, AsyncArray)) else v for v in views]

@@ -1,0 +1,592 @@
+"""Stores over fsspec filesystems: S3 (s3fs), HTTP(S), ``memory://`` and the rest.
+
+Async filesystems (``fs.async_impl``: s3fs, gcsfs, HTTP) are driven through
+their coroutine API (``_cat_file``, ``_pipe_file``, ...) on cuzarr's own event
+loop: the filesystem object is built lazily, inside the first coroutine that
+needs it, with ``asynchronous=True`` and ``loop=`` that running loop (one
+instance per loop). Sync filesystems run in worker threads, several keys per
+thread hop.
+
+HTTP(S) gets its own subclass, :class:`HTTPStore`, that talks to the aiohttp
+session directly so it works against plain static servers: a 404 is a missing
+key, and a server that ignores ``Range`` (answers 200 with the whole body) is
+handled by slicing locally. Listing an HTTP store parses the server's directory
+index pages, which many servers do not serve; consolidated metadata makes
+listing unnecessary.
+
+Every request goes through one retry policy (:class:`RetryPolicy`): connection
+errors, timeouts and HTTP 408/429/5xx are retried with exponential backoff;
+anything else fails at once with a :class:`RemoteStoreError` naming the key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cuzarr.config import config
+from cuzarr.errors import CuzarrError
+from cuzarr.storage.base import (
+    ByteRequest,
+    OffsetByteRequest,
+    RangeByteRequest,
+    Store,
+    SuffixByteRequest,
+    normalize_key,
+    slice_bytes,
+)
+
+__all__ = ["FsspecStore", "HTTPStore", "RemoteStoreError", "RetryPolicy"]
+
+_TRANSIENT_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
+# Sync filesystems: keys per worker-thread hop.
+_BATCH = 16
+
+
+class RemoteStoreError(CuzarrError, OSError):
+    """A remote store request failed permanently (or after every retry).
+
+    The message names the store and the key; ``__cause__`` is the underlying error.
+    """
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How transient errors of remote requests are retried.
+
+    Parameters
+    ----------
+    retries
+        Attempts after the first one (0 disables retrying). Default: config key
+        ``storage.retries`` when set, else 3.
+    backoff
+        Delay before the first retry, in seconds; doubled after each retry, with
+        up to 50% random jitter.
+    max_backoff
+        Upper bound on one delay, in seconds.
+    """
+
+    retries: int = 3
+    backoff: float = 0.05
+    max_backoff: float = 2.0
+
+    @classmethod
+    def default(cls) -> RetryPolicy:
+        return cls(retries=int(config.get("storage.retries", 3)))
+
+    def delay(self, attempt: int) -> float:
+        d = min(self.max_backoff, self.backoff * (2**attempt))
+        return d * (1 + 0.5 * random.random())
+
+
+def _status_of(exc: BaseException) -> int | None:
+    status = getattr(exc, "status", None)
+    if isinstance(status, int):
+        return status
+    code = getattr(exc, "code", None)
+    return code if isinstance(code, int) and 100 <= code < 600 else None
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether ``exc`` looks like an error that a retry may cure."""
+    if isinstance(exc, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)):
+        return False
+    if isinstance(exc, (asyncio.TimeoutError, TimeoutError, ConnectionError)):
+        return True
+    status = _status_of(exc)
+    if status is not None:
+        return status in _TRANSIENT_STATUS
+    try:
+        import aiohttp
+    except ImportError:  # pragma: no cover
+        aiohttp = None  # type: ignore[assignment]
+    if aiohttp is not None and isinstance(
+        exc, (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError)
+    ):
+        return True
+    try:
+        from botocore.exceptions import ConnectionError as BotoConnectionError
+        from botocore.exceptions import HTTPClientError, ReadTimeoutError
+    except ImportError:
+        return False
+    return isinstance(exc, (BotoConnectionError, HTTPClientError, ReadTimeoutError))
+
+
+class FsspecStore(Store):
+    """A store over an fsspec filesystem, below a root path.
+
+    Parameters
+    ----------
+    fs
+        An fsspec filesystem instance, or ``None`` to build one lazily from
+        ``protocol`` and ``storage_options`` (what :meth:`from_url` does; async
+        filesystems are then built on cuzarr's event loop).
+    path
+        Root path inside the filesystem (for HTTP: the root URL).
+    read_only
+        Refuse writes when true.
+    protocol, storage_options
+        How to build the filesystem when ``fs`` is ``None``.
+    retry
+        Retry policy for transient errors; :meth:`RetryPolicy.default` if omitted.
+
+    Examples
+    --------
+    >>> store = FsspecStore.from_url("memory://demo.zarr")  # doctest: +SKIP
+    >>> cuzarr.create_array(store, shape=(4,), dtype="i4")  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        fs: Any = None,
+        path: str = "",
+        *,
+        read_only: bool = False,
+        protocol: str | None = None,
+        storage_options: dict[str, Any] | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        super().__init__(read_only=read_only)
+        if fs is None and protocol is None:
+            raise TypeError("FsspecStore needs a filesystem or a protocol")
+        self._fs = fs
+        self.protocol = protocol if protocol is not None else _protocol_of(fs)
+        self.storage_options = dict(storage_options or {})
+        self.path = path.rstrip("/")
+        self.retry = retry if retry is not None else RetryPolicy.default()
+        self._loop_fs: dict[int, Any] = {}
+        if fs is not None:
+            self._async = bool(getattr(fs, "async_impl", False)) and bool(
+                getattr(fs, "asynchronous", False)
+            )
+        else:
+            import fsspec
+
+            cls = fsspec.get_filesystem_class(self.protocol)
+            self._async = bool(getattr(cls, "async_impl", False))
+        if fs is None and not self._async:
+            import fsspec
+
+            self._fs = fsspec.filesystem(self.protocol, **self.storage_options)
+        if self._fs is not None and not self._async:
+            self.supports_writes = not getattr(self._fs, "read_only", False)
+
+    # -- construction ------------------------------------------------------------
+    @classmethod
+    def from_url(
+        cls,
+        url: str,
+        *,
+        storage_options: dict[str, Any] | None = None,
+        read_only: bool = False,
+        retry: RetryPolicy | None = None,
+    ) -> FsspecStore:
+        """A store for ``url`` (``s3://bucket/x.zarr``, ``https://host/x.zarr``, ``memory://x``).
+
+        ``storage_options`` go to the fsspec filesystem (``endpoint_url``, ``key``,
+        ``anon``...). HTTP(S) URLs give a read-only :class:`HTTPStore`.
+        """
+        import fsspec
+        from fsspec.core import split_protocol
+
+        options = dict(storage_options or {})
+        if "::" in url:  # chained URLs: let fsspec build the whole chain
+            fs, path = fsspec.core.url_to_fs(url, **options)
+            return cls(fs, path, read_only=read_only, retry=retry)
+        protocol, _ = split_protocol(url)
+        protocol = protocol or "file"
+        fs_cls = fsspec.get_filesystem_class(protocol)
+        if protocol in ("http", "https"):
+            return HTTPStore(url, storage_options=options, retry=retry)
+        path = fs_cls._strip_protocol(url)
+        if isinstance(path, list):  # pragma: no cover - defensive
+            path = path[0]
+        return cls(
+            None,
+            path,
+            read_only=read_only,
+            protocol=protocol,
+            storage_options=options,
+            retry=retry,
+        )
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.protocol}://{self.path.split('://')[-1]})"
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, FsspecStore)
+            and other.protocol == self.protocol
+            and other.path == self.path
+            and other.storage_options == self.storage_options
+            and (other._fs is self._fs or self._fs is None or other._fs is None)
+        )
+
+    __hash__ = object.__hash__
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_loop_fs"] = {}
+        if self._async and state.get("_fs") is not None and self.protocol is not None:
+            state["_fs"] = None
+        return state
+
+    async def _afs(self) -> Any:
+        """The async filesystem bound to the running loop (built on first use)."""
+        if self._fs is not None:
+            return self._fs
+        loop = asyncio.get_running_loop()
+        fs = self._loop_fs.get(id(loop))
+        if fs is None:
+            import fsspec
+
+            cls = fsspec.get_filesystem_class(self.protocol)
+            fs = cls(asynchronous=True, loop=loop, skip_instance_cache=True, **self.storage_options)
+            self._loop_fs[id(loop)] = fs
+        return fs
+
+    def _full(self, key: str) -> str:
+        normalize_key(key)
+        return f"{self.path}/{key}" if self.path else key
+
+    # -- retries -----------------------------------------------------------------
+    async def _retrying(self, what: str, key: str, fn: Any, *args: Any) -> Any:
+        attempt = 0
+        while True:
+            try:
+                return await fn(*args)
+            except FileNotFoundError:
+                raise
+            except Exception as e:
+                if attempt < self.retry.retries and is_transient(e):
+                    await asyncio.sleep(self.retry.delay(attempt))
+                    attempt += 1
+                    continue
+                tries = f" after {attempt + 1} attempts" if attempt else ""
+                raise RemoteStoreError(
+                    f"{what} of key {key!r} in {self!r} failed{tries}: {type(e).__name__}: {e}"
+                ) from e
+
+    # -- reads -------------------------------------------------------------------
+    async def _fetch(self, path: str, byte_range: ByteRequest | None) -> bytes | None:
+        """Read ``path`` (full filesystem path); None when missing."""
+        start, end = _range_args(byte_range)
+        try:
+            if self._async:
+                fs = await self._afs()
+                if isinstance(byte_range, SuffixByteRequest):
+                    size = await fs._size(path)
+                    start = max(0, size - byte_range.suffix)
+                    end = None
+                return bytes(await fs._cat_file(path, start=start, end=end))
+            return await asyncio.to_thread(self._fetch_sync, path, byte_range)
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return None
+
+    def _fetch_sync(self, path: str, byte_range: ByteRequest | None) -> bytes | None:
+        try:
+            if isinstance(byte_range, SuffixByteRequest):
+                size = self._fs.size(path)
+                return bytes(self._fs.cat_file(path, start=max(0, size - byte_range.suffix)))
+            start, end = _range_args(byte_range)
+            return bytes(self._fs.cat_file(path, start=start, end=end))
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return None
+
+    async def get(
+        self, key: str, prototype: Any = None, byte_range: ByteRequest | None = None
+    ) -> bytes | None:
+        path = self._full(key)
+        return await self._retrying("read", key, self._fetch, path, byte_range)
+
+    async def get_partial_values(self, prototype: Any, key_ranges: Any) -> list[bytes | None]:
+        reqs = list(key_ranges)
+        if self._async or type(self).get is not FsspecStore.get or len(reqs) <= 1:
+            return await super().get_partial_values(prototype, reqs)
+        # Sync filesystem: a few keys per thread hop, under the global limit.
+        from cuzarr.core.sync import io_semaphore
+
+        sem = io_semaphore()
+        paths = [(self._full(k), r) for k, r in reqs]
+
+        def batch_sync(part: list[tuple[str, ByteRequest | None]]) -> list[bytes | None]:
+            return [self._fetch_sync(p, r) for p, r in part]
+
+        async def batch(lo: int) -> list[bytes | None]:
+            async with sem:
+                part = paths[lo : lo + _BATCH]
+                return await self._retrying(
+                    "read", reqs[lo][0], asyncio.to_thread, batch_sync, part
+                )
+
+        parts = await asyncio.gather(*(batch(i) for i in range(0, len(paths), _BATCH)))
+        return [v for p in parts for v in p]
+
+    async def exists(self, key: str) -> bool:
+        path = self._full(key)
+
+        async def check() -> bool:
+            if self._async:
+                fs = await self._afs()
+                return bool(await fs._isfile(path))
+            return bool(await asyncio.to_thread(self._fs.isfile, path))
+
+        return await self._retrying("exists", key, check)
+
+    # -- writes ------------------------------------------------------------------
+    def _check_fs_writable(self) -> None:
+        self._check_writable()
+        if not self.supports_writes:
+            from cuzarr.errors import ReadOnlyError
+
+            raise ReadOnlyError(f"{self!r}: the filesystem does not support writes")
+
+    async def set(self, key: str, value: bytes) -> None:
+        self._check_fs_writable()
+        path = self._full(key)
+        data = bytes(value)
+
+        async def put() -> None:
+            if self._async:
+                fs = await self._afs()
+                await fs._pipe_file(path, data)
+            else:
+                await asyncio.to_thread(self._fs.pipe_file, path, data)
+
+        await self._retrying("write", key, put)
+
+    async def delete(self, key: str) -> None:
+        self._check_fs_writable()
+        path = self._full(key)
+
+        async def rm() -> None:
+            try:
+                if self._async:
+                    fs = await self._afs()
+                    await fs._rm_file(path)
+                else:
+                    await asyncio.to_thread(self._fs.rm_file, path)
+            except FileNotFoundError:
+                pass
+
+        await self._retrying("delete", key, rm)
+
+    async def delete_dir(self, prefix: str) -> None:
+        self._check_fs_writable()
+        keys = [k async for k in self.list_prefix(prefix.strip("/") + "/" if prefix else "")]
+        await self.delete_many(keys)
+
+    # -- listing -----------------------------------------------------------------
+    def _rel(self, full: str) -> str | None:
+        root = self.path.split("://", 1)[-1]
+        full = full.split("://", 1)[-1] if "://" in full else full
+        if not root:
+            return full.lstrip("/")
+        if full.startswith(root + "/"):
+            return full[len(root) + 1 :]
+        return None
+
+    async def _find(self, sub: str) -> list[str]:
+        path = f"{self.path}/{sub}" if sub and self.path else (sub or self.path)
+        try:
+            if self._async:
+                fs = await self._afs()
+                fs.invalidate_cache()
+                found = await fs._find(path)
+            else:
+                self._fs.invalidate_cache()
+                found = await asyncio.to_thread(self._fs.find, path)
+        except FileNotFoundError:
+            return []
+        out = []
+        for f in found:
+            rel = self._rel(f)
+            if rel:
+                out.append(rel)
+        return sorted(out)
+
+    def list(self) -> AsyncIterator[str]:
+        async def gen() -> AsyncIterator[str]:
+            for key in await self._retrying("list", "", self._find, ""):
+                yield key
+
+        return gen()
+
+    def list_prefix(self, prefix: str) -> AsyncIterator[str]:
+        async def gen() -> AsyncIterator[str]:
+            directory = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
+            for key in await self._retrying("list", prefix, self._find, directory):
+                if key.startswith(prefix):
+                    yield key
+
+        return gen()
+
+    def list_dir(self, prefix: str) -> AsyncIterator[str]:
+        async def gen() -> AsyncIterator[str]:
+            p = prefix.strip("/")
+            path = f"{self.path}/{p}" if p and self.path else (p or self.path)
+
+            async def ls() -> list[str]:
+                try:
+                    if self._async:
+                        fs = await self._afs()
+                        fs.invalidate_cache()
+                        return list(await fs._ls(path, detail=False))
+                    self._fs.invalidate_cache()
+                    return list(await asyncio.to_thread(self._fs.ls, path, detail=False))
+                except (FileNotFoundError, NotADirectoryError):
+                    return []
+
+            names: set[str] = set()
+            base = path.split("://", 1)[-1].rstrip("/")
+            for entry in await self._retrying("list", prefix, ls):
+                e = entry.split("://", 1)[-1].rstrip("/")
+                if e.startswith(base + "/") or not base:
+                    name = e[len(base) + 1 :] if base else e.lstrip("/")
+                    name = name.split("/", 1)[0]
+                    if name:
+                        names.add(name)
+            for name in sorted(names):
+                yield name
+
+        return gen()
+
+
+def _range_args(byte_range: ByteRequest | None) -> tuple[int | None, int | None]:
+    if byte_range is None:
+        return None, None
+    if isinstance(byte_range, RangeByteRequest):
+        return byte_range.start, byte_range.end
+    if isinstance(byte_range, OffsetByteRequest):
+        return byte_range.offset, None
+    if isinstance(byte_range, SuffixByteRequest):
+        return -byte_range.suffix, None
+    raise TypeError(f"unsupported byte range {byte_range!r}")
+
+
+def _protocol_of(fs: Any) -> str:
+    p = getattr(fs, "protocol", "file")
+    return p[0] if isinstance(p, (tuple, list)) else str(p)
+
+
+class _HTTPStatusError(OSError):
+    def __init__(self, status: int, url: str) -> None:
+        super().__init__(f"HTTP {status} for {url}")
+        self.status = status
+
+
+class HTTPStore(FsspecStore):
+    """A read-only store over HTTP(S), for plain static file servers.
+
+    Keys are URLs below ``url``. A 404 (or 403 from object stores that hide
+    missing keys, when ``forbidden_is_missing``) reads as a missing key. Byte
+    ranges use ``Range`` requests; a server that ignores them and answers with
+    the whole body is sliced locally. Listing parses directory index pages, so
+    prefer consolidated metadata (``cuzarr.consolidate_metadata``) for groups.
+
+    Parameters
+    ----------
+    url
+        Root URL of the hierarchy.
+    storage_options
+        Passed to fsspec's ``HTTPFileSystem`` (``client_kwargs``, ``headers`` in
+        ``client_kwargs``...); its aiohttp session serves every request.
+    retry
+        Retry policy for transient errors.
+    forbidden_is_missing
+        Treat 403 as a missing key (S3-style public buckets answer 403).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        storage_options: dict[str, Any] | None = None,
+        retry: RetryPolicy | None = None,
+        forbidden_is_missing: bool = False,
+        read_only: bool = True,
+    ) -> None:
+        protocol = url.split("://", 1)[0]
+        super().__init__(
+            None,
+            url.rstrip("/"),
+            read_only=True,
+            protocol=protocol,
+            storage_options=storage_options,
+            retry=retry,
+        )
+        self.forbidden_is_missing = forbidden_is_missing
+        self.supports_writes = False
+        self.supports_deletes = False
+
+    def with_read_only(self, read_only: bool = False) -> Store:
+        return self  # always read-only
+
+    def __repr__(self) -> str:
+        return f"HTTPStore({self.path!r})"
+
+    def _full(self, key: str) -> str:
+        normalize_key(key)
+        return f"{self.path}/{key}"
+
+    async def _fetch(self, path: str, byte_range: ByteRequest | None) -> bytes | None:
+        fs = await self._afs()
+        session = await fs.set_session()
+        headers: dict[str, str] = {}
+        if byte_range is not None:
+            start, end = _range_args(byte_range)
+            if isinstance(byte_range, SuffixByteRequest):
+                if byte_range.suffix == 0:
+                    return b""
+                headers["Range"] = f"bytes=-{byte_range.suffix}"
+            elif end is not None:
+                if end <= start:
+                    return b""
+                headers["Range"] = f"bytes={start}-{end - 1}"
+            else:
+                headers["Range"] = f"bytes={start}-"
+        kw = dict(getattr(fs, "kwargs", {}))
+        if headers:
+            kw["headers"] = {**kw.get("headers", {}), **headers}
+        async with session.get(path, **kw) as r:
+            status = r.status
+            if status == 404 or (status == 403 and self.forbidden_is_missing):
+                return None
+            if status == 416:
+                return b""
+            if status >= 400:
+                raise _HTTPStatusError(status, path)
+            data = await r.read()
+        if byte_range is not None and status != 206:
+            data = slice_bytes(data, byte_range)  # the server ignored Range
+        return data
+
+    async def exists(self, key: str) -> bool:
+        path = self._full(key)
+
+        async def head() -> bool:
+            fs = await self._afs()
+            session = await fs.set_session()
+            async with session.head(path, allow_redirects=True, **fs.kwargs) as r:
+                if r.status == 404 or (r.status == 403 and self.forbidden_is_missing):
+                    return False
+                if r.status >= 400:
+                    raise _HTTPStatusError(r.status, path)
+                return True
+
+        return await self._retrying("exists", key, head)
+
+    async def set(self, key: str, value: bytes) -> None:
+        self._check_fs_writable()
+
+    async def delete(self, key: str) -> None:
+        self._check_fs_writable()
+
+    async def set_many(self, items: Sequence[tuple[str, bytes]]) -> None:
+        self._check_fs_writable()
+
+    async def delete_many(self, keys: Sequence[str]) -> None:
+        self._check_fs_writable()

@@ -1,0 +1,638 @@
+"""N5 containers, presented as Zarr v2 hierarchies.
+
+:class:`N5Store` wraps the store that holds an N5 container (a directory by
+default) and shows it to cuzarr as a Zarr **v2** store, so no other part of the
+library knows about N5:
+
+- ``<path>/attributes.json`` with ``dimensions`` reads as ``<path>/.zarray``:
+  shape and chunks reversed (N5 lists the fastest-varying dimension first),
+  big-endian dtype, ``order: "C"``, ``compressor: null``, ``fill_value: 0``,
+  ``dimension_separator: "."``; without ``dimensions`` it reads as ``.zgroup``.
+  The other attributes read as ``.zattrs``.
+- Chunk key ``i.j.k`` is the N5 block ``k/j/i``. Reading a block parses its
+  big-endian header (mode, number of dimensions, block size per dimension, the
+  element count in mode 1), decompresses it (``raw``, ``gzip``, ``zstd``,
+  ``bzip2``, ``xz``, ``blosc``) and pads a truncated edge block to the full
+  chunk, handing cuzarr raw big-endian bytes.
+
+Writing goes the other way: a ``.zarray`` written through the store becomes
+``attributes.json`` (its numcodecs compressor picks the N5 compression: zstd,
+gzip, zlib, bz2, lzma, blosc or none), ``.zattrs`` merges into it, and each
+chunk is written as an N5 block with the right header, edge blocks truncated as
+the N5 reference implementation writes them. While an array created through
+this store object is open, its chunks arrive encoded as that array's metadata
+says (its compressor, byte order and memory order); the store decodes them with
+numcodecs before writing the N5 block and encodes blocks that way on reads, so
+the writer's own view stays consistent. Arrays must be Zarr v2
+(``zarr_format=2``), use a dtype N5 has (integers up to 64 bits, float32,
+float64) and a fill value of 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import struct
+from collections.abc import AsyncIterator, Sequence
+from math import prod
+from typing import Any
+
+import numpy as np
+
+from cuzarr.errors import MetadataError
+from cuzarr.storage.base import ByteRequest, Store, slice_bytes
+
+__all__ = ["N5Store", "decode_block", "encode_block"]
+
+_ATTRS = "attributes.json"
+_RESERVED = ("dimensions", "blockSize", "dataType", "compression", "compressionType", "n5")
+_N5_VERSION = "4.0.0"
+_DTYPES = {
+    "uint8": "u1",
+    "uint16": "u2",
+    "uint32": "u4",
+    "uint64": "u8",
+    "int8": "i1",
+    "int16": "i2",
+    "int32": "i4",
+    "int64": "i8",
+    "float32": "f4",
+    "float64": "f8",
+}
+_NAMES = {v: k for k, v in _DTYPES.items()}
+
+
+def _n5_dtype(name: str) -> np.dtype:
+    try:
+        return np.dtype(">" + _DTYPES[name])
+    except KeyError:
+        raise MetadataError(f"N5 dataType {name!r} is not supported") from None
+
+
+def _compression(attrs: dict[str, Any]) -> dict[str, Any]:
+    comp = attrs.get("compression")
+    if comp is None:  # N5 < 1.0: "compressionType"
+        comp = {"type": attrs.get("compressionType", "raw")}
+    return comp
+
+
+def _decompress(comp: dict[str, Any], data: bytes, nbytes: int) -> bytes:
+    kind = comp.get("type", "raw")
+    if kind == "raw":
+        return data
+    if kind == "gzip":
+        import zlib
+
+        d = zlib.decompressobj(47)  # zlib or gzip header, auto-detected
+        out = d.decompress(data, nbytes + 1)
+        return out
+    if kind == "zstd":
+        import zstandard
+
+        return zstandard.ZstdDecompressor().decompressobj().decompress(data)[: nbytes + 1]
+    if kind == "bzip2":
+        import bz2
+
+        return bz2.decompress(data)
+    if kind == "xz":
+        import lzma
+
+        return lzma.decompress(data)
+    if kind == "blosc":
+        from numcodecs import Blosc
+
+        return bytes(Blosc().decode(data))
+    raise MetadataError(f"N5 compression {kind!r} is not supported")
+
+
+def _compress(comp: dict[str, Any], data: bytes, itemsize: int) -> bytes:
+    kind = comp.get("type", "raw")
+    if kind == "raw":
+        return data
+    if kind == "gzip":
+        import zlib
+
+        level = int(comp.get("level", -1))
+        wbits = 15 if comp.get("useZlib", False) else 31
+        c = zlib.compressobj(level if level >= 0 else 6, zlib.DEFLATED, wbits)
+        return c.compress(data) + c.flush()
+    if kind == "zstd":
+        import zstandard
+
+        return zstandard.ZstdCompressor(level=int(comp.get("level", 3))).compress(data)
+    if kind == "bzip2":
+        import bz2
+
+        return bz2.compress(data, int(comp.get("blockSize", 9)))
+    if kind == "xz":
+        import lzma
+
+        return lzma.compress(data, preset=int(comp.get("preset", 6)))
+    if kind == "blosc":
+        from numcodecs import Blosc
+
+        codec = Blosc(
+            cname=comp.get("cname", "lz4"),
+            clevel=int(comp.get("clevel", 5)),
+            shuffle=int(comp.get("shuffle", 1)),
+            blocksize=int(comp.get("blocksize", 0)),
+            typesize=itemsize,
+        )
+        return bytes(codec.encode(data))
+    raise MetadataError(f"N5 compression {kind!r} is not supported")
+
+
+def decode_block(data: bytes, attrs: dict[str, Any]) -> np.ndarray:
+    """An N5 block -> a big-endian array of the full chunk shape (C order, padded).
+
+    Parameters
+    ----------
+    data
+        The block as stored: header, then the compressed elements.
+    attrs
+        The dataset's ``attributes.json``.
+    """
+    dtype = _n5_dtype(attrs["dataType"])
+    chunk = tuple(int(b) for b in reversed(attrs["blockSize"]))
+    if len(data) < 4:
+        raise MetadataError("N5 block shorter than its header")
+    mode, ndim = struct.unpack_from(">HH", data, 0)
+    if mode not in (0, 1):
+        raise MetadataError(f"N5 block mode {mode} (object blocks) is not supported")
+    if ndim != len(chunk):
+        raise MetadataError(f"N5 block has {ndim} dimensions, the dataset {len(chunk)}")
+    sizes = struct.unpack_from(f">{ndim}I", data, 4)
+    offset = 4 + 4 * ndim
+    shape = tuple(reversed(sizes))
+    count = prod(shape)
+    if mode == 1:
+        (count,) = struct.unpack_from(">I", data, offset)
+        offset += 4
+        if count != prod(shape):
+            raise MetadataError("N5 varlength blocks are not supported")
+    if any(s > c for s, c in zip(shape, chunk)):
+        raise MetadataError(f"N5 block of size {sizes} exceeds the block size {attrs['blockSize']}")
+    nbytes = count * dtype.itemsize
+    raw = _decompress(_compression(attrs), data[offset:], nbytes)
+    if len(raw) < nbytes:
+        raise MetadataError(f"N5 block holds {len(raw)} bytes, expected {nbytes}")
+    arr = np.frombuffer(raw, dtype=dtype, count=count).reshape(shape)
+    if shape == chunk:
+        return arr
+    out = np.zeros(chunk, dtype=dtype)
+    out[tuple(slice(0, s) for s in shape)] = arr
+    return out
+
+
+def encode_block(arr: np.ndarray, attrs: dict[str, Any]) -> bytes:
+    """A (possibly truncated) C-order array -> an N5 block (header + compressed data)."""
+    dtype = _n5_dtype(attrs["dataType"])
+    a = np.ascontiguousarray(arr, dtype=dtype)
+    sizes = tuple(reversed(a.shape))
+    header = struct.pack(f">HH{len(sizes)}I", 0, len(sizes), *sizes)
+    return header + _compress(_compression(attrs), a.tobytes(), dtype.itemsize)
+
+
+def _n5_compression_from(compressor: dict[str, Any] | None) -> dict[str, Any]:
+    if compressor is None:
+        return {"type": "raw"}
+    cid = compressor.get("id")
+    if cid == "zstd":
+        return {"type": "zstd", "level": int(compressor.get("level", 0) or 0)}
+    if cid in ("gzip", "zlib"):
+        return {
+            "type": "gzip",
+            "level": int(compressor.get("level", -1)),
+            "useZlib": cid == "zlib",
+        }
+    if cid == "bz2":
+        return {"type": "bzip2", "blockSize": int(compressor.get("level", 9))}
+    if cid == "lzma":
+        return {"type": "xz", "preset": int(compressor.get("preset") or 6)}
+    if cid == "blosc":
+        return {
+            "type": "blosc",
+            "cname": compressor.get("cname", "lz4"),
+            "clevel": int(compressor.get("clevel", 5)),
+            "shuffle": int(compressor.get("shuffle", 1)),
+            "blocksize": int(compressor.get("blocksize", 0)),
+        }
+    raise MetadataError(
+        f"N5 has no compression matching the numcodecs codec {cid!r} "
+        "(use zstd, gzip, zlib, bz2, lzma, blosc or None)"
+    )
+
+
+def _synth_zarray(attrs: dict[str, Any]) -> dict[str, Any]:
+    dtype = _n5_dtype(attrs["dataType"])
+    return {
+        "zarr_format": 2,
+        "shape": [int(d) for d in reversed(attrs["dimensions"])],
+        "chunks": [int(b) for b in reversed(attrs["blockSize"])],
+        "dtype": dtype.str,
+        "compressor": None,
+        "fill_value": 0,
+        "order": "C",
+        "filters": None,
+        "dimension_separator": ".",
+    }
+
+
+def _split(key: str) -> tuple[str, str]:
+    if "/" in key:
+        head, name = key.rsplit("/", 1)
+        return head, name
+    return "", key
+
+
+def _join(path: str, name: str) -> str:
+    return f"{path}/{name}" if path else name
+
+
+class N5Store(Store):
+    """An N5 container shown as a Zarr v2 store.
+
+    Parameters
+    ----------
+    store
+        The container: a path (a directory, as a ``LocalStore``) or any cuzarr
+        ``Store`` holding the N5 files.
+    read_only
+        Refuse writes when true.
+
+    Examples
+    --------
+    >>> a = cuzarr.open_array("data/volume.n5", path="raw", mode="r")  # doctest: +SKIP
+    >>> cuzarr.create_array("out.n5", name="x", shape=(64, 64), dtype="uint16",
+    ...                     chunks=(32, 32), zarr_format=2)  # doctest: +SKIP
+    """
+
+    def __init__(self, store: Store | str | os.PathLike[str], *, read_only: bool = False) -> None:
+        super().__init__(read_only=read_only)
+        if not isinstance(store, Store):
+            from cuzarr.storage.local import LocalStore
+
+            store = LocalStore(store, read_only=read_only)
+        self.inner = store
+        self._attrs_cache: dict[str, dict[str, Any] | None] = {}
+        self._client: dict[str, dict[str, Any]] = {}
+        self._lock: asyncio.Lock | None = None
+
+    def __repr__(self) -> str:
+        return f"N5Store({self.inner!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, N5Store) and other.inner == self.inner
+
+    __hash__ = object.__hash__
+
+    def with_read_only(self, read_only: bool = False) -> Store:
+        other = super().with_read_only(read_only)
+        assert isinstance(other, N5Store)
+        other.inner = self.inner.with_read_only(read_only)
+        other._attrs_cache = {}
+        other._client = {}
+        return other
+
+    def _meta_lock(self) -> asyncio.Lock:
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        return self._lock
+
+    # -- attributes ----------------------------------------------------------------
+    async def _attrs(self, path: str, *, fresh: bool = False) -> dict[str, Any] | None:
+        if not fresh and path in self._attrs_cache:
+            return self._attrs_cache[path]
+        raw = await self.inner.get(_join(path, _ATTRS))
+        attrs = None
+        if raw is not None:
+            attrs = json.loads(raw)
+            if not isinstance(attrs, dict):
+                raise MetadataError(f"{_join(path, _ATTRS)}: must hold a JSON object")
+        self._attrs_cache[path] = attrs
+        return attrs
+
+    async def _write_attrs(self, path: str, attrs: dict[str, Any] | None) -> None:
+        key = _join(path, _ATTRS)
+        if attrs is None:
+            await self.inner.delete(key)
+        else:
+            await self.inner.set(key, json.dumps(attrs, indent=2).encode())
+        self._attrs_cache[path] = attrs
+
+    @staticmethod
+    def _is_array(attrs: dict[str, Any] | None) -> bool:
+        return attrs is not None and "dimensions" in attrs and "dataType" in attrs
+
+    async def _chunk_location(self, key: str) -> tuple[str, tuple[int, ...]] | None:
+        """(array path, chunk coordinates) when ``key`` names a chunk of an array."""
+        parts = key.split("/")
+        # Common case: '.'-separated chunk key right below the array.
+        path = "/".join(parts[:-1])
+        attrs = await self._attrs(path)
+        if self._is_array(attrs):
+            sep = self._client.get(path, {}).get("dimension_separator") or "."
+            if sep == ".":
+                try:
+                    coords = tuple(int(c) for c in parts[-1].split("."))
+                except ValueError:
+                    return None
+                return (path, coords) if len(coords) == len(attrs["dimensions"]) else None
+        for k in range(2, len(parts) + 1):
+            path = "/".join(parts[:-k])
+            attrs = await self._attrs(path)
+            if self._is_array(attrs) and len(attrs["dimensions"]) == k:
+                try:
+                    return path, tuple(int(c) for c in parts[-k:])
+                except ValueError:
+                    return None
+        return None
+
+    @staticmethod
+    def _block_key(path: str, coords: tuple[int, ...]) -> str:
+        return _join(path, "/".join(str(c) for c in reversed(coords)))
+
+    # -- client view -----------------------------------------------------------------
+    def _client_doc(self, path: str, attrs: dict[str, Any]) -> dict[str, Any] | None:
+        """The writer's ``.zarray`` when it differs from the synthesized one."""
+        doc = self._client.get(path)
+        if doc is None:
+            return None
+        synth = _synth_zarray(attrs)
+        plain = (
+            doc.get("compressor") is None
+            and not doc.get("filters")
+            and doc.get("order", "C") == "C"
+            and np.dtype(doc["dtype"]) == np.dtype(synth["dtype"])
+            and np.dtype(doc["dtype"]).str == synth["dtype"]
+        )
+        return None if plain else doc
+
+    @staticmethod
+    def _decode_client(data: bytes, doc: dict[str, Any]) -> np.ndarray:
+        import numcodecs
+
+        buf: Any = data
+        if doc.get("compressor"):
+            buf = numcodecs.get_codec(dict(doc["compressor"])).decode(buf)
+        for f in reversed(doc.get("filters") or []):
+            buf = numcodecs.get_codec(dict(f)).decode(buf)
+        arr = np.frombuffer(bytes(buf), dtype=np.dtype(doc["dtype"]))
+        return arr.reshape(tuple(doc["chunks"]), order=doc.get("order", "C"))
+
+    @staticmethod
+    def _encode_client(arr: np.ndarray, doc: dict[str, Any]) -> bytes:
+        import numcodecs
+
+        a = np.asarray(arr, dtype=np.dtype(doc["dtype"]))
+        buf: Any = a.tobytes(order=doc.get("order", "C"))
+        for f in doc.get("filters") or []:
+            buf = numcodecs.get_codec(dict(f)).encode(buf)
+        if doc.get("compressor"):
+            buf = numcodecs.get_codec(dict(doc["compressor"])).encode(buf)
+        return bytes(buf)
+
+    # -- reads -------------------------------------------------------------------------
+    async def get(
+        self, key: str, prototype: Any = None, byte_range: ByteRequest | None = None
+    ) -> bytes | None:
+        value = await self._get_full(key)
+        return None if value is None else slice_bytes(value, byte_range)
+
+    async def _get_full(self, key: str) -> bytes | None:
+        path, name = _split(key)
+        if name == ".zarray":
+            attrs = await self._attrs(path, fresh=True)
+            if not self._is_array(attrs):
+                return None
+            doc = self._client.get(path) or _synth_zarray(attrs)
+            return json.dumps(doc).encode()
+        if name == ".zgroup":
+            attrs = await self._attrs(path, fresh=True)
+            if attrs is None or self._is_array(attrs):
+                return None
+            return b'{"zarr_format": 2}'
+        if name == ".zattrs":
+            attrs = await self._attrs(path)
+            if attrs is None:
+                return None
+            user = {k: v for k, v in attrs.items() if k not in _RESERVED}
+            return json.dumps(user).encode() if user else None
+        if name in ("zarr.json", ".zmetadata", _ATTRS):
+            return None
+        loc = await self._chunk_location(key)
+        if loc is None:
+            return None
+        path, coords = loc
+        raw = await self.inner.get(self._block_key(path, coords))
+        if raw is None:
+            return None
+        attrs = await self._attrs(path)
+        assert attrs is not None
+        return await asyncio.to_thread(self._decode_for_client, raw, path, attrs)
+
+    def _decode_for_client(self, raw: bytes, path: str, attrs: dict[str, Any]) -> bytes:
+        arr = decode_block(raw, attrs)
+        doc = self._client_doc(path, attrs)
+        return arr.tobytes() if doc is None else self._encode_client(arr, doc)
+
+    async def exists(self, key: str) -> bool:
+        return await self._get_full(key) is not None
+
+    # -- writes ------------------------------------------------------------------------
+    async def set(self, key: str, value: bytes) -> None:
+        self._check_writable()
+        path, name = _split(key)
+        if name in ("zarr.json", ".zmetadata"):
+            raise MetadataError(
+                f"N5Store holds Zarr v2-style nodes only: cannot write {key!r} "
+                "(create arrays and groups with zarr_format=2; consolidated metadata "
+                "is not stored in N5 containers)"
+            )
+        if name == ".zarray":
+            await self._set_zarray(path, json.loads(value))
+            return
+        if name == ".zgroup":
+            async with self._meta_lock():
+                attrs = await self._attrs(path, fresh=True) or {}
+                if self._is_array(attrs):
+                    attrs = {k: v for k, v in attrs.items() if k not in _RESERVED}
+                if not path:
+                    attrs.setdefault("n5", _N5_VERSION)
+                await self._write_attrs(path, attrs)
+            return
+        if name == ".zattrs":
+            user = json.loads(value)
+            if not isinstance(user, dict):
+                raise MetadataError(f"{key}: attributes must be a JSON object")
+            clash = [k for k in user if k in _RESERVED and k != "n5"]
+            if clash:
+                raise MetadataError(f"N5 reserves the attribute names {clash}")
+            async with self._meta_lock():
+                attrs = await self._attrs(path, fresh=True) or {}
+                kept = {k: v for k, v in attrs.items() if k in _RESERVED}
+                await self._write_attrs(path, {**kept, **user})
+            return
+        loc = await self._chunk_location(key)
+        if loc is None:
+            raise MetadataError(f"N5Store: {key!r} is not metadata or a chunk of a known array")
+        path, coords = loc
+        attrs = await self._attrs(path)
+        assert attrs is not None
+        block = await asyncio.to_thread(self._encode_from_client, bytes(value), path, coords, attrs)
+        await self.inner.set(self._block_key(path, coords), block)
+
+    def _encode_from_client(
+        self, value: bytes, path: str, coords: tuple[int, ...], attrs: dict[str, Any]
+    ) -> bytes:
+        synth = _synth_zarray(attrs)
+        doc = self._client_doc(path, attrs)
+        if doc is None:
+            arr = np.frombuffer(value, dtype=np.dtype(synth["dtype"])).reshape(synth["chunks"])
+        else:
+            arr = self._decode_client(value, doc)
+        edge = tuple(
+            slice(0, max(0, min(c, s - i * c)))
+            for i, c, s in zip(coords, synth["chunks"], synth["shape"])
+        )
+        return encode_block(arr[edge], attrs)
+
+    async def _set_zarray(self, path: str, doc: dict[str, Any]) -> None:
+        dtype = np.dtype(doc["dtype"])
+        name = _NAMES.get(dtype.newbyteorder("=").str[1:]) if dtype.kind in "uif" else None
+        if name is None:
+            raise MetadataError(
+                f"N5 has no data type for {doc['dtype']!r} (integers and float32/float64 only)"
+            )
+        if doc.get("fill_value") not in (0, 0.0, None, False):
+            raise MetadataError(
+                f"N5 arrays read missing blocks as 0; fill_value {doc['fill_value']!r} cannot be stored"
+            )
+        if any(not isinstance(c, int) for c in doc["chunks"]):
+            raise MetadataError("N5 needs a regular chunk grid")
+        comp = _n5_compression_from(doc.get("compressor"))
+        async with self._meta_lock():
+            attrs = await self._attrs(path, fresh=True) or {}
+            user = {k: v for k, v in attrs.items() if k not in _RESERVED}
+            new = {
+                **user,
+                "dimensions": [int(d) for d in reversed(doc["shape"])],
+                "blockSize": [int(c) for c in reversed(doc["chunks"])],
+                "dataType": name,
+                "compression": comp,
+            }
+            await self._write_attrs(path, new)
+            self._client[path] = dict(doc)
+        if path:
+            root = await self._attrs("", fresh=True)
+            if root is None:
+                await self._write_attrs("", {"n5": _N5_VERSION})
+
+    async def delete(self, key: str) -> None:
+        self._check_writable()
+        path, name = _split(key)
+        if name in (".zarray", ".zgroup"):
+            async with self._meta_lock():
+                attrs = await self._attrs(path, fresh=True)
+                if attrs is None:
+                    return
+                is_arr = self._is_array(attrs)
+                if (name == ".zarray") == is_arr:
+                    await self._write_attrs(path, None)
+                    self._client.pop(path, None)
+            return
+        if name == ".zattrs":
+            async with self._meta_lock():
+                attrs = await self._attrs(path, fresh=True)
+                if attrs is not None:
+                    await self._write_attrs(
+                        path, {k: v for k, v in attrs.items() if k in _RESERVED}
+                    )
+            return
+        if name in ("zarr.json", ".zmetadata"):
+            return
+        loc = await self._chunk_location(key)
+        if loc is not None:
+            await self.inner.delete(self._block_key(*loc))
+
+    async def delete_dir(self, prefix: str) -> None:
+        self._check_writable()
+        await self.inner.delete_dir(prefix)
+        p = prefix.strip("/")
+        for cache in (self._attrs_cache, self._client):
+            for k in [k for k in cache if k == p or k.startswith(p + "/") or not p]:
+                cache.pop(k)
+
+    async def clear(self) -> None:
+        self._check_writable()
+        await self.inner.clear()
+        self._attrs_cache.clear()
+        self._client.clear()
+
+    def close(self) -> None:
+        self.inner.close()
+
+    # -- listing -------------------------------------------------------------------------
+    async def _translate(self, keys: Sequence[str]) -> list[str]:
+        out: list[str] = []
+        for key in keys:
+            path, name = _split(key)
+            if name == _ATTRS:
+                attrs = await self._attrs(path, fresh=True)
+                if attrs is None:
+                    continue
+                out.append(_join(path, ".zarray" if self._is_array(attrs) else ".zgroup"))
+                if any(k not in _RESERVED for k in attrs):
+                    out.append(_join(path, ".zattrs"))
+                continue
+            parts = key.split("/")
+            for k in range(1, len(parts)):
+                apath = "/".join(parts[:-k])
+                attrs = await self._attrs(apath)
+                if self._is_array(attrs):
+                    if len(attrs["dimensions"]) == k:
+                        try:
+                            coords = [int(c) for c in reversed(parts[-k:])]
+                        except ValueError:
+                            break
+                        sep = self._client.get(apath, {}).get("dimension_separator") or "."
+                        out.append(_join(apath, sep.join(str(c) for c in coords)))
+                    break
+        return out
+
+    def list(self) -> AsyncIterator[str]:
+        return self.list_prefix("")
+
+    def list_prefix(self, prefix: str) -> AsyncIterator[str]:
+        async def gen() -> AsyncIterator[str]:
+            directory = prefix.rsplit("/", 1)[0] + "/" if "/" in prefix else ""
+            keys = [k async for k in self.inner.list_prefix(directory)]
+            for key in await self._translate(keys):
+                if key.startswith(prefix):
+                    yield key
+
+        return gen()
+
+    def list_dir(self, prefix: str) -> AsyncIterator[str]:
+        async def gen() -> AsyncIterator[str]:
+            p = prefix.strip("/")
+            attrs = await self._attrs(p, fresh=True)
+            if self._is_array(attrs):
+                seen: set[str] = set()
+                async for key in self.list_prefix(p + "/" if p else ""):
+                    name = key[len(p) + 1 if p else 0 :].split("/", 1)[0]
+                    if name not in seen:
+                        seen.add(name)
+                        yield name
+                return
+            names = [n async for n in self.inner.list_dir(p)]
+            if attrs is not None:
+                yield ".zgroup"
+                if any(k not in _RESERVED for k in attrs):
+                    yield ".zattrs"
+            for n in names:
+                if n != _ATTRS:
+                    yield n
+
+        return gen()

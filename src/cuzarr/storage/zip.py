@@ -1,0 +1,344 @@
+"""A store inside one zip file, compatible with zarr-python's ``ZipStore``.
+
+Entries are stored uncompressed by default (``ZIP_STORED``, as zarr-python
+does: chunks are already compressed). The archive on disk is a valid zip after
+every write call (``set``/``set_many``/``delete``): the central directory is
+rewritten at the end of the file after each call, so another process (or
+zarr-python) can open it while this store is still open.
+
+Writing a key twice appends a second entry; readers (cuzarr, Python's
+``zipfile``, zarr-python) take the last one. Deleting a key hides it at once in
+this process; because a zip file cannot drop an entry in place, the archive is
+then rewritten without it at the end of that write call. ``close()`` also
+compacts away superseded duplicate entries, so a closed archive holds exactly
+one entry per key. Every ``ZipStore`` over the same file in one process shares
+one open handle, so they see each other's writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import os
+import threading
+import warnings
+import weakref
+import zipfile
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from cuzarr.storage.base import (
+    ByteRequest,
+    OffsetByteRequest,
+    RangeByteRequest,
+    Store,
+    SuffixByteRequest,
+    normalize_key,
+)
+
+__all__ = ["ZipStore"]
+
+_BATCH = 64
+
+
+class _ZipHandle:
+    """One open zip file, shared by every ZipStore over the same path."""
+
+    def __init__(self, path: str, compression: int) -> None:
+        self.path = path
+        self.compression = compression
+        self.lock = threading.RLock()
+        self.zf: zipfile.ZipFile | None = None
+        self.writable = False
+        self.deleted: set[str] = set()
+        self.duplicates = False
+
+    # -- opening -----------------------------------------------------------------
+    def _open(self, write: bool) -> zipfile.ZipFile | None:
+        if self.zf is not None and (self.writable or not write):
+            return self.zf
+        if self.zf is not None:
+            self.zf.close()
+            self.zf = None
+        if write:
+            os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+            self.zf = zipfile.ZipFile(self.path, mode="a", compression=self.compression)
+            self.writable = True
+        else:
+            if not os.path.exists(self.path):
+                return None
+            self.zf = zipfile.ZipFile(self.path, mode="r")
+            self.writable = False
+        return self.zf
+
+    # -- reads -------------------------------------------------------------------
+    def read(self, key: str, byte_range: ByteRequest | None) -> bytes | None:
+        with self.lock:
+            if key in self.deleted:
+                return None
+            zf = self._open(False)
+            if zf is None:
+                return None
+            try:
+                info = zf.getinfo(key)
+            except KeyError:
+                return None
+            if byte_range is None:
+                return zf.read(info)
+            size = info.file_size
+            if isinstance(byte_range, RangeByteRequest):
+                start, stop = byte_range.start, min(byte_range.end, size)
+            elif isinstance(byte_range, OffsetByteRequest):
+                start, stop = byte_range.offset, size
+            elif isinstance(byte_range, SuffixByteRequest):
+                start, stop = max(0, size - byte_range.suffix), size
+            else:
+                raise TypeError(f"unsupported byte range {byte_range!r}")
+            if stop <= start:
+                return b""
+            with zf.open(info) as f:
+                f.seek(start)
+                return f.read(stop - start)
+
+    def read_many(self, reqs: Sequence[tuple[str, ByteRequest | None]]) -> list[bytes | None]:
+        with self.lock:
+            return [self.read(k, r) for k, r in reqs]
+
+    def names(self) -> list[str]:
+        with self.lock:
+            zf = self._open(False)
+            if zf is None:
+                return []
+            seen = dict.fromkeys(n for n in zf.namelist() if not n.endswith("/"))
+            return [n for n in seen if n not in self.deleted]
+
+    # -- writes ------------------------------------------------------------------
+    def write_many(self, items: Sequence[tuple[str, bytes]]) -> None:
+        with self.lock:
+            zf = self._open(True)
+            assert zf is not None
+            existing = set(zf.NameToInfo)
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message="Duplicate name", category=UserWarning)
+                for key, value in items:
+                    if key in existing:
+                        self.duplicates = True
+                    info = zipfile.ZipInfo(key, date_time=(1980, 1, 1, 0, 0, 0))
+                    info.compress_type = self.compression
+                    info.external_attr = 0o644 << 16
+                    zf.writestr(info, bytes(value))
+                    existing.add(key)
+                    self.deleted.discard(key)
+            self.flush()
+
+    def delete_many(self, keys: Sequence[str]) -> None:
+        with self.lock:
+            zf = self._open(False)
+            if zf is None:
+                return
+            present = [k for k in keys if k in zf.NameToInfo and k not in self.deleted]
+            if present:
+                self.deleted.update(present)
+                self.compact()
+
+    def flush(self) -> None:
+        """Write the central directory so the file on disk is a complete zip."""
+        zf = self.zf
+        if zf is None or not self.writable:
+            return
+        write_end = getattr(zf, "_write_end_record", None)
+        if write_end is None or not getattr(zf, "_seekable", False):  # pragma: no cover
+            zf.close()
+            self.zf = None
+            return
+        zf.fp.seek(zf.start_dir)
+        write_end()
+        zf.fp.truncate()
+        zf.fp.flush()
+        # Make a later close() (or the next write) start from the same place again.
+        zf._didModify = True
+
+    def compact(self) -> None:
+        """Rewrite the archive with one entry per live key (drops deleted/superseded)."""
+        with self.lock:
+            zf = self._open(False)
+            if zf is None:
+                return
+            live = [n for n in dict.fromkeys(zf.namelist()) if n not in self.deleted]
+            tmp = f"{self.path}.cuzarr-tmp"
+            with zipfile.ZipFile(tmp, mode="w", compression=self.compression) as out:
+                for name in live:
+                    info = zf.getinfo(name)  # the last entry of that name
+                    out.writestr(info, zf.read(info))
+            zf.close()
+            self.zf = None
+            os.replace(tmp, self.path)
+            self.deleted.clear()
+            self.duplicates = False
+
+    def clear(self) -> None:
+        with self.lock:
+            if self.zf is not None:
+                self.zf.close()
+                self.zf = None
+            self.deleted.clear()
+            self.duplicates = False
+            if os.path.exists(self.path):
+                os.unlink(self.path)
+
+    def close(self) -> None:
+        with self.lock:
+            if self.zf is None:
+                return
+            if self.duplicates or self.deleted:
+                self.compact()
+            if self.zf is not None:
+                self.zf.close()
+                self.zf = None
+
+
+_handles: weakref.WeakValueDictionary[str, _ZipHandle] = weakref.WeakValueDictionary()
+_handles_lock = threading.Lock()
+_all_handles: weakref.WeakSet[_ZipHandle] = weakref.WeakSet()
+
+
+def _handle_for(path: str, compression: int) -> _ZipHandle:
+    with _handles_lock:
+        h = _handles.get(path)
+        if h is None:
+            h = _ZipHandle(path, compression)
+            _handles[path] = h
+            _all_handles.add(h)
+        return h
+
+
+@atexit.register
+def _close_all() -> None:  # pragma: no cover - runs at interpreter exit
+    for h in list(_all_handles):
+        with contextlib.suppress(Exception):
+            h.close()
+
+
+class ZipStore(Store):
+    """Keys stored as entries of one zip file.
+
+    Parameters
+    ----------
+    path
+        The zip file; created on the first write when missing.
+    mode
+        ``"r"`` (read-only), ``"a"`` (read and write, the default), ``"w"``
+        (start a new, empty archive) or ``"x"`` (like ``"w"``, but the file must
+        not exist).
+    compression
+        ``zipfile.ZIP_STORED`` (default) or ``zipfile.ZIP_DEFLATED`` for new entries.
+    read_only
+        Refuse writes (also implied by ``mode="r"``).
+
+    Notes
+    -----
+    Writing a key again appends a new entry that supersedes the old one (last
+    entry wins, as in zarr-python and ``zipfile``); ``close()`` rewrites the
+    archive without superseded entries. Deleting a key rewrites the archive.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        mode: str = "a",
+        compression: int = zipfile.ZIP_STORED,
+        read_only: bool = False,
+    ) -> None:
+        if mode not in ("r", "a", "w", "x"):
+            raise ValueError(f"mode must be 'r', 'a', 'w' or 'x', got {mode!r}")
+        super().__init__(read_only=read_only or mode == "r")
+        self.path = os.path.abspath(os.fspath(path))
+        self.mode = mode
+        if mode == "x" and os.path.exists(self.path):
+            raise FileExistsError(f"{self.path} already exists")
+        self._h = _handle_for(self.path, compression)
+        if mode in ("w", "x"):
+            self._h.clear()
+        self.supports_deletes = not self.read_only
+
+    def __repr__(self) -> str:
+        return f"ZipStore({self.path!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ZipStore) and other.path == self.path
+
+    __hash__ = object.__hash__
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state.pop("_h", None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._h = _handle_for(self.path, zipfile.ZIP_STORED)
+
+    def close(self) -> None:
+        """Flush, compact away superseded entries, and close the file."""
+        self._h.close()
+
+    def __enter__(self) -> ZipStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- reads -------------------------------------------------------------------
+    async def get(
+        self, key: str, prototype: Any = None, byte_range: ByteRequest | None = None
+    ) -> bytes | None:
+        return await asyncio.to_thread(self._h.read, key, byte_range)
+
+    async def get_partial_values(self, prototype: Any, key_ranges: Any) -> list[bytes | None]:
+        reqs = list(key_ranges)
+        if type(self).get is not ZipStore.get:
+            return await super().get_partial_values(prototype, reqs)
+        if not reqs:
+            return []
+        parts = [reqs[i : i + _BATCH] for i in range(0, len(reqs), _BATCH)]
+        # One file handle: concurrency would only contend on its lock.
+        out: list[bytes | None] = []
+        for part in parts:
+            out.extend(await asyncio.to_thread(self._h.read_many, part))
+        return out
+
+    async def exists(self, key: str) -> bool:
+        return key in await asyncio.to_thread(self._h.names)
+
+    # -- writes ------------------------------------------------------------------
+    async def set(self, key: str, value: bytes) -> None:
+        await self.set_many([(key, value)])
+
+    async def set_many(self, items: Sequence[tuple[str, bytes]]) -> None:
+        self._check_writable()
+        items = [(normalize_key(k), v) for k, v in items]
+        if items:
+            await asyncio.to_thread(self._h.write_many, items)
+
+    async def delete(self, key: str) -> None:
+        await self.delete_many([key])
+
+    async def delete_many(self, keys: Sequence[str]) -> None:
+        self._check_writable()
+        keys = list(keys)
+        if keys:
+            await asyncio.to_thread(self._h.delete_many, keys)
+
+    async def clear(self) -> None:
+        self._check_writable()
+        await asyncio.to_thread(self._h.clear)
+
+    # -- listing -----------------------------------------------------------------
+    def list(self) -> AsyncIterator[str]:
+        async def gen() -> AsyncIterator[str]:
+            for name in await asyncio.to_thread(self._h.names):
+                yield name
+
+        return gen()

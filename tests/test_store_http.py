@@ -1,0 +1,174 @@
+"""HTTPStore against a real HTTP server on 127.0.0.1, over data written by zarr-python."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import re
+import threading
+
+import numpy as np
+import pytest
+import zarr
+
+import cuzarr
+from cuzarr.errors import ReadOnlyError
+from cuzarr.storage import RangeByteRequest, SuffixByteRequest
+from cuzarr.storage.fsspec import HTTPStore, RemoteStoreError, RetryPolicy
+from cuzarr.core.sync import sync
+
+
+class RangeHandler(http.server.SimpleHTTPRequestHandler):
+    """SimpleHTTPRequestHandler plus single ``Range: bytes=a-b`` / ``-n`` / ``a-`` requests."""
+
+    protocol_version = "HTTP/1.1"
+    fail_paths: dict[str, int] = {}  # path -> remaining 503 answers
+    ranges_served = 0
+
+    def log_message(self, *args):  # keep test output quiet
+        pass
+
+    def do_GET(self):
+        left = self.fail_paths.get(self.path, 0)
+        if left:
+            type(self).fail_paths[self.path] = left - 1
+            self.send_response(503)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        rng = self.headers.get("Range")
+        path = self.translate_path(self.path)
+        if rng is None or not os.path.isfile(path):
+            return super().do_GET()
+        m = re.fullmatch(r"bytes=(\d*)-(\d*)", rng.strip())
+        with open(path, "rb") as f:
+            data = f.read()
+        size = len(data)
+        if m.group(1):
+            start = int(m.group(1))
+            end = int(m.group(2)) + 1 if m.group(2) else size
+        else:
+            start, end = max(0, size - int(m.group(2))), size
+        end = min(end, size)
+        if start >= size:
+            self.send_response(416)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        type(self).ranges_served += 1
+        body = data[start:end]
+        self.send_response(206)
+        self.send_header("Content-Range", f"bytes {start}-{end - 1}/{size}")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+class PlainHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+def _serve(directory, handler):
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(handler, directory=str(directory))
+    )
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    return server
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    root = tmp_path_factory.mktemp("site")
+    data = np.arange(20 * 30, dtype="int32").reshape(20, 30)
+    # v3 group, consolidated, with a sharded array; v2 group not consolidated.
+    g3 = zarr.open_group(str(root / "v3.zarr"), mode="w", zarr_format=3)
+    g3.attrs["title"] = "v3"
+    a = g3.create_array("a", shape=data.shape, dtype="int32", chunks=(5, 7))
+    a[:] = data
+    s = g3.create_array("s", shape=data.shape, dtype="int32", chunks=(5, 5), shards=(10, 10))
+    s[:] = data
+    zarr.consolidate_metadata(str(root / "v3.zarr"))
+    g2 = zarr.open_group(str(root / "v2.zarr"), mode="w", zarr_format=2)
+    b = g2.create_array("b", shape=data.shape, dtype="float64", chunks=(6, 6))
+    b[:] = data * 0.5
+    g2.create_group("sub").attrs["k"] = 1
+    servers = [_serve(root, RangeHandler), _serve(root, PlainHandler)]
+    urls = [f"http://127.0.0.1:{s.server_address[1]}" for s in servers]
+    yield {"root": root, "range": urls[0], "plain": urls[1], "data": data}
+    for s in servers:
+        s.shutdown()
+        s.server_close()
+
+
+@pytest.mark.parametrize("kind", ["range", "plain"])
+def test_consolidated_v3_group(site, kind):
+    g = cuzarr.open_group(f"{site[kind]}/v3.zarr", mode="r")
+    assert g.attrs["title"] == "v3"
+    assert sorted(g.keys()) == ["a", "s"]
+    np.testing.assert_array_equal(g["a"][:], site["data"])
+    np.testing.assert_array_equal(g["s"][3:17, 2:29], site["data"][3:17, 2:29])
+    np.testing.assert_array_equal(g["s"][4, 4], site["data"][4, 4])
+
+
+def test_sharded_reads_use_ranges(site):
+    before = RangeHandler.ranges_served
+    a = cuzarr.open_array(f"{site['range']}/v3.zarr", path="s", mode="r")
+    np.testing.assert_array_equal(a[0:3, 0:3], site["data"][0:3, 0:3])
+    assert RangeHandler.ranges_served > before
+
+
+@pytest.mark.parametrize("kind", ["range", "plain"])
+def test_v2_without_consolidation(site, kind):
+    a = cuzarr.open_array(f"{site[kind]}/v2.zarr/b", mode="r")
+    np.testing.assert_array_equal(a[:], site["data"] * 0.5)
+    a2 = cuzarr.open_array(f"{site[kind]}/v2.zarr", path="b")
+    assert a2.shape == (20, 30)
+    # Listing falls back to the server's directory index pages.
+    g = cuzarr.open_group(f"{site[kind]}/v2.zarr", mode="r")
+    assert sorted(g.keys()) == ["b", "sub"]
+    assert g["sub"].attrs["k"] == 1
+
+
+@pytest.mark.parametrize("kind", ["range", "plain"])
+def test_store_byte_ranges_and_missing(site, kind):
+    store = HTTPStore(f"{site[kind]}/v2.zarr")
+    raw = (site["root"] / "v2.zarr" / "b" / ".zarray").read_bytes()
+    assert sync(store.get("b/.zarray")) == raw
+    assert sync(store.get("b/.zarray", byte_range=RangeByteRequest(2, 9))) == raw[2:9]
+    assert sync(store.get("b/.zarray", byte_range=SuffixByteRequest(5))) == raw[-5:]
+    assert sync(store.get("missing/key")) is None
+    assert sync(store.exists("b/.zarray"))
+    assert not sync(store.exists("nope"))
+    got = sync(store.get_many(["b/.zarray", "nope", "b/0.0"]))
+    assert got[0] == raw and got[1] is None and got[2] is not None
+
+
+def test_read_only(site):
+    store = HTTPStore(f"{site['range']}/v2.zarr")
+    assert store.read_only
+    with pytest.raises(ReadOnlyError):
+        sync(store.set("x", b"1"))
+    a = cuzarr.open_array(f"{site['range']}/v2.zarr/b")
+    with pytest.raises(ReadOnlyError):
+        a[0, 0] = 1
+
+
+def test_retries_transient_errors(site):
+    RangeHandler.fail_paths["/v2.zarr/b/.zarray"] = 2
+    store = HTTPStore(f"{site['range']}/v2.zarr", retry=RetryPolicy(retries=3, backoff=0.001))
+    assert sync(store.get("b/.zarray")) is not None
+    RangeHandler.fail_paths["/v2.zarr/b/.zarray"] = 5
+    store = HTTPStore(f"{site['range']}/v2.zarr", retry=RetryPolicy(retries=1, backoff=0.001))
+    with pytest.raises(RemoteStoreError, match=r"b/\.zarray"):
+        sync(store.get("b/.zarray"))
+    RangeHandler.fail_paths.clear()
+
+
+def test_permanent_error_names_key(site):
+    store = HTTPStore("http://127.0.0.1:1/nothing", retry=RetryPolicy(retries=0))
+    with pytest.raises(RemoteStoreError, match="zarr.json"):
+        sync(store.get("zarr.json"))
