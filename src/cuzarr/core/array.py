@@ -583,6 +583,12 @@ def _human(n: float) -> str:
     return str(n)  # pragma: no cover
 
 
+def _reopen(store: Any, path: str, zarr_format: int) -> Array:
+    from cuzarr.api.synchronous import open_array
+
+    return open_array(store, mode="r" if store.read_only else "r+", path=path, zarr_format=zarr_format)
+
+
 class _Indexer:
     def __init__(self, array: Array, get: str, set_: str) -> None:
         self._array = array
@@ -613,6 +619,11 @@ class Array:
 
     def __repr__(self) -> str:
         return f"<cuzarr.Array {self.store!r}{self.name} shape={self.shape} dtype={self.dtype}>"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickle by reference (store + path), never the data: dask workers and
+        # DataLoader processes reopen the array from its store.
+        return (_reopen, (self.store, self.path, self.zarr_format))
 
     # properties mirror AsyncArray
     shape = property(lambda self: self._async_array.shape)

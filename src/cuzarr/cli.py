@@ -1,0 +1,357 @@
+"""The ``cuzarr`` command line: info, tree, copy (rechunk/convert), consolidate, bench."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["main"]
+
+
+def _human(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1024
+    return f"{n}"  # pragma: no cover
+
+
+class Progress:
+    """A small stderr progress bar (no dependency); silent when not a terminal
+    unless ``force`` is set."""
+
+    def __init__(self, total: int, label: str, force: bool = False) -> None:
+        self.total = max(1, total)
+        self.label = label
+        self.done = 0
+        self.enabled = force or sys.stderr.isatty()
+        self.t0 = time.perf_counter()
+        self._last = 0.0
+
+    def update(self, n: int = 1) -> None:
+        self.done += n
+        now = time.perf_counter()
+        if self.enabled and (now - self._last > 0.1 or self.done >= self.total):
+            self._last = now
+            frac = self.done / self.total
+            bar = "#" * int(30 * frac)
+            rate = self.done / max(1e-9, now - self.t0)
+            sys.stderr.write(f"\r{self.label} [{bar:<30}] {self.done}/{self.total} ({rate:.1f}/s)")
+            if self.done >= self.total:
+                sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+def _stored_bytes(node: Any) -> int:
+    """Bytes stored under a node (files on disk, or values in other stores)."""
+    from cuzarr.core.sync import sync
+    from cuzarr.storage.local import LocalStore
+
+    store = node.store
+    prefix = node.path + "/" if node.path else ""
+
+    async def total() -> int:
+        n = 0
+        keys = [k async for k in store.list_prefix(prefix)]
+        if isinstance(store, LocalStore):
+            return sum(os.path.getsize(os.path.join(store.root, k)) for k in keys)
+        for v in await store.get_many(keys):
+            n += len(v) if v is not None else 0
+        return n
+
+    return sync(total())
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    import cuzarr
+
+    node = cuzarr.open(args.store, mode="r", path=args.path)
+    stored = _stored_bytes(node)
+    if isinstance(node, cuzarr.Array):
+        info = {
+            "type": "array",
+            "zarr_format": node.zarr_format,
+            "shape": list(node.shape),
+            "dtype": str(node.dtype),
+            "chunks": list(node.chunks),
+            "shards": list(node.shards) if node.shards else None,
+            "fill_value": repr(node.fill_value),
+            "nchunks": node.nchunks,
+            "nchunks_initialized": node.nchunks_initialized,
+            "nbytes": node.nbytes,
+            "stored_bytes": stored,
+            "compression_ratio": round(node.nbytes / stored, 3) if stored else None,
+            "codecs": json.loads(node.info.codecs),
+            "attributes": dict(node.attrs),
+        }
+    else:
+        members = node.members(max_depth=None)
+        info = {
+            "type": "group",
+            "zarr_format": node.zarr_format,
+            "members": len(members),
+            "arrays": sum(isinstance(m, cuzarr.Array) for _, m in members),
+            "stored_bytes": stored,
+            "attributes": dict(node.attrs),
+        }
+    if args.json:
+        print(json.dumps(info, default=str, ensure_ascii=False))
+    else:
+        width = max(len(k) for k in info)
+        for k, v in info.items():
+            if k == "stored_bytes" or k == "nbytes":
+                v = f"{v} ({_human(v)})"
+            print(f"{k:<{width}} : {v}")
+    return 0
+
+
+def cmd_tree(args: argparse.Namespace) -> int:
+    import cuzarr
+
+    print(cuzarr.open_group(args.store, mode="r", path=args.path).tree())
+    return 0
+
+
+def cmd_consolidate(args: argparse.Namespace) -> int:
+    import cuzarr
+
+    g = cuzarr.consolidate_metadata(args.store, path=args.path)
+    print(f"consolidated metadata of {len(g.members(max_depth=None))} nodes")
+    return 0
+
+
+def _parse_ints(text: str | None) -> tuple[int, ...] | None:
+    if not text:
+        return None
+    return tuple(int(x) for x in text.replace("x", ",").split(",") if x.strip())
+
+
+def _parse_compressor(text: str | None, zarr_format: int) -> Any:
+    if text is None:
+        return "auto"
+    name, _, arg = text.partition(":")
+    name = name.lower()
+    if name in ("none", "null", ""):
+        return None
+    import numcodecs
+
+    if name == "zstd":
+        return numcodecs.Zstd(level=int(arg or 1))
+    if name == "gzip":
+        return numcodecs.GZip(level=int(arg or 5))
+    if name == "blosc":
+        return numcodecs.Blosc(cname=arg or "lz4", clevel=5, shuffle=numcodecs.Blosc.SHUFFLE)
+    raise SystemExit(
+        f"unknown compressor {text!r} (zstd[:level], gzip[:level], blosc[:cname], none)"
+    )
+
+
+def _blocks(shape: tuple[int, ...], block: tuple[int, ...]) -> Iterator[tuple[slice, ...]]:
+    if not shape:
+        yield ()
+        return
+    counts = [max(1, -(-s // b)) for s, b in zip(shape, block, strict=True)]
+    for idx in np.ndindex(*counts):
+        yield tuple(
+            slice(i * b, min((i + 1) * b, s)) for i, b, s in zip(idx, block, shape, strict=True)
+        )
+
+
+def copy_array(
+    src: Any,
+    dst_store: Any,
+    *,
+    path: str | None = None,
+    zarr_format: int | None = None,
+    chunks: Sequence[int] | None = None,
+    shards: Sequence[int] | None = None,
+    compressor: Any = "auto",
+    overwrite: bool = False,
+    max_block_bytes: int = 64 << 20,
+    progress: bool = False,
+) -> Any:
+    """Copy (and rechunk/convert) ``src`` into a new array, block by block.
+
+    Memory stays bounded: each step reads one block of whole destination
+    shards/chunks (about ``max_block_bytes``) and writes it. Metadata is written
+    first, and each chunk atomically, so an interrupted copy leaves a readable
+    destination whose finished chunks are valid.
+    """
+    import cuzarr
+
+    fmt = zarr_format or src.zarr_format
+    kw: dict[str, Any] = {
+        "shape": src.shape,
+        "dtype": src.dtype,
+        "chunks": tuple(chunks) if chunks else src.chunks,
+        "fill_value": src.fill_value,
+        "zarr_format": fmt,
+        "attributes": dict(src.attrs),
+        "overwrite": overwrite,
+        "compressors": compressor,
+    }
+    if shards and fmt == 3:
+        kw["shards"] = tuple(shards)
+    elif src.shards and fmt == 3 and not chunks:
+        kw["shards"] = src.shards
+    if fmt == 3 and src.metadata.dimension_names is not None:
+        kw["dimension_names"] = src.metadata.dimension_names
+    dst = cuzarr.create_array(dst_store, path, **kw)
+    unit = dst.shards or dst.chunks
+    itemsize = max(1, dst.dtype.itemsize)
+    # Whole destination shards/chunks per block, grown along leading axes while
+    # the block stays under the memory budget.
+    block = list(unit)
+    for d in range(len(block)):
+        while block[d] < dst.shape[d] and math.prod(block) * 2 * itemsize <= max_block_bytes:
+            block[d] = min(block[d] * 2, dst.shape[d])
+    blocks = list(_blocks(dst.shape, tuple(block)))
+    bar = Progress(len(blocks), "copy", force=progress)
+    for sel in blocks:
+        dst[sel] = src[sel]
+        bar.update()
+    return dst
+
+
+def cmd_copy(args: argparse.Namespace) -> int:
+    import cuzarr
+
+    src = cuzarr.open(args.src, mode="r", path=args.src_path)
+    fmt = args.zarr_format
+    if isinstance(src, cuzarr.Array):
+        copy_array(
+            src,
+            args.dst,
+            path=args.dst_path,
+            zarr_format=fmt,
+            chunks=_parse_ints(args.chunks),
+            shards=_parse_ints(args.shards),
+            compressor=_parse_compressor(args.compressor, fmt or src.zarr_format),
+            overwrite=args.overwrite,
+            max_block_bytes=args.max_block_mib << 20,
+            progress=not args.quiet,
+        )
+        return 0
+    dst_root = cuzarr.create_group(
+        args.dst,
+        path=args.dst_path,
+        zarr_format=fmt or src.zarr_format,
+        attributes=dict(src.attrs),
+        overwrite=args.overwrite,
+    )
+    for name, node in src.members(max_depth=None):
+        target = f"{dst_root.path}/{name}" if dst_root.path else name
+        if isinstance(node, cuzarr.Group):
+            cuzarr.create_group(
+                args.dst,
+                path=target,
+                zarr_format=dst_root.zarr_format,
+                attributes=dict(node.attrs),
+                overwrite=True,
+            )
+        else:
+            if not args.quiet:
+                print(f"{name}: {node.shape} {node.dtype}", file=sys.stderr)
+            copy_array(
+                node,
+                args.dst,
+                path=target,
+                zarr_format=dst_root.zarr_format,
+                chunks=_parse_ints(args.chunks),
+                shards=_parse_ints(args.shards),
+                compressor=_parse_compressor(args.compressor, dst_root.zarr_format),
+                overwrite=True,
+                max_block_bytes=args.max_block_mib << 20,
+                progress=not args.quiet,
+            )
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    import tempfile
+
+    import cuzarr
+
+    shape = (args.size_mib * 256, 1024)  # uint16 rows of 2 KiB
+    rng = np.random.default_rng(0)
+    data = np.cumsum(rng.integers(-2, 3, size=shape, dtype=np.int16), axis=1).astype(np.uint16)
+    with tempfile.TemporaryDirectory() as d:
+        t0 = time.perf_counter()
+        a = cuzarr.create_array(
+            d,
+            shape=shape,
+            chunks=(512, 1024),
+            dtype="u2",
+            compressors=[{"name": "zstd", "configuration": {"level": 1}}],
+        )
+        a[...] = data
+        tw = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        back = a[...]
+        tr = time.perf_counter() - t0
+        ok = np.array_equal(back, data)
+    print(
+        f"write {data.nbytes / tw / 1e9:.2f} GB/s, read {data.nbytes / tr / 1e9:.2f} GB/s "
+        f"({_human(data.nbytes)}, {a.nchunks} chunks, verified={ok})"
+    )
+    return 0 if ok else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="cuzarr", description="Inspect, copy and benchmark Zarr data.")
+    sub = p.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("info", help="metadata, chunking, stored bytes and compression ratio")
+    s.add_argument("store")
+    s.add_argument("--path", default=None)
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_info)
+    s = sub.add_parser("tree", help="the hierarchy below a group")
+    s.add_argument("store")
+    s.add_argument("--path", default=None)
+    s.set_defaults(func=cmd_tree)
+    s = sub.add_parser("copy", help="copy, rechunk or convert an array or group")
+    s.add_argument("src")
+    s.add_argument("dst")
+    s.add_argument("--src-path", default=None)
+    s.add_argument("--dst-path", default=None)
+    s.add_argument("--zarr-format", type=int, choices=(2, 3), default=None)
+    s.add_argument("--chunks", help="e.g. 256,256")
+    s.add_argument("--shards", help="e.g. 4096,4096 (v3 only)")
+    s.add_argument("--compressor", help="zstd[:level], gzip[:level], blosc[:cname] or none")
+    s.add_argument("--overwrite", action="store_true")
+    s.add_argument("--max-block-mib", type=int, default=64)
+    s.add_argument("--quiet", action="store_true")
+    s.set_defaults(func=cmd_copy)
+    s = sub.add_parser("consolidate", help="write consolidated metadata for a group")
+    s.add_argument("store")
+    s.add_argument("--path", default=None)
+    s.set_defaults(func=cmd_consolidate)
+    s = sub.add_parser("bench", help="quick local write/read throughput check")
+    s.add_argument("--size-mib", type=int, default=64)
+    s.set_defaults(func=cmd_bench)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``cuzarr`` console script."""
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        print("\ninterrupted: the destination holds the chunks finished so far", file=sys.stderr)
+        return 130
+    except (FileNotFoundError, ValueError, PermissionError) as e:
+        print(f"cuzarr: error: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Bridges to the tools users already have: dask, xarray (and torch, planned)."""

@@ -1,0 +1,73 @@
+"""dask: cuzarr arrays as dask arrays, and dask arrays written to cuzarr."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["from_dask", "to_dask"]
+
+
+def to_dask(a: Any, chunks: Any = None, **kwargs: Any) -> Any:
+    """A dask array reading ``a`` lazily, one task per block.
+
+    Blocks align with the array's shards (or chunks when unsharded), so each
+    task reads whole stored objects. Tasks pickle the array by reference
+    (store + path), so a distributed cluster reads it directly.
+    """
+    import dask.array as da
+
+    if chunks is None:
+        chunks = a.shards or a.chunks
+    return da.from_array(
+        a,
+        chunks=chunks,
+        asarray=False,
+        lock=False,
+        fancy=False,
+        meta=np.empty((0,) * a.ndim, dtype=a.dtype),
+        **kwargs,
+    )
+
+
+def from_dask(
+    x: Any,
+    store: Any = None,
+    name: str | None = None,
+    *,
+    compute: bool = True,
+    **create_kwargs: Any,
+) -> Any:
+    """Write dask array ``x`` to a new cuzarr array, in parallel.
+
+    ``x`` is rechunked so every task writes whole shards (or chunks): no two
+    tasks touch the same stored object, so no locking is needed.
+    """
+    import dask.array as da
+
+    import cuzarr
+
+    create_kwargs.setdefault("shape", x.shape)
+    create_kwargs.setdefault("dtype", x.dtype)
+    if "chunks" not in create_kwargs:
+        create_kwargs["chunks"] = tuple(max(c) if c else 1 for c in x.chunks)
+    arr = cuzarr.create_array(store, name, **create_kwargs)
+    unit = arr.shards or arr.chunks
+    aligned = x.rechunk(
+        tuple(_aligned(c, u, s) for c, u, s in zip(x.chunks, unit, x.shape, strict=True))
+    )
+    result = da.store(aligned, arr, lock=False, compute=compute)
+    return arr if compute else (arr, result)
+
+
+def _aligned(current: tuple[int, ...], unit: int, size: int) -> tuple[int, ...]:
+    """Block sizes along one axis: multiples of ``unit`` near the current size."""
+    target = max(unit, (max(current) // unit) * unit if current else unit)
+    out = []
+    pos = 0
+    while pos < size:
+        step = min(target, size - pos)
+        out.append(step)
+        pos += step
+    return tuple(out) or (0,)

@@ -1,0 +1,165 @@
+"""xarray backend: ``xr.open_dataset(path, engine="cuzarr")``.
+
+Variables are lazily indexed: xarray hands our ``BackendArray`` outer
+(orthogonal) indexers, which become ``oindex`` reads of just the needed chunks.
+Dimension names come from v3 ``dimension_names`` or the v2 ``_ARRAY_DIMENSIONS``
+attribute (as written by xarray); CF decoding is xarray's own.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+from xarray.backends import BackendArray, BackendEntrypoint
+from xarray.core import indexing
+
+import cuzarr
+
+__all__ = ["CuzarrBackendArray", "CuzarrBackendEntrypoint", "open_dataset"]
+
+
+class CuzarrBackendArray(BackendArray):
+    """A cuzarr array as a lazily indexed xarray backend array."""
+
+    def __init__(self, array: Any) -> None:
+        self.array = array
+        self.shape = array.shape
+        self.dtype = np.dtype(object) if array.dtype.kind == "T" else array.dtype
+
+    def __getitem__(self, key: indexing.ExplicitIndexer) -> Any:
+        return indexing.explicit_indexing_adapter(
+            key, self.shape, indexing.IndexingSupport.OUTER, self._raw_indexing_method
+        )
+
+    def _raw_indexing_method(self, key: tuple[Any, ...]) -> np.ndarray:
+        if any(isinstance(k, np.ndarray) for k in key):
+            out = self.array.oindex[key]
+        else:
+            out = self.array[key]
+        out = np.asarray(out)
+        return out.astype(object) if out.dtype.kind == "T" else out
+
+
+def _dims(arr: Any, name: str) -> tuple[str, ...]:
+    names = arr.metadata.dimension_names
+    if names is None:
+        names = arr.attrs.get("_ARRAY_DIMENSIONS")
+    if names is None or any(n is None for n in names):
+        raise ValueError(
+            f"array {name!r} has no dimension names (v3 dimension_names or v2 _ARRAY_DIMENSIONS)"
+        )
+    return tuple(names)
+
+
+def _variables(group: Any, drop: set[str]) -> dict[str, Any]:
+    import xarray as xr
+
+    out: dict[str, Any] = {}
+    for name, arr in group.arrays():
+        if name in drop:
+            continue
+        attrs = {k: v for k, v in arr.attrs.items() if k != "_ARRAY_DIMENSIONS"}
+        # xarray's convention: v2 arrays carry _FillValue as the array's fill_value;
+        # v3 arrays keep it as an ordinary attribute (the fill_value is not a mask).
+        fill = arr.fill_value
+        if (
+            arr.zarr_format == 2
+            and fill is not None
+            and "_FillValue" not in attrs
+            and arr.dtype.kind in "fiucMm"
+        ):
+            attrs["_FillValue"] = fill
+        data = indexing.LazilyIndexedArray(CuzarrBackendArray(arr))
+        encoding = {
+            "chunks": arr.chunks,
+            "preferred_chunks": dict(zip(_dims(arr, name), arr.shards or arr.chunks, strict=True)),
+        }
+        out[name] = xr.Variable(_dims(arr, name), data, attrs, encoding)
+    return out
+
+
+def _open_group_dataset(
+    group: Any, *, drop_variables: Iterable[str] | None, decode_kwargs: dict[str, Any]
+) -> Any:
+    import xarray as xr
+
+    drop = set(drop_variables or ())
+    variables = _variables(group, drop)
+    attrs = dict(group.attrs)
+    ds = xr.Dataset(variables, attrs=attrs)
+    return xr.decode_cf(ds, **decode_kwargs)
+
+
+class CuzarrBackendEntrypoint(BackendEntrypoint):
+    """``engine="cuzarr"`` for ``xr.open_dataset`` and ``xr.open_datatree``."""
+
+    description = "Open Zarr v2/v3 stores with cuzarr"
+    url = "https://github.com/cuzarr/cuzarr"
+    open_dataset_parameters = (
+        "filename_or_obj",
+        "drop_variables",
+        "group",
+        "mask_and_scale",
+        "decode_times",
+        "use_cftime",
+        "decode_timedelta",
+        "concat_characters",
+        "decode_coords",
+    )
+
+    def guess_can_open(self, filename_or_obj: Any) -> bool:
+        if isinstance(filename_or_obj, (str, os.PathLike)):
+            s = os.fspath(filename_or_obj)
+            return s.rstrip("/").endswith(".zarr") or os.path.exists(os.path.join(s, "zarr.json"))
+        return False
+
+    def open_dataset(  # type: ignore[override]
+        self,
+        filename_or_obj: Any,
+        *,
+        drop_variables: Iterable[str] | None = None,
+        group: str | None = None,
+        mask_and_scale: bool = True,
+        decode_times: bool = True,
+        concat_characters: bool = True,
+        decode_coords: bool = True,
+        use_cftime: bool | None = None,
+        decode_timedelta: bool | None = None,
+    ) -> Any:
+        g = cuzarr.open_group(filename_or_obj, mode="r", path=group)
+        kw = dict(
+            mask_and_scale=mask_and_scale,
+            decode_times=decode_times,
+            concat_characters=concat_characters,
+            decode_coords=decode_coords,
+            use_cftime=use_cftime,
+            decode_timedelta=decode_timedelta,
+        )
+        return _open_group_dataset(g, drop_variables=drop_variables, decode_kwargs=kw)
+
+    def open_groups_as_dict(self, filename_or_obj: Any, **kwargs: Any) -> dict[str, Any]:
+        drop = kwargs.pop("drop_variables", None)
+        kwargs.pop("group", None)
+        root = cuzarr.open_group(filename_or_obj, mode="r")
+        out = {"/": _open_group_dataset(root, drop_variables=drop, decode_kwargs=kwargs)}
+        for name, node in root.members(max_depth=None):
+            if isinstance(node, cuzarr.Group):
+                out["/" + name] = _open_group_dataset(
+                    node, drop_variables=drop, decode_kwargs=kwargs
+                )
+        return out
+
+    def open_datatree(self, filename_or_obj: Any, **kwargs: Any) -> Any:
+        import xarray as xr
+
+        return xr.DataTree.from_dict(self.open_groups_as_dict(filename_or_obj, **kwargs))
+
+
+def open_dataset(path: Any, **kwargs: Any) -> Any:
+    """Shorthand for ``xr.open_dataset(path, engine="cuzarr", **kwargs)``."""
+    import xarray as xr
+
+    return xr.open_dataset(path, engine="cuzarr", **kwargs)

@@ -1,0 +1,152 @@
+"""xarray engine, dask bridges (incl. a 2-process LocalCluster) and the CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+import zarr
+
+import cuzarr
+from cuzarr.integrations.dask import from_dask, to_dask
+from cuzarr.storage import LocalStore
+
+
+def _dataset() -> xr.Dataset:
+    rng = np.random.default_rng(0)
+    t = rng.random((12, 6)).astype("f4")
+    t[0, 0] = np.nan
+    return xr.Dataset(
+        {
+            "temperature": (("time", "x"), t, {"units": "K", "long_name": "température"}),
+            "count": (("x",), np.arange(6, dtype="i8")),
+            "label": (("x",), np.array(["a", "bé", "", "d", "e", "f"], dtype=object)),
+        },
+        coords={"time": pd.date_range("2020-01-01", periods=12), "x": np.arange(6) * 10.0},
+        attrs={"title": "test ✓"},
+    )
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+@pytest.mark.parametrize("consolidated", [True, False])
+def test_xarray_reads_what_xarray_wrote(tmp_path, fmt, consolidated):
+    ds = _dataset()
+    path = str(tmp_path / "ds.zarr")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ds.to_zarr(path, zarr_format=fmt, consolidated=consolidated)
+        ref = xr.open_dataset(path, engine="zarr", consolidated=consolidated).load()
+    back = xr.open_dataset(path, engine="cuzarr")
+    xr.testing.assert_identical(back.load(), ref)
+    xr.testing.assert_equal(back.load(), ds)
+
+
+class CountingStore(LocalStore):
+    def __init__(self, root):
+        super().__init__(root)
+        self.keys: list[str] = []
+
+    async def get(self, key, prototype=None, byte_range=None):
+        self.keys.append(key)
+        return await super().get(key, prototype, byte_range)
+
+
+def test_xarray_isel_reads_only_needed_chunks(tmp_path):
+    path = tmp_path / "big.zarr"
+    g = cuzarr.create_group(str(path))
+    a = g.create_array("v", shape=(100, 100), chunks=(10, 10), dtype="f8", dimension_names=["y", "x"])
+    a[...] = np.arange(10_000, dtype="f8").reshape(100, 100)
+    store = CountingStore(path)
+    ds = xr.open_dataset(store, engine="cuzarr")
+    store.keys.clear()
+    sub = ds.v.isel(y=slice(0, 5), x=[1, 55]).values
+    np.testing.assert_array_equal(sub, a[0:5][:, [1, 55]])
+    chunk_reads = [k for k in store.keys if k.startswith("v/c")]
+    assert sorted(chunk_reads) == ["v/c/0/0", "v/c/0/5"]
+
+
+def test_cuzarr_written_dataset_opens_in_xarray_both_engines(tmp_path):
+    path = str(tmp_path / "c.zarr")
+    g = cuzarr.create_group(path, attributes={"source": "cuzarr"})
+    a = g.create_array("z", shape=(4, 3), chunks=(2, 3), dtype="i4", dimension_names=["a", "b"])
+    a[...] = np.arange(12).reshape(4, 3)
+    sub = g.create_group("inner")
+    sub.create_array("w", shape=(3,), chunks=(3,), dtype="f4", dimension_names=["b"])[...] = [1, 2, 3]
+    for engine in ("cuzarr", "zarr"):
+        ds = xr.open_dataset(path, engine=engine)
+        np.testing.assert_array_equal(ds.z.values, np.arange(12).reshape(4, 3))
+        assert ds.attrs["source"] == "cuzarr"
+    tree = xr.open_datatree(path, engine="cuzarr")
+    np.testing.assert_array_equal(tree["inner"].dataset.w.values, [1, 2, 3])
+
+
+def test_dask_round_trip_aligned_to_shards(tmp_path):
+    import dask.array as da
+
+    x = da.random.default_rng(0).integers(0, 1000, size=(50, 40), chunks=(7, 9))
+    arr = from_dask(x, str(tmp_path / "d"), chunks=(5, 5), shards=(10, 20), dtype="i8")
+    np.testing.assert_array_equal(arr[...], x.compute())
+    y = to_dask(arr)
+    assert y.chunks[0][0] == 10 and y.chunks[1][0] == 20
+    np.testing.assert_array_equal(y.compute(), x.compute())
+    assert int(y.sum().compute()) == int(x.sum().compute())
+
+
+def test_dask_distributed_two_processes(tmp_path):
+    import dask.array as da
+    from dask.distributed import Client, LocalCluster
+
+    expected = np.arange(64 * 48, dtype="i4").reshape(64, 48)
+    x = da.from_array(expected, chunks=(16, 24))
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, Client(cluster):
+        arr = from_dask(x, str(tmp_path / "dist"), chunks=(8, 8), shards=(16, 24), dtype="i4")
+        np.testing.assert_array_equal(to_dask(arr).compute(), expected)
+        assert float(to_dask(arr).mean().compute()) == expected.mean()
+    np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "dist"))[...], expected)
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cuzarr.cli", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_cli_info_tree_copy_consolidate(tmp_path):
+    src = str(tmp_path / "src.zarr")
+    g = cuzarr.create_group(src, zarr_format=2, attributes={"k": 1})
+    a = g.create_array("a", shape=(40, 30), chunks=(10, 10), dtype="u2")
+    data = (np.arange(1200) % 7).astype("u2").reshape(40, 30)
+    a[...] = data
+    r = _cli("info", src, "--path", "a", "--json")
+    assert r.returncode == 0, r.stderr
+    info = json.loads(r.stdout)
+    assert info["shape"] == [40, 30] and info["nchunks"] == 12 and info["stored_bytes"] > 0
+    assert info["compression_ratio"] > 1
+    r = _cli("tree", src)
+    assert r.returncode == 0 and "a (40, 30) uint16" in r.stdout
+    dst = str(tmp_path / "dst.zarr")
+    r = _cli("copy", src, dst, "--zarr-format", "3", "--chunks", "5,5", "--shards", "20,15",
+             "--compressor", "zstd:3", "--quiet")
+    assert r.returncode == 0, r.stderr
+    b = cuzarr.open_array(dst, path="a", mode="r")
+    assert b.zarr_format == 3 and b.chunks == (5, 5) and b.shards == (20, 15)
+    np.testing.assert_array_equal(b[...], data)
+    np.testing.assert_array_equal(zarr.open_array(dst, path="a")[...], data)
+    r = _cli("consolidate", dst)
+    assert r.returncode == 0, r.stderr
+    assert cuzarr.open_consolidated(dst)["a"].shape == (40, 30)
+    r = _cli("info", str(tmp_path / "missing"))
+    assert r.returncode == 1 and "error" in r.stderr
+
+
+def test_cli_copy_memory_is_bounded(tmp_path):
+    from cuzarr.cli import copy_array
+
+    src = cuzarr.create_array(str(tmp_path / "s"), shape=(256, 256), chunks=(16, 16), dtype="f8")
+    src[...] = np.random.default_rng(1).random((256, 256))
+    dst = copy_array(src, str(tmp_path / "d"), chunks=(32, 32), max_block_bytes=64 << 10)
+    np.testing.assert_array_equal(dst[...], src[...])
