@@ -189,9 +189,19 @@ async def read_items(
             chunk = decode(data, shape)
             out[osel] = chunk[csel]
 
-    async def work(lo: int, hi: int) -> None:
-        datas = await store.get_many(keys[lo:hi])
-        await loop.run_in_executor(pool, decode_batch, lo, datas)
+    sio = store.sync_io()
+    if sio is not None:
+        # Local, cheap I/O: one worker hop fetches, decodes and scatters a batch.
+        def fetch_decode(lo: int, hi: int) -> None:
+            decode_batch(lo, sio.get_many(keys[lo:hi]))
+
+        async def work(lo: int, hi: int) -> None:
+            await loop.run_in_executor(pool, fetch_decode, lo, hi)
+    else:
+
+        async def work(lo: int, hi: int) -> None:
+            datas = await store.get_many(keys[lo:hi])
+            await loop.run_in_executor(pool, decode_batch, lo, datas)
 
     await _run_batches(len(items), _batch_size(meta, len(items)), work)
 
@@ -275,8 +285,35 @@ async def write_items(
                 to_set.append((keys[lo + j], encoded))
         return to_set, to_delete
 
+    sio = store.sync_io()
+
+    def rmw_sync(lo: int, hi: int, need_old: list[int]) -> None:
+        olds: list[bytes | None] = [None] * (hi - lo)
+        if need_old:
+            for i, data in zip(need_old, sio.get_many([keys[i] for i in need_old]), strict=True):
+                olds[i - lo] = data
+        to_set, to_delete = encode_batch(lo, olds)
+        if to_set:
+            sio.set_many(to_set)
+        if to_delete:
+            sio.delete_many(to_delete)
+
     async def work(lo: int, hi: int) -> None:
         need_old = [i for i in range(lo, hi) if not items[i][3]]
+        lock_keys = getattr(store, "lock_keys", None)
+        if sio is not None and lock_keys is None:
+            # Local, cheap I/O: one worker hop reads, encodes and stores a batch.
+            await loop.run_in_executor(pool, rmw_sync, lo, hi, need_old)
+        elif lock_keys is not None:
+            # Per-key locks (LocalStore: fcntl locks) around the read-modify-write of
+            # partly covered chunks, and around whole-chunk writes so they serialize
+            # with it: concurrent writers never lose each other's updates.
+            async with lock_keys(keys[lo:hi]):
+                await rmw(lo, hi, need_old)
+        else:
+            await rmw(lo, hi, need_old)
+
+    async def rmw(lo: int, hi: int, need_old: list[int]) -> None:
         olds: list[bytes | None] = [None] * (hi - lo)
         if need_old:
             fetched = await store.get_many([keys[i] for i in need_old])

@@ -24,6 +24,7 @@ __all__ = [
     "RangeByteRequest",
     "Store",
     "SuffixByteRequest",
+    "SyncIO",
     "normalize_key",
 ]
 
@@ -51,6 +52,15 @@ class SuffixByteRequest:
 
 
 ByteRequest = RangeByteRequest | OffsetByteRequest | SuffixByteRequest
+
+
+@dataclass(frozen=True)
+class SyncIO:
+    """Blocking batch operations of a store (see ``Store.sync_io``)."""
+
+    get_many: Any
+    set_many: Any
+    delete_many: Any
 
 
 def slice_bytes(data: bytes, byte_range: ByteRequest | None) -> bytes:
@@ -226,6 +236,16 @@ class Store(ABC):
         """Remove every key."""
         self._check_writable()
         await self.delete_many([k async for k in self.list()])
+
+    def sync_io(self) -> SyncIO | None:
+        """Blocking batch I/O the engine may call from its worker threads, or None.
+
+        Stores whose I/O is local and cheap (memory, local files) return one so a
+        worker can fetch, decode and scatter (or encode and store) a batch in one
+        hop; the engine still uses the async methods otherwise. Subclasses that
+        override ``get``/``set``/``delete`` get None, so they see every call.
+        """
+        return None
 
     def close(self) -> None:  # noqa: B027 - optional hook, no-op by default
         """Release resources held by the store."""

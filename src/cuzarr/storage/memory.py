@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, MutableMapping, Sequence
 from typing import Any
 
-from cuzarr.storage.base import ByteRequest, Store, normalize_key, slice_bytes
+from cuzarr.storage.base import ByteRequest, Store, SyncIO, normalize_key, slice_bytes
 
 __all__ = ["MemoryStore"]
 
@@ -89,6 +89,38 @@ class MemoryStore(Store):
     async def delete_many(self, keys: Sequence[str]) -> None:
         if type(self).delete is not MemoryStore.delete:
             return await super().delete_many(keys)
+        self._check_writable()
+        for key in keys:
+            self._store_dict.pop(key, None)
+
+    def sync_io(self) -> SyncIO | None:
+        cls = type(self)
+        if (
+            cls.get is not MemoryStore.get
+            or cls.set is not MemoryStore.set
+            or cls.delete is not MemoryStore.delete
+        ):
+            return None
+        return SyncIO(self._get_many_sync, self._set_many_sync, self._delete_many_sync)
+
+    def _get_many_sync(self, keys: Sequence[str]) -> list[bytes | None]:
+        d = self._store_dict
+        out: list[bytes | None] = []
+        for key in keys:
+            value = d.get(key)
+            out.append(
+                value if value is None or isinstance(value, bytes) else self._as_bytes(value)
+            )
+        return out
+
+    def _set_many_sync(self, items: Sequence[tuple[str, bytes]]) -> None:
+        self._check_writable()
+        for key, _ in items:
+            normalize_key(key)
+        for key, value in items:
+            self._store_dict[key] = value if isinstance(value, bytes) else bytes(value)
+
+    def _delete_many_sync(self, keys: Sequence[str]) -> None:
         self._check_writable()
         for key in keys:
             self._store_dict.pop(key, None)
