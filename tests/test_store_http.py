@@ -13,10 +13,10 @@ import pytest
 import zarr
 
 import cuzarr
+from cuzarr.core.sync import sync
 from cuzarr.errors import ReadOnlyError
 from cuzarr.storage import RangeByteRequest, SuffixByteRequest
 from cuzarr.storage.fsspec import HTTPStore, RemoteStoreError, RetryPolicy
-from cuzarr.core.sync import sync
 
 
 class RangeHandler(http.server.SimpleHTTPRequestHandler):
@@ -170,5 +170,5 @@ def test_retries_transient_errors(site):
 
 def test_permanent_error_names_key(site):
     store = HTTPStore("http://127.0.0.1:1/nothing", retry=RetryPolicy(retries=0))
-    with pytest.raises(RemoteStoreError, match="zarr.json"):
+    with pytest.raises(RemoteStoreError, match=r"zarr\.json"):
         sync(store.get("zarr.json"))

@@ -1,4 +1,9 @@
-"""Storage backends: ``MemoryStore``, ``LocalStore`` and the ``Store`` interface."""
+"""Storage backends and the ``Store`` interface.
+
+``MemoryStore``, ``LocalStore``, ``ZipStore``, ``FsspecStore`` (S3, HTTP,
+``memory://`` and other fsspec filesystems), ``HTTPStore``, ``ReferenceStore``
+(kerchunk) and ``N5Store`` (N5 containers shown as Zarr v2).
+"""
 
 from cuzarr.storage.base import (
     ByteRequest,
@@ -8,18 +13,29 @@ from cuzarr.storage.base import (
     SuffixByteRequest,
 )
 from cuzarr.storage.common import StorePath, make_store, make_store_path
+from cuzarr.storage.fsspec import FsspecStore, HTTPStore, RemoteStoreError, RetryPolicy
 from cuzarr.storage.local import LocalStore
 from cuzarr.storage.memory import MemoryStore
+from cuzarr.storage.n5 import N5Store
+from cuzarr.storage.reference import ReferenceStore
+from cuzarr.storage.zip import ZipStore
 
 __all__ = [
     "ByteRequest",
+    "FsspecStore",
+    "HTTPStore",
     "LocalStore",
     "MemoryStore",
+    "N5Store",
     "OffsetByteRequest",
     "RangeByteRequest",
+    "ReferenceStore",
+    "RemoteStoreError",
+    "RetryPolicy",
     "Store",
     "StorePath",
     "SuffixByteRequest",
+    "ZipStore",
     "make_store",
     "make_store_path",
 ]

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import weakref
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -157,7 +158,7 @@ class FsspecStore(Store):
         self.storage_options = dict(storage_options or {})
         self.path = path.rstrip("/")
         self.retry = retry if retry is not None else RetryPolicy.default()
-        self._loop_fs: dict[int, Any] = {}
+        self._loop_fs: _FsCache = _FsCache()
         if fs is not None:
             self._async = bool(getattr(fs, "async_impl", False)) and bool(
                 getattr(fs, "asynchronous", False)
@@ -229,7 +230,7 @@ class FsspecStore(Store):
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        state["_loop_fs"] = {}
+        state["_loop_fs"] = _FsCache()
         if self._async and state.get("_fs") is not None and self.protocol is not None:
             state["_fs"] = None
         return state
@@ -246,6 +247,7 @@ class FsspecStore(Store):
             cls = fsspec.get_filesystem_class(self.protocol)
             fs = cls(asynchronous=True, loop=loop, skip_instance_cache=True, **self.storage_options)
             self._loop_fs[id(loop)] = fs
+            weakref.finalize(self._loop_fs, _close_fs, loop, fs)
         return fs
 
     def _full(self, key: str) -> str:
@@ -453,6 +455,29 @@ class FsspecStore(Store):
                 yield name
 
         return gen()
+
+
+class _FsCache(dict):
+    """Async filesystems by loop id (a dict subclass, so it can be weakly referenced)."""
+
+
+def _close_fs(loop: asyncio.AbstractEventLoop, fs: Any) -> None:
+    """Close the aiohttp session / aiobotocore client of an async filesystem."""
+    session = getattr(fs, "_session", None) or getattr(fs, "_s3", None)
+    close = getattr(type(fs), "close_session", None)
+    if session is None or close is None or loop.is_closed():
+        return
+    try:
+        if loop.is_running():
+            closer = getattr(session, "close", None) or getattr(session, "__aexit__", None)
+            if getattr(session, "close", None) is not None:
+                asyncio.run_coroutine_threadsafe(session.close(), loop)
+            elif closer is not None:
+                asyncio.run_coroutine_threadsafe(closer(None, None, None), loop)
+        else:
+            close(loop, session)
+    except Exception:  # pragma: no cover - best effort at teardown
+        pass
 
 
 def _range_args(byte_range: ByteRequest | None) -> tuple[int | None, int | None]:

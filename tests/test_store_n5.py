@@ -1,0 +1,142 @@
+"""N5 containers against tensorstore's n5 driver, both ways."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+ts = pytest.importorskip("tensorstore")
+
+import numcodecs  # noqa: E402
+
+import cuzarr  # noqa: E402
+from cuzarr.errors import MetadataError  # noqa: E402
+from cuzarr.storage import N5Store  # noqa: E402
+
+COMPRESSIONS = [
+    {"type": "raw"},
+    {"type": "gzip"},
+    {"type": "gzip", "useZlib": True},
+    {"type": "zstd", "level": 3},
+    {"type": "blosc", "cname": "lz4", "clevel": 5, "shuffle": 1},
+    {"type": "bzip2"},
+    {"type": "xz"},
+]
+
+
+def _ts_open(path, **kw):
+    return ts.open(
+        {"driver": "n5", "kvstore": {"driver": "file", "path": str(path)}}, **kw
+    ).result()
+
+
+@pytest.mark.parametrize("comp", COMPRESSIONS, ids=lambda c: json.dumps(c))
+@pytest.mark.parametrize("dtype", ["uint16", "float32"])
+def test_tensorstore_writes_cuzarr_reads(tmp_path, comp, dtype):
+    path = tmp_path / "ts.n5"
+    n5_shape = [11, 7, 3]  # N5 order: fastest dimension first
+    t = ts.open(
+        {
+            "driver": "n5",
+            "kvstore": {"driver": "file", "path": str(path / "vol")},
+            "metadata": {
+                "dimensions": n5_shape,
+                "blockSize": [4, 3, 2],
+                "dataType": dtype,
+                "compression": comp,
+            },
+        },
+        create=True,
+    ).result()
+    data = np.random.default_rng(0).integers(0, 60000, n5_shape).astype(dtype)
+    t[...] = data
+    a = cuzarr.open_array(str(path), path="vol", mode="r")
+    assert a.shape == (3, 7, 11)
+    assert a.chunks == (2, 3, 4)
+    np.testing.assert_array_equal(a[:], data.T)
+    np.testing.assert_array_equal(a[1, 2:5, 3:10], data.T[1, 2:5, 3:10])
+
+
+@pytest.mark.parametrize(
+    "compressor",
+    [
+        None,
+        numcodecs.Zstd(level=1),
+        numcodecs.GZip(level=5),
+        numcodecs.Zlib(level=1),
+        numcodecs.Blosc(cname="zstd", clevel=3, shuffle=2),
+        numcodecs.BZ2(level=9),
+        numcodecs.LZMA(),
+    ],
+    ids=lambda c: "none" if c is None else c.codec_id,
+)
+@pytest.mark.parametrize("dtype", ["int32", "float64", "uint8"])
+def test_cuzarr_writes_tensorstore_reads(tmp_path, compressor, dtype):
+    path = str(tmp_path / "cz.n5")
+    data = (np.arange(13 * 10).reshape(13, 10) % 200).astype(dtype)
+    g = cuzarr.create_group(path, zarr_format=2, attributes={"about": "test"})
+    a = g.create_array(
+        "d/x", shape=data.shape, dtype=dtype, chunks=(4, 3), zarr_format=2, compressors=compressor
+    )
+    a[:] = data
+    a[0:2, 0:2] = 3
+    data[0:2, 0:2] = 3
+    np.testing.assert_array_equal(a[:], data)
+    t = _ts_open(tmp_path / "cz.n5" / "d" / "x")
+    assert list(t.shape) == [10, 13]
+    np.testing.assert_array_equal(t.read().result(), data.T)
+    # a fresh open sees the N5 view (big-endian, no compressor) and the same values
+    b = cuzarr.open_array(path, path="d/x", mode="r")
+    np.testing.assert_array_equal(b[:], data)
+    assert json.loads((tmp_path / "cz.n5" / "attributes.json").read_text())["about"] == "test"
+
+
+def test_tensorstore_roundtrip_via_cuzarr_write(tmp_path):
+    """tensorstore creates, cuzarr writes into it, tensorstore reads back."""
+    path = tmp_path / "mix.n5"
+    t = ts.open(
+        {
+            "driver": "n5",
+            "kvstore": {"driver": "file", "path": str(path)},
+            "metadata": {
+                "dimensions": [9, 5],
+                "blockSize": [4, 4],
+                "dataType": "int16",
+                "compression": {"type": "gzip"},
+            },
+        },
+        create=True,
+    ).result()
+    a = cuzarr.open_array(str(path))
+    a[1:4, 2:8] = -5
+    expected = np.zeros((5, 9), "int16")
+    expected[1:4, 2:8] = -5
+    np.testing.assert_array_equal(a[:], expected)
+    np.testing.assert_array_equal(t.read().result(), expected.T)
+    np.testing.assert_array_equal(_ts_open(path).read().result(), expected.T)
+
+
+def test_group_listing_and_attrs(tmp_path):
+    path = str(tmp_path / "g.n5")
+    g = cuzarr.create_group(path, zarr_format=2)
+    g.create_group("sub")
+    arr = g.create_array("arr", shape=(5,), dtype="uint8", chunks=(2,), zarr_format=2)
+    arr[:] = [1, 2, 3, 4, 5]
+    arr.attrs["name"] = "n"
+    g2 = cuzarr.open_group(path, mode="r")
+    assert sorted(g2.keys()) == ["arr", "sub"]
+    assert dict(g2["arr"].attrs) == {"name": "n"}
+    assert g2["arr"].nchunks_initialized == 3
+    assert isinstance(g2.store_path.store, N5Store)
+
+
+def test_unsupported(tmp_path):
+    path = str(tmp_path / "u.n5")
+    with pytest.raises(MetadataError, match="zarr_format=2"):
+        cuzarr.create_array(path, shape=(4,), dtype="i4", zarr_format=3)
+    with pytest.raises(MetadataError, match="fill_value"):
+        cuzarr.create_array(path, shape=(4,), dtype="i4", zarr_format=2, fill_value=3)
+    with pytest.raises(MetadataError, match="data type"):
+        cuzarr.create_array(path, shape=(4,), dtype="c8", zarr_format=2)

@@ -1,0 +1,122 @@
+"""ZipStore: read/write, and interop with zarr-python's ZipStore both ways."""
+
+from __future__ import annotations
+
+import zipfile
+
+import numpy as np
+import pytest
+import zarr
+
+import cuzarr
+from cuzarr.core.sync import sync
+from cuzarr.errors import ReadOnlyError
+from cuzarr.storage import RangeByteRequest, ZipStore
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_cuzarr_writes_zarr_reads(tmp_path, zarr_format):
+    path = tmp_path / "out.zip"
+    data = np.arange(15 * 8, dtype="f4").reshape(15, 8)
+    store = ZipStore(path, mode="w")
+    g = cuzarr.create_group(store, zarr_format=zarr_format, attributes={"k": "v"})
+    a = g.create_array("a", shape=data.shape, dtype="f4", chunks=(4, 3))
+    a[:] = data
+    if zarr_format == 3:
+        s = g.create_array("s", shape=data.shape, dtype="f4", chunks=(2, 2), shards=(4, 4))
+        s[:] = data
+    store.close()
+    zs = zarr.storage.ZipStore(path, mode="r")
+    zg = zarr.open_group(zs, mode="r")
+    assert zg.attrs["k"] == "v"
+    np.testing.assert_array_equal(zg["a"][:], data)
+    if zarr_format == 3:
+        np.testing.assert_array_equal(zg["s"][:], data)
+    zs.close()
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_zarr_writes_cuzarr_reads(tmp_path, zarr_format):
+    path = tmp_path / "in.zip"
+    data = np.arange(100, dtype="i8").reshape(10, 10)
+    zs = zarr.storage.ZipStore(path, mode="w")
+    zg = zarr.open_group(zs, mode="w", zarr_format=zarr_format)
+    za = zg.create_array("x", shape=data.shape, dtype="i8", chunks=(3, 3))
+    za[:] = data
+    zs.close()
+    # str path ending in .zip opens as a zip store
+    g = cuzarr.open_group(str(path), mode="r")
+    assert isinstance(g.store_path.store, ZipStore)
+    np.testing.assert_array_equal(g["x"][:], data)
+    np.testing.assert_array_equal(cuzarr.open_array(str(path), path="x")[2:7, 1], data[2:7, 1])
+
+
+def test_str_path_valid_while_open(tmp_path):
+    """The file is a complete zip after every write, before close()."""
+    path = str(tmp_path / "live.zip")
+    a = cuzarr.create_array(path, shape=(6,), dtype="u1", chunks=(2,))
+    a[:] = [1, 2, 3, 4, 5, 6]
+    z = zarr.open_array(zarr.storage.ZipStore(path, mode="r"), mode="r")
+    np.testing.assert_array_equal(z[:], [1, 2, 3, 4, 5, 6])
+    # a second cuzarr store over the same path sees the same data
+    np.testing.assert_array_equal(cuzarr.open_array(path, mode="r")[:], [1, 2, 3, 4, 5, 6])
+
+
+def test_rewrite_and_delete_then_close_compacts(tmp_path):
+    path = tmp_path / "dup.zip"
+    store = ZipStore(path)
+    sync(store.set("k", b"one"))
+    sync(store.set("k", b"two"))
+    sync(store.set("gone", b"x"))
+    assert sync(store.get("k")) == b"two"
+    with zipfile.ZipFile(path) as zf:  # valid zip, last entry wins
+        assert zf.read("k") == b"two"
+    sync(store.delete("gone"))
+    assert sync(store.get("gone")) is None
+    assert not sync(store.exists("gone"))
+    with zipfile.ZipFile(path) as zf:
+        assert "gone" not in zf.namelist()
+    store.close()
+    with zipfile.ZipFile(path) as zf:
+        assert zf.namelist() == ["k"]
+        assert zf.read("k") == b"two"
+
+
+def test_overwrite_array(tmp_path):
+    path = str(tmp_path / "ow.zip")
+    a = cuzarr.create_array(path, shape=(4,), dtype="i4", chunks=(2,))
+    a[:] = 1
+    a[:] = 2
+    b = cuzarr.create_array(path, shape=(3,), dtype="i2", chunks=(3,), overwrite=True)
+    b[:] = 9
+    b.store.close()
+    with zipfile.ZipFile(path) as zf:
+        names = zf.namelist()
+    assert len(names) == len(set(names))
+    np.testing.assert_array_equal(cuzarr.open_array(path, mode="r")[:], [9, 9, 9])
+
+
+def test_interface(tmp_path):
+    path = tmp_path / "i.zip"
+    with ZipStore(path, mode="w") as store:
+        sync(store.set("a/b", b"0123456789"))
+        sync(store.set("a/c", b"x"))
+        assert sync(store.get("a/b", byte_range=RangeByteRequest(3, 6))) == b"345"
+        assert sync(store.get("missing")) is None
+
+        async def lists():
+            return (
+                sorted([k async for k in store.list()]),
+                sorted([k async for k in store.list_dir("a")]),
+                sorted([k async for k in store.list_prefix("a/")]),
+            )
+
+        assert sync(lists()) == (["a/b", "a/c"], ["b", "c"], ["a/b", "a/c"])
+    ro = ZipStore(path, mode="r")
+    assert sync(ro.get("a/c")) == b"x"
+    with pytest.raises(ReadOnlyError):
+        sync(ro.set("z", b"1"))
+    # reading a path that does not exist creates nothing
+    none = ZipStore(tmp_path / "none.zip")
+    assert sync(none.get("zarr.json")) is None
+    assert not (tmp_path / "none.zip").exists()
