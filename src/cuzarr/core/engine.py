@@ -42,10 +42,7 @@ def chunk_items(projections: Sequence[DimProjection]) -> list[ChunkItem]:
     """All chunks a plan touches, with their in-chunk and output selections."""
     if not projections:
         return [((), (), (), True)]
-    per_dim = [
-        list(zip(p.chunks, p.chunk_sels, p.out_sels, p.complete, strict=True)) for p in projections
-    ]
-    if any(not d for d in per_dim):
+    if any(not p.chunks for p in projections):
         return []
     n_arrays = sum(any(isinstance(s, np.ndarray) for s in p.chunk_sels) for p in projections)
     needs_ortho = n_arrays >= 2 or (
@@ -53,15 +50,16 @@ def chunk_items(projections: Sequence[DimProjection]) -> list[ChunkItem]:
         and any(any(isinstance(s, np.ndarray) for s in p.out_sels) for p in projections)
         and len(projections) > 1
     )
-    items: list[ChunkItem] = []
-    for combo in itertools.product(*per_dim):
-        coords = tuple(c[0] for c in combo)
-        csel = tuple(c[1] for c in combo)
-        osel = tuple(c[2] for c in combo)
-        if needs_ortho:
-            csel = ortho_index(csel)
-            osel = ortho_index(osel)
-        items.append((coords, csel, osel, all(c[3] for c in combo)))
+    # itertools.product builds each tuple in C: a few hundred ns per chunk.
+    prod = itertools.product
+    coords = prod(*(p.chunks for p in projections))
+    csels = prod(*(p.chunk_sels for p in projections))
+    osels = prod(*(p.out_sels for p in projections))
+    completes = map(all, prod(*(p.complete for p in projections)))
+    if needs_ortho:
+        csels = map(ortho_index, csels)
+        osels = map(ortho_index, osels)
+    items: list[ChunkItem] = list(zip(coords, csels, osels, completes))
     return items
 
 
