@@ -40,8 +40,8 @@ fi
 stamp="$venv/.cuzarr-install-stamp"
 want="$(cat "$root/pyproject.toml" | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-    echo "bootstrap: installing cuzarr[test,bench] into $venv" >&2
-    "$venv/bin/python" -m pip install -q --disable-pip-version-check -e "$root[test,bench]" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+    echo "bootstrap: installing cuzarr[test,bench,docs] into $venv" >&2
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check -e "$root[test,bench,docs]" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
     echo "$want" > "$stamp"
 fi
 echo "$venv/bin/python"

@@ -29,42 +29,105 @@ __all__ = [
 ]
 
 
-def create_array(store: Any = None, name: str | None = None, **kwargs: Any) -> Array:
+def create_array(
+    store: Any = None,
+    name: str | None = None,
+    *,
+    shape: Any,
+    dtype: Any = "float64",
+    chunks: Any = "auto",
+    shards: Any = None,
+    fill_value: Any = None,
+    order: str | None = None,
+    zarr_format: int | None = 3,
+    compressors: Any = "auto",
+    filters: Any = None,
+    serializer: Any = "auto",
+    attributes: dict[str, Any] | None = None,
+    dimension_names: Any = None,
+    overwrite: bool = False,
+    write_empty_chunks: bool | None = None,
+    chunk_key_encoding: Any = None,
+    dimension_separator: str | None = None,
+    storage_options: dict[str, Any] | None = None,
+    meta_array: Any = None,
+) -> Array:
     """Create a new array.
 
     Parameters
     ----------
-    store
-        A local directory path (``str`` or ``pathlib.Path``), a ``dict``, a
-        ``cuzarr.storage`` store, or ``None`` for a new in-memory store.
-    name
+    store : str, pathlib.Path, dict, Store or None
+        A local directory path, a URL (``s3://``, ``https://``, ``memory://``),
+        a ``*.zip`` or ``*.n5`` path, a ``dict``, a ``cuzarr.storage`` store, or
+        ``None`` for a new in-memory store.
+    name : str, optional
         Path of the array inside the store ('' for the root).
-    shape, dtype
-        Shape and element type (numpy dtypes, ``str`` for variable-length UTF-8,
-        ``bytes`` for variable-length bytes, ml_dtypes types, v3 names).
-    chunks
-        Chunk shape: ints, a tuple, or ``"auto"`` (about 1 MiB).
-    fill_value
-        Value of unwritten elements (default: zero/empty).
-    zarr_format
-        3 (default) or 2.
+    shape : int or tuple of int
+        Shape of the array.
+    dtype : numpy dtype, str, type or v3 JSON
+        Element type: numpy dtypes, ``str`` for variable-length UTF-8, ``bytes``
+        for variable-length bytes, ml_dtypes types (bfloat16, float8), v3 names.
+    chunks : int, tuple of int or "auto"
+        Chunk shape (the inner chunk shape when ``shards`` is given); "auto"
+        aims at about 1 MiB.
+    shards : tuple of int, optional
+        Shard shape (v3): a multiple of ``chunks``.
+    fill_value : scalar, optional
+        Value of unwritten elements (default: zero or empty).
+    order : {"C", "F"}, optional
+        Memory order of chunks (stored order for v2).
+    zarr_format : {2, 3}
+        Format version (default 3).
     compressors, filters, serializer
-        numcodecs codecs, v3 codec dicts or cuzarr codecs. ``"auto"`` gives
-        zstd (level 0), as zarr-python does.
-    attributes, dimension_names
-        User attributes (JSON) and per-dimension names.
-    overwrite
+        numcodecs codecs, v3 codec dicts or cuzarr codecs. ``"auto"``
+        compressors give zstd level 0, as zarr-python does; ``None`` none.
+    attributes : dict, optional
+        User attributes (JSON-serializable).
+    dimension_names : sequence of str or None, optional
+        Names of the dimensions (v3; stored as ``_ARRAY_DIMENSIONS`` in v2).
+    overwrite : bool
         Replace whatever node exists at the path.
-    write_empty_chunks
+    write_empty_chunks : bool, optional
         Store chunks equal to the fill value (default False: they are deleted).
-    chunk_key_encoding, dimension_separator
-        Chunk key layout, e.g. ``{"name": "default", "separator": "."}``.
+    chunk_key_encoding : dict or str, optional
+        e.g. ``{"name": "default", "separator": "."}``.
+    dimension_separator : {".", "/"}, optional
+        Chunk key separator (v2 style).
+    storage_options : dict, optional
+        Options for URL stores (fsspec).
+    meta_array : array, optional
+        A numpy or CuPy array choosing where outputs live.
 
     Returns
     -------
     Array
     """
-    return Array(sync(_async.create_array(store, name, **kwargs)))
+    return Array(
+        sync(
+            _async.create_array(
+                store,
+                name,
+                shape=shape,
+                dtype=dtype,
+                chunks=chunks,
+                shards=shards,
+                fill_value=fill_value,
+                order=order,
+                zarr_format=zarr_format,
+                compressors=compressors,
+                filters=filters,
+                serializer=serializer,
+                attributes=attributes,
+                dimension_names=dimension_names,
+                overwrite=overwrite,
+                write_empty_chunks=write_empty_chunks,
+                chunk_key_encoding=chunk_key_encoding,
+                dimension_separator=dimension_separator,
+                storage_options=storage_options,
+                meta_array=meta_array,
+            )
+        )
+    )
 
 
 def open_array(
