@@ -10,7 +10,7 @@ into one request (up to ``sharding.coalesce_max_size``).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from typing import Any
 
 import numpy as np
@@ -107,28 +107,25 @@ async def read_sharded(
             res.append((i, None if off == EMPTY else mv[int(off) : int(off) + int(n)]))
         return res
 
-    async def work(lo: int, hi: int) -> None:
+    def fetch_plan(lo: int, hi: int) -> Generator[tuple[str, Any], Any, list[tuple[int, Any]]]:
+        """The I/O of one batch of shards, as requests yielded to a driver:
+        ("many", keys) and ("ranges", [(key, range)]) are answered with the
+        values; returns (item, encoded inner chunk or None) pairs."""
         batch = shards[lo:hi]
         whole = [(sc, m) for sc, m in batch if len(m) * 2 >= inner_in_array(sc)]
         partial = [(sc, m) for sc, m in batch if len(m) * 2 < inner_in_array(sc)]
         pairs: list[tuple[int, Any]] = []
         if whole:
-            datas = await store.get_many([encode_key(sc) for sc, _ in whole])
+            datas = yield ("many", [encode_key(sc) for sc, _ in whole])
             for (_, m), data in zip(whole, datas, strict=True):
-                pairs.extend(
-                    await loop.run_in_executor(pool, from_whole, m, data)
-                    if data is not None and len(data) > (1 << 20)
-                    else from_whole(m, data)
-                )
+                pairs.extend(from_whole(m, data))
         if partial:
             rng = (
                 RangeByteRequest(0, n_index)
                 if codec.index_location == "start"
                 else SuffixByteRequest(n_index)
             )
-            raw_indexes = await store.get_partial_values(
-                None, [(encode_key(sc), rng) for sc, _ in partial]
-            )
+            raw_indexes = yield ("ranges", [(encode_key(sc), rng) for sc, _ in partial])
             reqs: list[tuple[str, RangeByteRequest]] = []
             plan: list[tuple[list[int], list[tuple[int, int]], int, int]] = []
             for (sc, m), raw in zip(partial, raw_indexes, strict=True):
@@ -151,7 +148,7 @@ async def read_sharded(
                     )
                     reqs.append((encode_key(sc), RangeByteRequest(gs, ge)))
             if reqs:
-                blobs = await store.get_partial_values(None, reqs)
+                blobs = yield ("ranges", reqs)
                 for (members, ranges, gs, ge), blob in zip(plan, blobs, strict=True):
                     if blob is None or len(blob) != ge - gs:
                         raise CodecError(
@@ -160,7 +157,38 @@ async def read_sharded(
                     mv = memoryview(blob)
                     for i, (s, e) in zip(members, ranges, strict=True):
                         pairs.append((i, mv[s - gs : e - gs]))
-        await loop.run_in_executor(pool, scatter, pairs)
+        return pairs
+
+    sio = store.sync_io()
+    if sio is not None:
+        # Cheap local I/O: one worker hop runs the batch's reads, decodes and scatters.
+        def run_sync(lo: int, hi: int) -> None:
+            gen = fetch_plan(lo, hi)
+            answer: Any = None
+            try:
+                while True:
+                    kind, req = gen.send(answer)
+                    answer = sio.get_many(req) if kind == "many" else sio.get_ranges(req)
+            except StopIteration as stop:
+                scatter(stop.value)
+
+        async def work(lo: int, hi: int) -> None:
+            await loop.run_in_executor(pool, run_sync, lo, hi)
+    else:
+
+        async def work(lo: int, hi: int) -> None:
+            gen = fetch_plan(lo, hi)
+            answer: Any = None
+            try:
+                while True:
+                    kind, req = gen.send(answer)
+                    if kind == "many":
+                        answer = await store.get_many(req)
+                    else:
+                        answer = await store.get_partial_values(None, req)
+            except StopIteration as stop:
+                pairs = stop.value
+            await loop.run_in_executor(pool, scatter, pairs)
 
     per_batch = max(1, min(64, -(-len(shards) // (max_workers() * 4))))
     await _run_batches(len(shards), per_batch, work)

@@ -58,9 +58,10 @@ ByteRequest = RangeByteRequest | OffsetByteRequest | SuffixByteRequest
 class SyncIO:
     """Blocking batch operations of a store (see ``Store.sync_io``)."""
 
-    get_many: Any
-    set_many: Any
-    delete_many: Any
+    get_many: Any  # (keys) -> list[bytes | None]
+    set_many: Any  # (items) -> None
+    delete_many: Any  # (keys) -> None
+    get_ranges: Any  # ([(key, ByteRequest | None)]) -> list[bytes | None]
 
 
 def slice_bytes(data: bytes, byte_range: ByteRequest | None) -> bytes:

@@ -101,7 +101,17 @@ class MemoryStore(Store):
             or cls.delete is not MemoryStore.delete
         ):
             return None
-        return SyncIO(self._get_many_sync, self._set_many_sync, self._delete_many_sync)
+        return SyncIO(
+            self._get_many_sync, self._set_many_sync, self._delete_many_sync, self._get_ranges_sync
+        )
+
+    def _get_ranges_sync(self, reqs: Sequence[tuple[str, ByteRequest | None]]) -> list[bytes | None]:
+        d = self._store_dict
+        out: list[bytes | None] = []
+        for key, rng in reqs:
+            value = d.get(key)
+            out.append(None if value is None else slice_bytes(self._as_bytes(value), rng))
+        return out
 
     def _get_many_sync(self, keys: Sequence[str]) -> list[bytes | None]:
         d = self._store_dict
