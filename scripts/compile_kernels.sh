@@ -4,7 +4,7 @@
 # without a GPU. The real build happens at run time (cupy.RawModule / NVRTC); this is a
 # compile check, and nothing it produces is kept.
 #
-#   CUZARR_CUDA_ARCHS  space-separated targets (default "sm_90")
+#   CUZARR_CUDA_ARCHS  space-separated targets (default "sm_80 sm_90")
 #   CUZARR_NVCC        the nvcc to use (default: nvcc on PATH, then /usr/local/cuda/bin/nvcc)
 #   CUZARR_PYTHON_BIN  a python whose CuPy headers (cupy/_core/include) are added to -I if importable
 #
@@ -37,7 +37,7 @@ if [ -z "$nvcc" ] || ! "$nvcc" --version >/dev/null 2>&1; then
     exit 0
 fi
 
-archs="${CUZARR_CUDA_ARCHS:-sm_90}"
+archs="${CUZARR_CUDA_ARCHS:-sm_80 sm_90}"
 includes=(-I "$kdir")
 if [ -n "${CUZARR_PYTHON_BIN:-}" ]; then
     cupy_inc="$("$CUZARR_PYTHON_BIN" - 2>/dev/null <<'PY' || true

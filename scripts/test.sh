@@ -3,6 +3,8 @@
 #   1. ruff check        (src tests tests_gpu benchmarks scripts)
 #   2. kernel compile    (every kernels/**/*.cu through nvcc, scripts/compile_kernels.sh)
 #   3. pytest tests      (CPU tests, in parallel with pytest-xdist)
+#   4. pytest tests_torch (PyTorch tests in a Python 3.11 env, scripts/bootstrap_torch.sh)
+#   5. mkdocs build --strict
 # Exits non-zero if any step fails -- including pytest collecting no tests (exit code 5).
 # Extra arguments go to pytest, e.g. `bash scripts/test.sh -k v2 -x`.
 #
@@ -26,7 +28,7 @@ bin="$(dirname "$py")"
 
 step "ruff check"
 lint_paths=()
-for d in src tests tests_gpu benchmarks scripts; do
+for d in src tests tests_gpu tests_torch benchmarks scripts; do
     [ -d "$d" ] && lint_paths+=("$d")
 done
 "$bin/ruff" check "${lint_paths[@]}"
@@ -45,5 +47,14 @@ case "$rc" in
     *) echo "test.sh: pytest failed (exit code $rc)" >&2 ;;
 esac
 [ "$rc" -eq 0 ] || exit "$rc"
+
+step "pytest tests_torch (PyTorch CPU build, Python 3.11 env)"
+py311="$(bash scripts/bootstrap_torch.sh | tail -n 1)"
+rc=0
+timeout --foreground --kill-after=30 600 "$py311" -m pytest tests_torch -q -p no:cacheprovider || rc=$?
+[ "$rc" -eq 0 ] || { echo "test.sh: torch tests failed (exit code $rc)" >&2; exit "$rc"; }
+
+step "docs site (mkdocs build --strict)"
+NO_MKDOCS_2_WARNING=1 "$bin/mkdocs" build --strict -q -d "$(mktemp -d)"
 
 step "all checks passed in $((SECONDS - t0)) s"

@@ -16,11 +16,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zarr
-from _interop_helpers import DTYPES, assert_data_equal, make_data, zarrlike_dtype
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import cuzarr
+from _interop_helpers import DTYPES, assert_data_equal, make_data, zarrlike_dtype
 from cuzarr.errors import MetadataError
 from cuzarr.metadata.chunk_grid import (
     RectilinearChunkGrid,
@@ -60,7 +60,13 @@ def random_edges(rng, size: int) -> list[int]:
     edges: list[int] = []
     total = 0
     while total < max(size, 1):
-        e = int(rng.choice([1, 2, 3, 3, 3, 5, 7])) if rng.random() < 0.8 else edges[-1] if edges else 2
+        e = (
+            int(rng.choice([1, 2, 3, 3, 3, 5, 7]))
+            if rng.random() < 0.8
+            else edges[-1]
+            if edges
+            else 2
+        )
         e = min(e, max(size, 1) - total)
         edges.append(e)
         total += e
@@ -79,15 +85,11 @@ def _files(root: Path) -> dict[str, bytes]:
     out = {}
     for dirpath, _, names in os.walk(root):
         for n in names:
-            if n == "zarr.json":
+            if n == "zarr.json" or n.startswith(".cuzarr"):  # metadata, store locks
                 continue
             p = Path(dirpath) / n
             out[str(p.relative_to(root))] = p.read_bytes()
     return out
-
-
-def _to_model(data, dt):
-    return data
 
 
 # ----------------------------------------------------------------- metadata forms
@@ -97,7 +99,10 @@ def test_parse_every_form():
     g = parse_chunk_grid(
         {
             "name": "rectilinear",
-            "configuration": {"kind": "inline", "chunk_shapes": [4, [1, 2, 3], [[4, 2]], [[1, 3], 3]]},
+            "configuration": {
+                "kind": "inline",
+                "chunk_shapes": [4, [1, 2, 3], [[4, 2]], [[1, 3], 3]],
+            },
         },
         4,
         (10, 6, 8, 6),
@@ -181,7 +186,9 @@ def test_cuzarr_writes_zarr_reads(tmp_path, zflag, key, rng):
     shape = (int(rng.integers(1, 14)), int(rng.integers(1, 9)))
     chunks = random_chunks(rng, shape)
     data = make_data(dt, shape, rng)
-    a = cuzarr.create_array(str(tmp_path / "c"), shape=shape, dtype=zarrlike_dtype(cuzarr, dt), chunks=chunks)
+    a = cuzarr.create_array(
+        str(tmp_path / "c"), shape=shape, dtype=zarrlike_dtype(cuzarr, dt), chunks=chunks
+    )
     a[...] = data
     z = zarr.create_array(
         str(tmp_path / "z"), shape=shape, dtype=zarrlike_dtype(zarr, dt), chunks=chunks
@@ -218,7 +225,11 @@ def test_handwritten_forms_and_overflow_both_ways(tmp_path, zflag, rng):
     doc = json.loads(
         json.dumps(
             cuzarr.create_array(
-                str(tmp_path / "tmpl"), shape=shape, dtype="u2", chunks=(1, 1, 1, 1), compressors=None
+                str(tmp_path / "tmpl"),
+                shape=shape,
+                dtype="u2",
+                chunks=(1, 1, 1, 1),
+                compressors=None,
             ).metadata.to_dict()
         )
     )
@@ -293,9 +304,8 @@ def test_sharded_rectilinear_both_ways(tmp_path, zflag, rng):
     kw = dict(shape=(24, 10), dtype="u1", chunks=(4, 5), shards=[[8, 4, 12], 10])
     a = cuzarr.create_array(str(tmp_path / "c"), **kw)
     z = zarr.create_array(str(tmp_path / "z"), **kw)
-    assert (
-        json.loads((tmp_path / "c" / "zarr.json").read_text())
-        == json.loads((tmp_path / "z" / "zarr.json").read_text())
+    assert json.loads((tmp_path / "c" / "zarr.json").read_text()) == json.loads(
+        (tmp_path / "z" / "zarr.json").read_text()
     )
     a[...] = data
     z[...] = data
@@ -304,6 +314,8 @@ def test_sharded_rectilinear_both_ways(tmp_path, zflag, rng):
     assert a.read_chunk_sizes == z.read_chunk_sizes
     b = cuzarr.open_array(str(tmp_path / "z"))
     np.testing.assert_array_equal(b[3:21:2, ::-3], data[3:21:2, ::-3])
+    np.testing.assert_array_equal(b.blocks[2, 1], data[8:12, 5:10])  # blocks: inner chunks
+    np.testing.assert_array_equal(b.vindex[[0, 23, 9], [9, 0, 4]], data[[0, 23, 9], [9, 0, 4]])
     b[5:13, 1] = 255
     data[5:13, 1] = 255
     np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "z"))[...], data)

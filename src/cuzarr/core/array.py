@@ -343,7 +343,13 @@ class AsyncArray:
             raise IndexError(f"too many block indices for {self.ndim}-dimensional array")
         selection = selection + (slice(None),) * (self.ndim - len(selection))
         out = []
-        for d, (s, dim) in enumerate(zip(selection, self._dims(), strict=True)):
+        # Blocks are chunks (inner chunks when sharded, whatever the grid of shards).
+        dims = (
+            RegularChunkGrid(self._inner_chunks).dims(self.shape)
+            if self._inner_chunks
+            else self._dims()
+        )
+        for d, (s, dim) in enumerate(zip(selection, dims, strict=True)):
             n = dim.nchunks
             if isinstance(s, (int, np.integer)) and not isinstance(s, bool):
                 i = int(s)

@@ -149,6 +149,10 @@ class _Scatter:
 async def _read_same_array(array: Any, transforms: list[IndexTransform]) -> list[np.ndarray]:
     plans = [plan_read(array, t) for t in transforms]
     bufs = [array.metadata.dtype.empty(p.buffer_shape, order=array.order) for p in plans]
+    if len(plans) == 1:  # one plan names each chunk once: read it as ``a[...]`` would
+        if plans[0].items:
+            await array._read_items(plans[0].items, bufs[0])
+        return [plans[0].finish(bufs[0])]
     where: dict[tuple[int, ...], int] = {}
     consumers: list[list[tuple[np.ndarray, Any, Any]]] = []
     merged: list[ChunkItem] = []
@@ -387,7 +391,8 @@ class LazyArray:
         """What a read would fetch, without fetching it.
 
         By default, the sorted chunk coordinates a read decodes, on the grid of
-        ``array.chunks`` (inner chunks for sharded arrays, as ``a.blocks``).
+        ``array.chunks`` (inner chunks for sharded arrays, as ``a.blocks``; shards
+        when other codecs wrap the sharding codec and shards are decoded whole).
         With ``keys=True``, the sorted store keys it reads from (shard keys for
         sharded arrays).
         """

@@ -65,9 +65,8 @@ class OutputMap:
             return OutputMap.constant(int(arr.reshape(-1)[0]))
         if arr.ndim == 0:
             return OutputMap.constant(int(arr))
-        if arr.flags.writeable:  # never freeze (or alias) an array the caller owns
-            arr = arr.copy()
-            arr.setflags(write=False)
+        arr = np.array(arr, dtype=np.intp)  # never alias (or freeze) an array the caller owns
+        arr.setflags(write=False)
         return OutputMap(ARRAY, index_array=arr)
 
     def dependent_dims(self) -> tuple[int, ...]:

@@ -197,6 +197,7 @@ class RectilinearChunkGrid:
     _dims_cache: dict[tuple[int, ...], list[Any]] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
+    _shape_of: Any = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         shapes: list[int | tuple[int, ...]] = []
@@ -215,6 +216,16 @@ class RectilinearChunkGrid:
                 offsets.append(None)
         object.__setattr__(self, "chunk_shapes", tuple(shapes))
         object.__setattr__(self, "_offsets", tuple(offsets))
+        # stored_chunk_shape runs once per chunk read or written: a lambda made
+        # for this grid (``lambda c: (e0[c[0]], 5)``) costs ~0.1 us, a generic
+        # loop over the dimensions ~0.4 us. Only validated ints go into it.
+        parts = [f"e{d}[c[{d}]]" if isinstance(v, tuple) else str(v) for d, v in enumerate(shapes)]
+        names = {f"e{d}": v for d, v in enumerate(shapes) if isinstance(v, tuple)}
+        fn = eval("lambda c: (" + "".join(p + ", " for p in parts) + ")", names)
+        object.__setattr__(self, "_shape_of", fn)
+
+    def __reduce__(self) -> Any:
+        return (RectilinearChunkGrid, (self.chunk_shapes,))
 
     # -- shape queries -------------------------------------------------------
     @property
@@ -256,7 +267,8 @@ class RectilinearChunkGrid:
         return math.prod(self.grid_shape(shape))
 
     def stored_chunk_shape(self, coords: tuple[int, ...]) -> tuple[int, ...]:
-        return tuple([s if isinstance(s, int) else s[c] for s, c in zip(self.chunk_shapes, coords)])
+        """The shape chunk ``coords`` is stored with: its full edge lengths."""
+        return self._shape_of(coords)
 
     def resized(
         self, old_shape: tuple[int, ...], new_shape: tuple[int, ...]

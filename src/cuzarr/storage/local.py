@@ -3,16 +3,32 @@
 Writes go to a temporary file in the destination directory and are renamed into
 place, so a writer killed mid-write never leaves a torn value under a real key;
 such temporaries carry a reserved prefix and are never listed or read as data.
+A writer holds an ``flock`` on its temporary while it lives, so the next writer
+into the same directory can tell a killed writer's leftovers (unlocked) from a
+live writer's (locked) and removes only the former (see ``cleanup_temporaries``).
+
+``lock_keys`` takes per-key advisory locks (fcntl locks on files in
+``<tempdir>/cuzarr-locks-<uid>/``, outside the store); the array engine holds them around the read-modify-write of
+partly covered chunks, so concurrent partial writers, in threads or processes,
+never lose each other's updates. Keys are checked to stay below the root: '..',
+absolute paths, NUL bytes, backslashes and reserved names are refused, and a
+directory that is (or passes through) a symlink leading out of the root is never
+read, written or deleted through.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
+import hashlib
 import os
 import shutil
+import struct
+import tempfile
+import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,16 +42,169 @@ from cuzarr.storage.base import (
     normalize_key,
 )
 
-__all__ = ["TEMP_PREFIX", "LocalStore"]
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: no flock; locking is a no-op there
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = ["LOCK_NAME", "TEMP_PREFIX", "LocalStore"]
 
 TEMP_PREFIX = ".cuzarr-tmp-"
+LOCK_NAME = ".cuzarr-lock"
+LOCK_PREFIX = LOCK_NAME + "-"
+_RESERVED = (TEMP_PREFIX, LOCK_NAME)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+# Without flock (Windows), temporaries older than this are taken as abandoned.
+_STALE_AGE_S = 600.0
 # Batching file I/O amortizes the thread hop; a few dozen small files per hop.
 _BATCH = 32
 
 
 def _write_file(path: str, value: bytes) -> None:
-    with open(path, "wb") as f:
-        f.write(value)
+    # O_EXCL: a fresh name, never an existing file or a symlink planted there.
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+    try:
+        if fcntl is not None:
+            # Held until the file is renamed into place (or the writer dies): marks
+            # the temporary as live for cleanup_temporaries in other processes.
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            if os.fstat(fd).st_nlink == 0:  # a cleaner removed it before we locked
+                raise FileNotFoundError(path)
+        with open(fd, "wb", closefd=False) as f:
+            f.write(value)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd  # type: ignore[return-value]
+
+
+def _try_lock_path(path: str) -> int | None:
+    """flock ``path`` (created if missing) without blocking; the fd, or None if busy.
+
+    The lock is on the file that is at ``path`` now: a file unlinked by its
+    previous holder between our open and our flock is detected and retried.
+    """
+    while True:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | _NOFOLLOW, 0o666)
+        except FileNotFoundError:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        except BaseException:
+            os.close(fd)
+            raise
+        try:
+            same = os.stat(path, follow_symlinks=False).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            return fd
+        os.close(fd)
+
+
+def _unlock_path(path: str, fd: int) -> None:
+    # Unlink while still holding the lock, then release: waiters that opened the
+    # old file see it is gone (inode check in _try_lock_path) and retry.
+    with contextlib.suppress(OSError):
+        os.unlink(path)
+    os.close(fd)
+
+
+_OFD = fcntl is not None and hasattr(fcntl, "F_OFD_SETLK")
+
+
+def _try_lock_range(fd: int, offset: int) -> bool:
+    """Open-file-description byte-range lock on one byte of a directory's lock file."""
+    flock = struct.pack("hhqqi4x", fcntl.F_WRLCK, 0, offset, 1, 0)
+    try:
+        fcntl.fcntl(fd, fcntl.F_OFD_SETLK, flock)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def _lock_dir() -> str:
+    # Lock files live outside the store, so the store holds only data (other
+    # tools list its files); one directory per user under the system temp dir.
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    d = os.path.join(tempfile.gettempdir(), f"cuzarr-locks-{uid}")
+    os.makedirs(d, mode=0o700, exist_ok=True)
+    return d
+
+
+class _KeyLocks:
+    """Async context manager holding exclusive locks on a set of keys.
+
+    The locks live in ``<tempdir>/cuzarr-locks-<uid>/``, named after the store
+    root's real path. Linux: one lock file per store root, one byte of it per key
+    (at a 56-bit hash of the key), locked with open-file-description locks, which
+    conflict between threads as well as processes. Elsewhere with ``flock``: one
+    file per key, removed on release. Keys are locked in sorted order, so two
+    lockers never deadlock.
+    """
+
+    def __init__(self, store: LocalStore, keys: Iterable[str]) -> None:
+        for k in keys:
+            store._path(k)
+        if store._real_root is None:
+            store._real_root = os.path.realpath(store._root_str)
+        root_id = hashlib.blake2b(store._real_root.encode("utf-8", "surrogatepass"), digest_size=12)
+        self.base = os.path.join(_lock_dir(), root_id.hexdigest())
+        self.wanted = sorted(
+            {
+                int.from_bytes(
+                    hashlib.blake2b(k.encode("utf-8", "surrogatepass"), digest_size=7).digest(),
+                    "little",
+                )
+                for k in keys
+            }
+        )
+        self.fd: int | None = None
+        self.held: list[tuple[str, int]] = []
+
+    def _try(self, h: int) -> bool:
+        if _OFD:
+            if self.fd is None:
+                self.fd = os.open(self.base, os.O_RDWR | os.O_CREAT | _NOFOLLOW, 0o600)
+            return _try_lock_range(self.fd, h)
+        path = f"{self.base}-{h:014x}"
+        fd = _try_lock_path(path)
+        if fd is None:
+            return False
+        self.held.append((path, fd))
+        return True
+
+    async def __aenter__(self) -> _KeyLocks:
+        if fcntl is None:
+            return self
+        try:
+            for h in self.wanted:
+                delay = 0.0005
+                # Non-blocking tries polled from the loop: a blocked lock call in a
+                # worker thread could starve the threads the holder needs.
+                while not self._try(h):
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 0.02)
+        except BaseException:
+            self._release()
+            raise
+        return self
+
+    def _release(self) -> None:
+        while self.held:
+            path, fd = self.held.pop()
+            _unlock_path(path, fd)
+        if self.fd is not None:
+            os.close(self.fd)  # releases every range this description holds
+            self.fd = None
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._release()
 
 
 class LocalStore(Store):
@@ -53,6 +222,17 @@ class LocalStore(Store):
         super().__init__(read_only=read_only)
         self.root = Path(root).expanduser().absolute()
         self._root_str = os.path.normpath(str(self.root))
+        self._real_root: str | None = None
+        # Directories checked to resolve inside the root; and those whose stale
+        # temporaries this store object has already cleaned up.
+        self._safe_dirs: set[str] = set()
+        self._cleaned_dirs: set[str] = set()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_safe_dirs"] = set()
+        state["_cleaned_dirs"] = set()
+        return state
 
     def __repr__(self) -> str:
         return f"LocalStore({str(self.root)!r})"
@@ -64,17 +244,59 @@ class LocalStore(Store):
 
     def _path(self, key: str) -> str:
         normalize_key(key)
+        for part in key.split("/"):
+            if part.startswith(_RESERVED):
+                raise StoreKeyError(f"key {key!r} uses a name reserved for cuzarr's temporaries")
+            if len(part) > 255 or (len(part) >= 2 and part[1] == ":" and part[0].isalpha()):
+                # Too long for any filesystem; or a Windows drive ('C:') component.
+                raise StoreKeyError(f"invalid store key {key!r}")
         path = os.path.join(self._root_str, key)
         # normalize_key already rejects '..'; this also catches symlink-free tricks.
         if os.path.commonpath([self._root_str, os.path.normpath(path)]) != self._root_str:
             raise StoreKeyError(f"key {key!r} resolves outside the store root")
+        directory = os.path.dirname(path)
+        if directory not in self._safe_dirs:
+            self._check_dir(key, directory)
         return path
+
+    def _check_dir(self, key: str, directory: str) -> None:
+        """Refuse a key whose directory resolves (through symlinks) outside the root."""
+        if self._real_root is None:
+            self._real_root = os.path.realpath(self._root_str)
+        real = os.path.realpath(directory)
+        if real != self._real_root and not real.startswith(self._real_root + os.sep):
+            raise StoreKeyError(f"key {key!r} resolves outside the store root (symlink)")
+        if os.path.isdir(directory):  # cache only what exists: it cannot change under us
+            self._safe_dirs.add(directory)
+
+    def _check_file(self, key: str, path: str) -> None:
+        """A symlinked file is followed only if it stays below the root."""
+        if self._real_root is None:
+            self._real_root = os.path.realpath(self._root_str)
+        real = os.path.realpath(path)
+        if not real.startswith(self._real_root + os.sep):
+            raise StoreKeyError(f"key {key!r} is a symlink leading outside the store root")
+
+    def lock_keys(self, keys: Iterable[str]) -> _KeyLocks:
+        """Exclusive advisory locks on ``keys``, for ``async with``.
+
+        Other processes and threads that take the same locks wait; plain ``set``
+        does not take them. A no-op where ``fcntl.flock`` is missing (Windows).
+        """
+        return _KeyLocks(self, keys)
 
     # -- blocking helpers (run in threads) --------------------------------------
     def _read(self, key: str, byte_range: ByteRequest | None) -> bytes | None:
         path = self._path(key)
         try:
-            with open(path, "rb") as f:
+            try:
+                fd = os.open(path, os.O_RDONLY | _NOFOLLOW)
+            except OSError as e:
+                if not _NOFOLLOW or e.errno != errno.ELOOP:
+                    raise
+                self._check_file(key, path)  # a symlink: follow it only inside the root
+                fd = os.open(path, os.O_RDONLY)
+            with open(fd, "rb") as f:
                 if byte_range is None:
                     return f.read()
                 if isinstance(byte_range, RangeByteRequest):
@@ -92,6 +314,10 @@ class LocalStore(Store):
             return None
         except IsADirectoryError:
             return None
+        except OSError as e:
+            if e.errno == errno.ENAMETOOLONG:
+                return None
+            raise
 
     def _read_batch(self, reqs: Sequence[tuple[str, ByteRequest | None]]) -> list[bytes | None]:
         return [self._read(k, r) for k, r in reqs]
@@ -99,18 +325,33 @@ class LocalStore(Store):
     def _write(self, key: str, value: bytes) -> None:
         path = self._path(key)
         directory, name = os.path.split(path)
-        tmp = os.path.join(directory, f"{TEMP_PREFIX}{uuid.uuid4().hex}-{name}")
-        try:
+        if directory not in self._cleaned_dirs:
+            # The first write into a directory through this store object removes
+            # what killed writers left there (one scandir per directory).
+            self._cleaned_dirs.add(directory)
+            self._cleanup_dir(directory)
+        for _attempt in range(3):
+            tmp = os.path.join(directory, f"{TEMP_PREFIX}{uuid.uuid4().hex}-{name}")
+            fd = None
             try:
-                _write_file(tmp, value)
-            except FileNotFoundError:
-                os.makedirs(directory, exist_ok=True)
-                _write_file(tmp, value)
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+                try:
+                    fd = _write_file(tmp, value)
+                except FileNotFoundError:
+                    if os.path.isdir(directory):
+                        continue  # removed by a cleaner before we locked it: retry
+                    os.makedirs(directory, exist_ok=True)
+                    self._check_dir(key, directory)
+                    fd = _write_file(tmp, value)
+                os.replace(tmp, path)
+                return
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+                raise
+            finally:
+                if fd is not None:
+                    os.close(fd)
+        raise OSError(f"could not write {key!r}: its temporary kept disappearing")
 
     def _write_batch(self, items: Sequence[tuple[str, bytes]]) -> None:
         for key, value in items:
@@ -119,7 +360,7 @@ class LocalStore(Store):
     def _remove(self, key: str) -> None:
         path = self._path(key)
         try:
-            if os.path.isdir(path):
+            if os.path.isdir(path) and not os.path.islink(path):
                 shutil.rmtree(path)
             else:
                 os.unlink(path)
@@ -206,7 +447,7 @@ class LocalStore(Store):
         root_len = len(self._root_str) + 1
         for dirpath, _dirnames, filenames in os.walk(base):
             for name in filenames:
-                if name.startswith(TEMP_PREFIX):
+                if name.startswith(_RESERVED):
                     continue
                 out.append(os.path.join(dirpath, name)[root_len:].replace(os.sep, "/"))
         return out
@@ -233,7 +474,7 @@ class LocalStore(Store):
             except (FileNotFoundError, NotADirectoryError):
                 return
             for name in sorted(names):
-                if not name.startswith(TEMP_PREFIX):
+                if not name.startswith(_RESERVED):
                     yield name
 
         return gen()
@@ -243,15 +484,50 @@ class LocalStore(Store):
         if os.path.isdir(self._root_str):
             await asyncio.to_thread(shutil.rmtree, self._root_str)
 
-    def cleanup_temporaries(self) -> int:
-        """Remove temp files left by killed writers; returns how many were removed."""
+    @staticmethod
+    def _cleanup_dir(directory: str) -> int:
+        """Remove abandoned temporaries and lock files in one directory."""
+        try:
+            entries = [
+                e.name
+                for e in os.scandir(directory)
+                if e.name.startswith((TEMP_PREFIX, LOCK_PREFIX))
+            ]
+        except OSError:
+            return 0
         n = 0
-        for dirpath, _dirs, files in os.walk(self._root_str):
-            for name in files:
-                if name.startswith(TEMP_PREFIX):
-                    try:
-                        os.unlink(os.path.join(dirpath, name))
+        for name in entries:
+            path = os.path.join(directory, name)
+            if fcntl is None:
+                try:
+                    if time.time() - os.stat(path).st_mtime > _STALE_AGE_S:
+                        os.unlink(path)
                         n += 1
-                    except OSError:
-                        pass
+                except OSError:
+                    pass
+                continue
+            try:
+                fd = _try_lock_path(path) if os.path.lexists(path) else None
+            except OSError:
+                continue
+            if fd is None:
+                continue  # a live writer (or lock holder) owns it
+            # Unlocked: its writer died (or just renamed it away, in which case the
+            # inode check in _try_lock_path made us lock a fresh empty file).
+            _unlock_path(path, fd)
+            n += 1
+        return n
+
+    def cleanup_temporaries(self, prefix: str = "") -> int:
+        """Remove temporaries and lock files left by killed writers below ``prefix``.
+
+        Files a live writer holds (``flock``) are kept, so this is safe to run while
+        other processes write. Returns how many files were removed. Writers call
+        the per-directory part of this on their first write into each directory.
+        """
+        prefix = prefix.strip("/")
+        base = self._path(prefix) if prefix else self._root_str
+        n = 0
+        for dirpath, _dirs, _files in os.walk(base):
+            n += self._cleanup_dir(dirpath)
         return n

@@ -1,0 +1,282 @@
+"""The device executor: decode a batch of chunks into a device staging buffer and
+scatter it into a CuPy output with one kernel launch.
+
+Flow for one batch (the chunks of one read request, or one slice of them):
+
+1. ``prepare_batch`` (host, no device): parse every chunk's bytes into raw
+   streams (``formats``), checked, and build the scatter plan (``plan``). Chunks
+   whose codec the GPU path does not handle are decoded on the host into a pinned
+   buffer instead.
+2. ``GpuExecutor.run``: one host-to-device copy of the packed compressed streams,
+   one batched nvCOMP decode per codec straight into the staging slots (blosc:
+   into a scratch buffer, then ``cuzarr_unshuffle``), one host-to-device copy of
+   the host-decoded chunks, then one ``cuzarr_scatter`` launch.
+
+Only ``run`` touches CuPy and nvCOMP; everything before it is plain numpy and is
+exercised by the CPU tests.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from cuzarr.errors import CodecError
+from cuzarr.gpu import formats
+from cuzarr.gpu.plan import (
+    STAGING_ALIGN,
+    ScatterPlan,
+    build_plan,
+    check_plan_bounds,
+    fill_bytes,
+)
+
+__all__ = ["GpuBatch", "GpuExecutor", "copy_word", "prepare_batch", "stream_kind"]
+
+# codec name -> (nvCOMP algorithm, RAW stream codec name used in formats.RawStream)
+NVCOMP_ALGORITHMS = {"lz4": "LZ4", "zstd": "Zstd", "deflate": "Deflate"}
+
+
+def stream_kind(compressor: Any) -> str | None:
+    """Which parser handles chunks compressed by ``compressor`` (a cuzarr codec, a
+    numcodecs codec, or a v3 codec dict): ``"zstd"``, ``"lz4"``, ``"zlib"``,
+    ``"gzip"``, ``"blosc"``, ``"none"`` (no compressor), or ``None`` (CPU only)."""
+    if compressor is None:
+        return "none"
+    name = compressor.get("name") if isinstance(compressor, dict) else None
+    if name is None:
+        name = getattr(compressor, "codec_id", None) or getattr(compressor, "name", None)
+    inner = getattr(compressor, "numcodec", None) or getattr(compressor, "codec", None)
+    if name in (None, "numcodecs") and inner is not None:
+        name = getattr(inner, "codec_id", None)
+    name = str(name or "").removeprefix("numcodecs.")
+    return {"zstd": "zstd", "lz4": "lz4", "zlib": "zlib", "gzip": "gzip", "blosc": "blosc"}.get(
+        name
+    )
+
+
+def _parse(kind: str, data: Any, nbytes: int) -> tuple[list[formats.RawStream], Any]:
+    """Raw streams for one chunk (``dst_offset`` relative to the chunk) and the
+    blosc header when the chunk needs an unshuffle."""
+    if kind == "none":
+        if len(data) != nbytes:
+            raise CodecError(f"uncompressed chunk has {len(data)} bytes, expected {nbytes}")
+        return [formats.RawStream("copy", 0, nbytes, nbytes)], None
+    if kind == "zstd":
+        return [formats.parse_zstd(data, nbytes)], None
+    if kind == "lz4":
+        return [formats.parse_lz4(data, nbytes)], None
+    if kind == "zlib":
+        return [formats.parse_zlib(data, nbytes)[0]], None
+    if kind == "gzip":
+        return [formats.parse_gzip(data, nbytes).stream], None
+    if kind == "blosc":
+        ch = formats.parse_blosc(data, nbytes)
+        return ch.streams, (ch if ch.shuffle == 1 and ch.typesize > 1 else None)
+    raise formats.UnsupportedStream(f"no GPU decoder for {kind!r}")
+
+
+@dataclass
+class GpuBatch:
+    """Everything ``GpuExecutor.run`` needs, built on the host."""
+
+    plan: ScatterPlan
+    # packed compressed streams: one host buffer, and per stream its codec, offset and
+    # length in it, and the staging (or scratch) offset and size it decodes to
+    packed: np.ndarray
+    streams: dict[str, list[tuple[int, int, int, int, bool]]] = field(default_factory=dict)
+    # blosc chunks to unshuffle: formats.UNSHUFFLE_DTYPE rows (scratch -> staging)
+    unshuffle: np.ndarray = field(default_factory=lambda: np.zeros(0, formats.UNSHUFFLE_DTYPE))
+    scratch_nbytes: int = 0
+    # chunks decoded on the host: (staging offset, decoded bytes)
+    host_decoded: list[tuple[int, np.ndarray]] = field(default_factory=list)
+
+
+def prepare_batch(
+    items: Sequence[Any],
+    datas: Sequence[Any],
+    chunk_shape: Callable[[tuple[int, ...]], tuple[int, ...]],
+    out_shape: Sequence[int],
+    out_strides: Sequence[int],
+    dtype: np.dtype,
+    kind: str | None,
+    cpu_decode: Callable[[Any, tuple[int, ...]], np.ndarray],
+    *,
+    chunk_order: str = "C",
+    swap: int = 0,
+) -> GpuBatch:
+    """Host half of a GPU read. ``datas[i]`` is chunk ``i``'s stored bytes (``None``:
+    missing); ``kind`` is :func:`stream_kind` of the array's compressor (``None``:
+    everything on the CPU); ``cpu_decode(data, shape)`` is the pipeline's decode
+    (the fallback; it returns the chunk in native order, so ``swap`` must then be
+    0 for those chunks — the caller passes ``swap`` only for raw stored bytes)."""
+    present = [d is not None for d in datas]
+    plan = build_plan(items, chunk_shape, out_shape, out_strides, dtype.itemsize,
+                      present=present, chunk_order=chunk_order, swap=swap)
+    pieces: list[bytes | memoryview] = []
+    pos = 0
+    batch = GpuBatch(plan, np.zeros(0, np.uint8))
+    unshuffle_rows = []
+    scratch = 0
+    for i, data in enumerate(datas):
+        if data is None:
+            continue
+        slot = int(plan.slots[i])
+        nbytes = int(plan.slot_nbytes[i])
+        try:
+            if kind is None:
+                raise formats.UnsupportedStream("codec pipeline has no GPU decoder")
+            streams, blosc = _parse(kind, data, nbytes)
+        except formats.UnsupportedStream:
+            shape = tuple(int(s) for s in plan.table["chunk_shape"][i][: plan.table["ndim"][i]])
+            chunk = np.asarray(cpu_decode(data, shape))
+            if swap:
+                chunk = chunk.astype(chunk.dtype.newbyteorder())  # stored order, as the table says
+            raw = np.frombuffer(chunk.tobytes(order=chunk_order), np.uint8)
+            batch.host_decoded.append((slot, raw))
+            continue
+        base = slot
+        if blosc is not None:  # decode into scratch, unshuffle into the slot
+            base = scratch
+            unshuffle_rows.append(formats.blosc_unshuffle_rows(blosc, scratch, slot))
+            scratch += -(-nbytes // STAGING_ALIGN) * STAGING_ALIGN
+        mv = memoryview(data).cast("B")
+        for st in streams:
+            pieces.append(mv[st.offset : st.offset + st.length])
+            batch.streams.setdefault(st.codec, []).append(
+                (pos, st.length, base + st.dst_offset, st.decoded_size, blosc is not None)
+            )
+            pos += -(-st.length // STAGING_ALIGN) * STAGING_ALIGN
+    packed = np.zeros(pos, np.uint8)
+    p = 0
+    for piece in pieces:
+        packed[p : p + len(piece)] = np.frombuffer(piece, np.uint8)
+        p += -(-len(piece) // STAGING_ALIGN) * STAGING_ALIGN
+    batch.packed = packed
+    batch.scratch_nbytes = scratch
+    if unshuffle_rows:
+        batch.unshuffle = np.concatenate(unshuffle_rows)
+    return batch
+
+
+def copy_word(table: np.ndarray, itemsize: int, ptrs: Sequence[int]) -> int:
+    """The widest copy word (16, 8, 4, 2, 1 bytes) dividing the item size, every
+    offset and stride of the table and the base pointers; 1 when a row swaps."""
+    if len(table) and (table["swap"] > 1).any():
+        return 1
+    g = itemsize
+    for col in ("src_offset", "dst_offset", "src_strides", "dst_strides"):
+        if len(table):
+            g = math.gcd(g, int(np.gcd.reduce(np.abs(table[col]).reshape(-1))))
+    for p in ptrs:
+        g = math.gcd(g, int(p))
+    for w in (16, 8, 4, 2, 1):
+        if g % w == 0:
+            return w
+    return 1
+
+
+class GpuExecutor:
+    """Runs prepared batches on the current CUDA device (CuPy + nvCOMP)."""
+
+    threads = 256
+
+    def __init__(self) -> None:
+        from cuzarr.buffer.gpu import import_cupy
+
+        self.cp = import_cupy()
+        self._codecs: dict[str, Any] = {}
+
+    def _codec(self, name: str) -> Any:
+        if name not in self._codecs:
+            from nvidia import nvcomp
+
+            self._codecs[name] = nvcomp.Codec(
+                algorithm=NVCOMP_ALGORITHMS[name], bitstream_kind=nvcomp.BitstreamKind.RAW
+            )
+        return self._codecs[name]
+
+    def run(self, batch: GpuBatch, out: Any, fill: Any) -> None:
+        """Decode and scatter ``batch`` into the CuPy array ``out``."""
+        cp = self.cp
+        plan = batch.plan
+        staging = cp.empty(max(plan.staging_nbytes, 1), dtype=cp.uint8)
+        scratch = cp.empty(max(batch.scratch_nbytes, 1), dtype=cp.uint8)
+        if batch.packed.size:
+            comp = cp.asarray(batch.packed)  # one host-to-device copy
+            self._decode_streams(batch, comp, staging, scratch)
+        if batch.host_decoded:
+            self._upload_host_decoded(batch.host_decoded, staging)
+        if len(batch.unshuffle):
+            self._unshuffle(batch.unshuffle, scratch, staging)
+        self.scatter(plan, staging, out, fill)
+
+    def _decode_streams(self, batch: GpuBatch, comp: Any, staging: Any, scratch: Any) -> None:
+        from nvidia import nvcomp
+
+        for codec, rows in batch.streams.items():
+            for to_scratch in (False, True):
+                sel = [r for r in rows if r[4] is to_scratch]
+                if not sel:
+                    continue
+                target = scratch if to_scratch else staging
+                if codec == "copy":
+                    for src, n, dst, _size, _ in sel:
+                        target[dst : dst + n] = comp[src : src + n]
+                    continue
+                srcs = nvcomp.as_arrays(comp, [r[0] for r in sel], [r[1] for r in sel])
+                outs = nvcomp.as_arrays(target, [r[2] for r in sel], [r[3] for r in sel])
+                self._codec(codec).decode(srcs, out=outs)
+
+    def _upload_host_decoded(self, chunks: list[tuple[int, np.ndarray]], staging: Any) -> None:
+        from cuzarr.buffer.gpu import pinned_prototype
+
+        total = sum(-(-len(c) // STAGING_ALIGN) * STAGING_ALIGN for _, c in chunks)
+        pinned = pinned_prototype.empty((total,), np.uint8)
+        offsets = []
+        p = 0
+        for _slot, c in chunks:
+            pinned[p : p + len(c)] = c
+            offsets.append(p)
+            p += -(-len(c) // STAGING_ALIGN) * STAGING_ALIGN
+        dev = self.cp.asarray(pinned)  # one pinned host-to-device copy per batch
+        for (slot, c), p in zip(chunks, offsets):
+            staging[slot : slot + len(c)] = dev[p : p + len(c)]
+
+    def _unshuffle(self, rows: np.ndarray, scratch: Any, staging: Any) -> None:
+        from cuzarr.gpu import kernels
+
+        cp = self.cp
+        table = cp.asarray(rows.view(np.uint8))
+        fn = kernels.get_function("unshuffle.cu", kernels.UNSHUFFLE)
+        bx = min(1024, max(1, -(-int(rows["nbytes"].max()) // self.threads)))
+        grid = (bx, min(len(rows), 65535))
+        fn(grid, (self.threads,), (table, np.int64(len(rows)), scratch, staging))
+
+    def scatter(self, plan: ScatterPlan, staging: Any, out: Any, fill: Any) -> None:
+        """One ``cuzarr_scatter`` launch for every row of ``plan``."""
+        from cuzarr.gpu import kernels
+
+        cp = self.cp
+        if len(plan.table) == 0 or out.size == 0:
+            return
+        lo = sum((s - 1) * st for s, st in zip(out.shape, out.strides) if st < 0)
+        hi = sum((s - 1) * st for s, st in zip(out.shape, out.strides) if st > 0) + out.itemsize
+        check_plan_bounds(plan.table, plan.staging_nbytes, lo, hi)
+        fill_dev = cp.asarray(np.concatenate([fill_bytes(fill, np.dtype(out.dtype)),
+                                              np.zeros(16, np.uint8)]))
+        w = copy_word(plan.table, plan.itemsize,
+                      [out.data.ptr, staging.data.ptr, fill_dev.data.ptr])
+        fn = kernels.get_function(
+            "scatter.cu", kernels.SCATTER.format(kernels.word_type(w))
+        )
+        table = cp.asarray(plan.table.view(np.uint8))
+        words = max(1, plan.max_count * plan.itemsize // w)
+        grid = (min(1024, max(1, -(-words // self.threads))), min(len(plan.table), 65535))
+        # CuPy passes an ndarray argument as its data pointer (the first element of a
+        # view), which is what dst_offset is relative to.
+        fn(grid, (self.threads,), (table, np.int64(len(plan.table)), staging, out, fill_dev))

@@ -1,0 +1,420 @@
+"""The scatter plan as a descriptor table: one row per chunk of a read.
+
+A read request decodes its chunks into one *staging* buffer (each chunk in its own
+16-byte aligned slot, laid out as the codec pipeline produces it, C or F order) and
+then copies the selected region of every chunk into the output with one batched
+kernel launch (``kernels/scatter.cu``). The kernel only sees this table, so the same
+table run by :func:`execute_plan_numpy` on the host proves its logic on the CPU.
+
+Row fields (``PLAN_DTYPE``; the C struct ``cuzarr_plan_row`` in
+``kernels/cuzarr_plan.cuh`` has the same layout, 8-byte aligned, no padding):
+
+* ``src_offset``  byte offset of the chunk's slot in the staging buffer
+* ``dst_offset``  byte offset, from the output's data pointer, of the first
+  selected element
+* ``count``       number of selected elements (product of ``n``)
+* ``chunk_count`` elements in the decoded chunk (product of ``chunk_shape``)
+* ``ndim``, ``itemsize``
+* ``flags``       ``FLAG_MISSING`` (write the fill value, no source),
+  ``FLAG_PAD`` (gather: write fill outside the region)
+* ``swap``        byte-swap unit (0: none; else reverse every ``swap`` bytes)
+* ``chunk_shape[d]``, ``src_strides[d]`` (bytes) of the decoded chunk
+* ``start[d]``, ``stop[d]``, ``step[d]``, ``n[d]``: the clipped region inside the
+  chunk (``range(start, stop, step)`` holds ``n`` indices; ``step`` > 0)
+* ``dst_strides[d]`` bytes between consecutive selected elements in the output
+  (negative for a reversed output slice)
+
+Only slice selections make a table (:func:`is_slice_only`); items with integer
+arrays go through :func:`scatter_fancy` (per-chunk fancy assignment, numpy or
+CuPy alike).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "FLAG_MISSING",
+    "FLAG_PAD",
+    "MAX_DIMS",
+    "PLAN_DTYPE",
+    "ScatterPlan",
+    "build_plan",
+    "check_plan_bounds",
+    "execute_gather_numpy",
+    "execute_plan_numpy",
+    "fill_bytes",
+    "is_slice_only",
+    "scatter_fancy",
+]
+
+MAX_DIMS = 8
+STAGING_ALIGN = 16
+FLAG_MISSING = 1
+FLAG_PAD = 2
+
+PLAN_DTYPE = np.dtype(
+    [
+        ("src_offset", "<i8"),
+        ("dst_offset", "<i8"),
+        ("count", "<i8"),
+        ("chunk_count", "<i8"),
+        ("ndim", "<i4"),
+        ("itemsize", "<i4"),
+        ("flags", "<i4"),
+        ("swap", "<i4"),
+        ("chunk_shape", "<i8", (MAX_DIMS,)),
+        ("src_strides", "<i8", (MAX_DIMS,)),
+        ("start", "<i8", (MAX_DIMS,)),
+        ("stop", "<i8", (MAX_DIMS,)),
+        ("step", "<i8", (MAX_DIMS,)),
+        ("n", "<i8", (MAX_DIMS,)),
+        ("dst_strides", "<i8", (MAX_DIMS,)),
+    ],
+    align=True,
+)
+assert PLAN_DTYPE.itemsize == 8 * 4 + 4 * 4 + 7 * 8 * MAX_DIMS  # 496: matches the C struct
+
+
+@dataclass
+class ScatterPlan:
+    """A descriptor table plus the staging layout it reads from.
+
+    ``slots[i]`` is the staging byte offset of item ``i``'s decoded chunk (``-1``
+    for a missing chunk) and ``slot_nbytes[i]`` its size; decoders write chunk
+    ``i`` to ``staging[slots[i] : slots[i] + slot_nbytes[i]]``."""
+
+    table: np.ndarray
+    staging_nbytes: int
+    slots: np.ndarray
+    slot_nbytes: np.ndarray
+    itemsize: int
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    @property
+    def max_count(self) -> int:
+        return int(self.table["count"].max()) if len(self.table) else 0
+
+
+def is_slice_only(items: Sequence[Any]) -> bool:
+    """True when every in-chunk and output selection is a tuple of slices (the
+    case the table handles); false when any holds an integer array."""
+    for it in items:
+        for s in it[1]:
+            if not isinstance(s, slice):
+                return False
+        for s in it[2]:
+            if not isinstance(s, slice):
+                return False
+    return True
+
+
+def _c_strides(shape: Sequence[int], itemsize: int, order: str) -> list[int]:
+    strides = [0] * len(shape)
+    acc = itemsize
+    dims = range(len(shape) - 1, -1, -1) if order == "C" else range(len(shape))
+    for d in dims:
+        strides[d] = acc
+        acc *= max(1, int(shape[d]))
+    return strides
+
+
+def build_plan(
+    items: Sequence[Any],
+    chunk_shape: Callable[[tuple[int, ...]], tuple[int, ...]] | Sequence[Sequence[int]],
+    out_shape: Sequence[int],
+    out_strides: Sequence[int],
+    itemsize: int,
+    *,
+    present: Sequence[bool] | np.ndarray | None = None,
+    chunk_order: str = "C",
+    swap: int = 0,
+    pad: bool = False,
+) -> ScatterPlan:
+    """Build the descriptor table for slice-only chunk items.
+
+    ``items``: ``(chunk_coords, chunk_sel, out_sel, complete)`` tuples as made by
+    ``cuzarr.core.engine.chunk_items``; ``chunk_shape``: a function of the chunk
+    coordinates giving the decoded (stored) chunk shape
+    (``grid.stored_chunk_shape``), or a list with one shape per item;
+    ``out_shape`` / ``out_strides`` (bytes) describe the output buffer;
+    ``present[i]`` false marks chunk ``i`` missing (filled, no staging slot);
+    ``chunk_order``: the decoded chunk's memory order; ``swap``: byte-swap unit
+    (0 for native data); ``pad``: set ``FLAG_PAD`` (for gathers that build whole
+    new chunks).
+    """
+    n_items = len(items)
+    ndim = len(out_shape)
+    if ndim > MAX_DIMS:
+        raise ValueError(f"the GPU plan handles up to {MAX_DIMS} dimensions, not {ndim}")
+    if len(out_strides) != ndim:
+        raise ValueError("out_strides must have one entry per output dimension")
+    table = np.zeros(n_items, dtype=PLAN_DTYPE)
+    slots = np.full(n_items, -1, dtype=np.int64)
+    slot_nbytes = np.zeros(n_items, dtype=np.int64)
+    if present is None:
+        present = np.ones(n_items, dtype=bool)
+    shapes_fn = chunk_shape if callable(chunk_shape) else None
+    offset = 0
+    cols = {name: np.zeros((n_items, MAX_DIMS), dtype=np.int64) for name in
+            ("chunk_shape", "src_strides", "start", "stop", "step", "n", "dst_strides")}
+    src_off = np.zeros(n_items, dtype=np.int64)
+    dst_off = np.zeros(n_items, dtype=np.int64)
+    counts = np.zeros(n_items, dtype=np.int64)
+    chunk_counts = np.zeros(n_items, dtype=np.int64)
+    flags = np.zeros(n_items, dtype=np.int32)
+    out_shape = [int(s) for s in out_shape]
+    out_strides = [int(s) for s in out_strides]
+    for i, it in enumerate(items):
+        coords, csel, osel = it[0], it[1], it[2]
+        cshape = tuple(shapes_fn(tuple(coords)) if shapes_fn else chunk_shape[i])  # type: ignore[index]
+        if len(cshape) != ndim or len(csel) != ndim or len(osel) != ndim:
+            raise ValueError(
+                f"item {i}: chunk shape, chunk selection and output selection must all "
+                f"have {ndim} dimensions (slice-only plans keep every dimension)"
+            )
+        sstr = _c_strides(cshape, itemsize, chunk_order)
+        count = 1
+        d_off = 0
+        for d in range(ndim):
+            cs = csel[d]
+            os_ = osel[d]
+            if not isinstance(cs, slice) or not isinstance(os_, slice):
+                raise TypeError("build_plan takes slice selections only (see is_slice_only)")
+            start, stop, step = cs.indices(cshape[d])
+            if step <= 0:
+                # A reversed in-chunk slice: walk it forwards and reverse the output.
+                k = len(range(start, stop, step))
+                if k:
+                    start, stop, step = start + (k - 1) * step, start + 1, -step
+                    o0, o1, ostep = os_.indices(out_shape[d])
+                    olen = len(range(o0, o1, ostep))
+                    os_ = slice(o0 + (olen - 1) * ostep, None, -ostep)
+                else:
+                    start, stop, step = 0, 0, 1
+            nd = len(range(start, stop, step))
+            o0, o1, ostep = os_.indices(out_shape[d])
+            if len(range(o0, o1, ostep)) != nd:
+                raise ValueError(
+                    f"item {i}, dimension {d}: the chunk selection has {nd} elements, "
+                    f"the output selection {len(range(o0, o1, ostep))}"
+                )
+            stop = start + (nd - 1) * step + 1 if nd else start
+            cols["chunk_shape"][i, d] = cshape[d]
+            cols["src_strides"][i, d] = sstr[d]
+            cols["start"][i, d] = start
+            cols["stop"][i, d] = stop
+            cols["step"][i, d] = step
+            cols["n"][i, d] = nd
+            cols["dst_strides"][i, d] = ostep * out_strides[d]
+            d_off += o0 * out_strides[d]
+            count *= nd
+        cc = math.prod(cshape)
+        counts[i] = count
+        chunk_counts[i] = cc
+        dst_off[i] = d_off
+        if present[i]:
+            slots[i] = offset
+            src_off[i] = offset
+            slot_nbytes[i] = cc * itemsize
+            offset += -(-(cc * itemsize) // STAGING_ALIGN) * STAGING_ALIGN
+        else:
+            flags[i] = FLAG_MISSING
+    if pad:
+        flags |= FLAG_PAD
+    for name, col in cols.items():
+        table[name] = col
+    table["src_offset"] = src_off
+    table["dst_offset"] = dst_off
+    table["count"] = counts
+    table["chunk_count"] = chunk_counts
+    table["ndim"] = ndim
+    table["itemsize"] = itemsize
+    table["flags"] = flags
+    table["swap"] = swap
+    return ScatterPlan(table, offset, slots, slot_nbytes, itemsize)
+
+
+def check_plan_bounds(table: np.ndarray, staging_nbytes: int, out_lo: int, out_hi: int) -> None:
+    """Refuse a table whose rows would read outside the staging buffer or write
+    outside ``[out_lo, out_hi)`` bytes of the output (relative to its data
+    pointer). Vectorized; run before every kernel launch."""
+    if len(table) == 0:
+        return
+    n = table["n"].astype(np.int64)
+    last = np.where(n > 0, n - 1, 0)
+    item = table["itemsize"].astype(np.int64)
+    empty = table["count"] == 0
+    # destination extent
+    span = last * table["dst_strides"]
+    lo = table["dst_offset"] + np.where(span < 0, span, 0).sum(axis=1)
+    hi = table["dst_offset"] + np.where(span > 0, span, 0).sum(axis=1) + item
+    bad = ~empty & ((lo < out_lo) | (hi > out_hi))
+    # source extent (present rows only)
+    present = (table["flags"] & FLAG_MISSING) == 0
+    src_last = table["start"] + last * table["step"]
+    shape_bad = ((table["start"] < 0) | (src_last >= np.maximum(table["chunk_shape"], 1)))
+    shape_bad &= (np.arange(MAX_DIMS)[None, :] < table["ndim"][:, None]) & (n > 0)
+    src_hi = table["src_offset"] + (
+        (table["chunk_shape"] - 1).clip(0) * table["src_strides"]
+    ).sum(axis=1) + item
+    bad |= present & ~empty & (shape_bad.any(axis=1) | (table["src_offset"] < 0)
+                               | (src_hi > staging_nbytes))
+    bad |= present & (table["src_offset"] + table["chunk_count"] * item > staging_nbytes)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"scatter plan row {i} reaches outside its buffers: {table[i]}")
+
+
+class _View:
+    """A strided uint8 view at an absolute address (mirrors the kernel's pointer
+    arithmetic); ``owner`` keeps the memory alive."""
+
+    def __init__(self, ptr: int, shape: tuple[int, ...], strides: tuple[int, ...], owner: Any):
+        self.__array_interface__ = {
+            "data": (ptr, False),
+            "shape": shape,
+            "strides": strides,
+            "typestr": "|u1",
+            "version": 3,
+        }
+        self._owner = owner
+
+
+def _ptr(a: np.ndarray) -> int:
+    return int(a.__array_interface__["data"][0])
+
+
+def _out_extent(out: np.ndarray) -> tuple[int, int]:
+    lo = hi = 0
+    for s, st in zip(out.shape, out.strides):
+        if s == 0:
+            return 0, 0
+        if st < 0:
+            lo += (s - 1) * st
+        else:
+            hi += (s - 1) * st
+    return lo, hi + out.itemsize
+
+
+def fill_bytes(fill: Any, dtype: np.dtype) -> np.ndarray:
+    """The fill value as ``itemsize`` native-order bytes."""
+    return np.frombuffer(np.array(fill, dtype=dtype).tobytes(), dtype=np.uint8).copy()
+
+
+def _swap(view: np.ndarray, itemsize: int, unit: int) -> np.ndarray:
+    if unit <= 1:
+        return view
+    shp = view.shape[:-1] + (itemsize // unit, unit)
+    return view.reshape(shp)[..., ::-1].reshape(view.shape)
+
+
+def execute_plan_numpy(
+    table: np.ndarray, staging: np.ndarray, out: np.ndarray, fill: Any
+) -> None:
+    """Run a scatter table on the host: the CPU twin of ``cuzarr_scatter``.
+
+    ``staging``: the decoded chunks (any array; read as bytes); ``out``: the
+    output array the table was built for (same strides); ``fill``: the fill
+    value for missing chunks."""
+    staging = np.ascontiguousarray(staging).reshape(-1).view(np.uint8)
+    lo, hi = _out_extent(out)
+    check_plan_bounds(table, staging.nbytes, lo, hi)
+    fb = fill_bytes(fill, out.dtype)
+    base_out = _ptr(out)
+    base_src = _ptr(staging) if staging.size else 0
+    for row in table:
+        nd = int(row["ndim"])
+        if row["count"] == 0:
+            continue
+        isz = int(row["itemsize"])
+        n = tuple(int(x) for x in row["n"][:nd])
+        dst = np.asarray(
+            _View(
+                base_out + int(row["dst_offset"]),
+                n + (isz,),
+                tuple(int(x) for x in row["dst_strides"][:nd]) + (1,),
+                out,
+            )
+        )
+        if row["flags"] & FLAG_MISSING:
+            dst[...] = fb
+            continue
+        src_ptr = base_src + int(row["src_offset"]) + sum(
+            int(row["start"][d]) * int(row["src_strides"][d]) for d in range(nd)
+        )
+        src = np.asarray(
+            _View(
+                src_ptr,
+                n + (isz,),
+                tuple(int(row["step"][d]) * int(row["src_strides"][d]) for d in range(nd)) + (1,),
+                staging,
+            )
+        )
+        dst[...] = _swap(src, isz, int(row["swap"]))
+
+
+def execute_gather_numpy(
+    table: np.ndarray, staging: np.ndarray, value: np.ndarray, fill: Any
+) -> None:
+    """The reverse of :func:`execute_plan_numpy` (the CPU twin of
+    ``cuzarr_gather``): copy each row's region of ``value`` into its chunk slot in
+    ``staging``; rows with ``FLAG_PAD`` first set the rest of the chunk to the fill
+    value (a new chunk), others keep what the slot holds (read-modify-write)."""
+    staging = staging.reshape(-1).view(np.uint8)
+    lo, hi = _out_extent(value)
+    check_plan_bounds(table, staging.nbytes, lo, hi)
+    fb = fill_bytes(fill, value.dtype)
+    base_val = _ptr(value)
+    base_st = _ptr(staging) if staging.size else 0
+    for row in table:
+        if row["flags"] & FLAG_MISSING:
+            continue
+        nd = int(row["ndim"])
+        isz = int(row["itemsize"])
+        if row["flags"] & FLAG_PAD:
+            whole = np.asarray(
+                _View(base_st + int(row["src_offset"]), (int(row["chunk_count"]), isz),
+                      (isz, 1), staging)
+            )
+            whole[...] = _swap(np.broadcast_to(fb, whole.shape), isz, int(row["swap"]))
+        if row["count"] == 0:
+            continue
+        n = tuple(int(x) for x in row["n"][:nd])
+        src = np.asarray(
+            _View(base_val + int(row["dst_offset"]), n + (isz,),
+                  tuple(int(x) for x in row["dst_strides"][:nd]) + (1,), value)
+        )
+        dst_ptr = base_st + int(row["src_offset"]) + sum(
+            int(row["start"][d]) * int(row["src_strides"][d]) for d in range(nd)
+        )
+        dst = np.asarray(
+            _View(dst_ptr, n + (isz,),
+                  tuple(int(row["step"][d]) * int(row["src_strides"][d]) for d in range(nd))
+                  + (1,), staging)
+        )
+        dst[...] = _swap(src, isz, int(row["swap"]))
+
+
+def scatter_fancy(
+    items: Sequence[Any],
+    chunks: Sequence[Any],
+    out: Any,
+    fill: Any,
+) -> None:
+    """Fallback for selections with integer arrays: ``out[osel] = chunk[csel]``
+    per item (``chunks[i]`` is the decoded chunk or ``None`` when missing). Works
+    unchanged for numpy and CuPy arrays (CuPy index arrays too)."""
+    for it, chunk in zip(items, chunks, strict=True):
+        osel = it[2]
+        if chunk is None:
+            out[osel] = fill
+        else:
+            out[osel] = chunk[it[1]]

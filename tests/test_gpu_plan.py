@@ -1,0 +1,254 @@
+"""The GPU scatter plan, run by its numpy executor: random slice selections over
+random chunk grids must give exactly what numpy indexing of the full array gives.
+
+This proves the descriptor table (and so the logic of kernels/scatter.cu, which
+walks the same table) on the CPU."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cuzarr.core.engine import chunk_items, coordinate_items
+from cuzarr.gpu.plan import (
+    PLAN_DTYPE,
+    build_plan,
+    check_plan_bounds,
+    execute_gather_numpy,
+    execute_plan_numpy,
+    is_slice_only,
+    scatter_fancy,
+)
+from cuzarr.indexing.selection import BasicPlan, normalize_numpy
+from cuzarr.metadata.chunk_grid import DimGrid, RegularChunkGrid
+
+FILL = -7
+
+
+def _stage(full, chunks, plan, items, order="C", swap=False, garbage=99):
+    """Decoded chunks (edge chunks padded at their stored shape) in their slots."""
+    staging = np.zeros(plan.staging_nbytes, dtype=np.uint8)
+    for i, it in enumerate(items):
+        if plan.slots[i] < 0:
+            continue
+        coords = it[0]
+        region = tuple(
+            slice(c * ch, min((c + 1) * ch, s)) for c, ch, s in zip(coords, chunks, full.shape)
+        )
+        chunk = np.full(chunks, garbage, dtype=full.dtype)
+        chunk[tuple(slice(0, r.stop - r.start) for r in region)] = full[region]
+        if swap:
+            chunk = chunk.astype(chunk.dtype.newbyteorder())
+        raw = chunk.tobytes(order=order)
+        staging[plan.slots[i] : plan.slots[i] + len(raw)] = np.frombuffer(raw, np.uint8)
+    return staging
+
+
+def _reference(full, chunks, missing):
+    ref = full.copy()
+    for coords in missing:
+        ref[tuple(slice(c * ch, (c + 1) * ch) for c, ch in zip(coords, chunks))] = FILL
+    return ref
+
+
+@st.composite
+def cases(draw):
+    ndim = draw(st.integers(1, 3))
+    shape = tuple(draw(st.integers(1, 9)) for _ in range(ndim))
+    chunks = tuple(draw(st.integers(1, 5)) for _ in range(ndim))
+    sel = []
+    for s in shape:
+        kind = draw(st.sampled_from(["slice", "int", "all"]))
+        if kind == "int":
+            sel.append(draw(st.integers(-s, s - 1)))
+        elif kind == "all":
+            sel.append(slice(None))
+        else:
+            a = draw(st.one_of(st.none(), st.integers(-s - 2, s + 2)))
+            b = draw(st.one_of(st.none(), st.integers(-s - 2, s + 2)))
+            step = draw(st.sampled_from([None, 1, 2, 3, -1, -2, -3]))
+            sel.append(slice(a, b, step))
+    seed = draw(st.integers(0, 2**16))
+    order = draw(st.sampled_from(["C", "F"]))
+    dtype = draw(st.sampled_from(["i1", "<i2", "<i4", "<f8", "<c16", "V3"]))
+    swap = draw(st.booleans())
+    strided_out = draw(st.booleans())
+    return shape, chunks, tuple(sel), seed, order, dtype, swap, strided_out
+
+
+def _run(shape, chunks, sel, seed, order, dtype, swap, strided_out):
+    rng = np.random.default_rng(seed)
+    dt = np.dtype(dtype)
+    full = rng.integers(0, 250, size=(*shape, dt.itemsize), dtype=np.uint8).view(dt)[..., 0]
+    grid = RegularChunkGrid(chunks)
+    dims = [DimGrid(s, c) for s, c in zip(shape, chunks)]
+    plan_sel = normalize_numpy(sel, shape, dims)
+    assert isinstance(plan_sel, BasicPlan)
+    items = chunk_items(plan_sel.projections)
+    assert is_slice_only(items)
+    missing = {it[0] for it in items if rng.random() < 0.25}
+    present = [it[0] not in missing for it in items]
+    bshape = plan_sel.buffer_shape
+    if strided_out:
+        big = np.zeros(tuple(2 * b + 1 for b in bshape), dtype=dt)
+        out = big[tuple(slice(1, None, 2) for _ in bshape)]
+    else:
+        out = np.zeros(bshape, dtype=dt)
+    swap_unit = 0
+    if swap and dt.kind in "iufc" and dt.itemsize > 1:
+        swap_unit = dt.itemsize // 2 if dt.kind == "c" else dt.itemsize
+    plan = build_plan(
+        items,
+        grid.stored_chunk_shape,
+        out.shape,
+        out.strides,
+        dt.itemsize,
+        present=present,
+        chunk_order=order,
+        swap=swap_unit,
+    )
+    assert plan.table.dtype == PLAN_DTYPE
+    staging = _stage(full, chunks, plan, items, order=order, swap=bool(swap_unit))
+    fill = np.zeros((), dt) if dt.kind == "V" else FILL
+    execute_plan_numpy(plan.table, staging, out, fill)
+    ref = full.copy()
+    for coords in missing:
+        ref[tuple(slice(c * ch, (c + 1) * ch) for c, ch in zip(coords, chunks))] = fill
+    expected = np.asarray(ref[sel]).reshape(bshape)
+    np.testing.assert_array_equal(out, expected)
+    return full, grid, items, plan, out, fill
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases())
+def test_plan_matches_numpy_indexing(case):
+    _run(*case)
+
+
+@settings(max_examples=150, deadline=None)
+@given(cases())
+def test_gather_inverts_scatter(case):
+    """Gathering the output back into chunk slots restores the selected elements;
+    FLAG_PAD builds whole new chunks (fill outside the region)."""
+    order = case[4]
+    _full, grid, items, plan, out, fill = _run(*case)
+    # every item gets a slot for the gather
+    plan2 = build_plan(items, grid.stored_chunk_shape, out.shape, out.strides,
+                       out.itemsize, chunk_order=order, swap=int(plan.table["swap"][0])
+                       if len(plan.table) else 0, pad=True)
+    staging = np.full(plan2.staging_nbytes, 0x5A, dtype=np.uint8)
+    execute_gather_numpy(plan2.table, staging, out, fill)
+    if out.base is not None:  # the strided view of a bigger array: same layout again
+        back = np.zeros_like(out.base)[tuple(slice(1, None, 2) for _ in out.shape)]
+    else:
+        back = np.zeros_like(out)
+    execute_plan_numpy(plan2.table, staging, back, fill)
+    np.testing.assert_array_equal(back, out)
+    # outside the region each padded chunk holds the fill value
+    for i, row in enumerate(plan2.table):
+        cshape = tuple(int(x) for x in row["chunk_shape"][: row["ndim"]])
+        raw = staging[plan2.slots[i] : plan2.slots[i] + plan2.slot_nbytes[i]]
+        dt = out.dtype.newbyteorder() if row["swap"] else out.dtype
+        chunk = raw.view(dt).reshape(cshape, order=order)
+        mask = np.ones(cshape, bool)
+        region = tuple(
+            slice(int(row["start"][d]), int(row["stop"][d]), int(row["step"][d]))
+            for d in range(row["ndim"])
+        )
+        mask[region] = False
+        if dt.kind != "V":
+            assert np.all(chunk[mask] == fill)
+
+
+def test_zero_dim_and_empty():
+    full = np.array(5, dtype="<i4")
+    items = chunk_items([])
+    plan = build_plan(items, lambda c: (), (), (), 4)
+    staging = np.frombuffer(full.tobytes(), np.uint8).copy()
+    staging = np.concatenate([staging, np.zeros(plan.staging_nbytes - 4, np.uint8)])
+    out = np.zeros((), "<i4")
+    execute_plan_numpy(plan.table, staging, out, 0)
+    assert out == 5
+    empty = build_plan([], lambda c: (1,), (0,), (4,), 4)
+    assert len(empty) == 0 and empty.staging_nbytes == 0
+
+
+def test_bounds_check_refuses_bad_rows():
+    items = [((0,), (slice(0, 4),), (slice(0, 4),), True)]
+    plan = build_plan(items, lambda c: (4,), (4,), (4,), 4)
+    check_plan_bounds(plan.table, plan.staging_nbytes, 0, 16)
+    with pytest.raises(ValueError, match="outside"):
+        check_plan_bounds(plan.table, plan.staging_nbytes, 0, 12)
+    bad = plan.table.copy()
+    bad["start"][0, 0] = 1  # reads past the chunk
+    with pytest.raises(ValueError, match="outside"):
+        check_plan_bounds(bad, plan.staging_nbytes, 0, 16)
+    with pytest.raises(ValueError, match="elements"):
+        build_plan([((0,), (slice(0, 3),), (slice(0, 4),), False)], lambda c: (4,), (4,), (4,), 4)
+
+
+def test_fancy_items_fall_back():
+    """Point selections (vindex) carry integer arrays: per-chunk fancy assignment."""
+    shape, chunks = (10, 7), (3, 4)
+    full = np.arange(70).reshape(shape)
+    dims = [DimGrid(s, c) for s, c in zip(shape, chunks)]
+    coords = [np.array([1, 8, 4, 9, 0]), np.array([6, 0, 3, 3, 0])]
+    items = coordinate_items(dims, coords)
+    assert not is_slice_only(items)
+    buf = np.zeros(5, full.dtype)
+    chunks_data = []
+    for k, it in enumerate(items):
+        region = tuple(slice(c * ch, (c + 1) * ch) for c, ch in zip(it[0], chunks))
+        chunk = np.zeros(chunks, full.dtype)
+        part = full[region]
+        chunk[: part.shape[0], : part.shape[1]] = part
+        chunks_data.append(None if k == 0 else chunk)
+    scatter_fancy(items, chunks_data, buf, -1)
+    expected = full[tuple(coords)]
+    expected[items[0][2]] = -1
+    np.testing.assert_array_equal(buf, expected)
+
+
+def test_plan_table_layout_matches_header():
+    """The C struct in kernels/cuzarr_plan.cuh mirrors PLAN_DTYPE field by field."""
+    from pathlib import Path
+
+    header = (Path(__file__).parents[1] / "kernels" / "cuzarr_plan.cuh").read_text()
+    for name in PLAN_DTYPE.names:
+        assert f" {name}" in header, name
+    assert f"CUZARR_PLAN_ROW_BYTES {PLAN_DTYPE.itemsize}" in header
+    assert f"CUZARR_MAX_DIMS {PLAN_DTYPE['n'].shape[0]}" in header
+
+
+def test_many_chunks_product():
+    # a plan over a 3-d grid of many chunks, every chunk partly selected
+    shape, chunks = (20, 17, 9), (3, 4, 2)
+    case = (shape, chunks, (slice(1, 19, 2), slice(None, None, -3), 4), 3, "C", "<i4", False,
+            True)
+    _run(*case)
+
+
+@pytest.mark.parametrize("arch", ["80", "90"])
+def test_kernels_compile_with_nvrtc(arch):
+    """Every kernel compiles with CuPy's NVRTC (no device needed); nvcc compiles
+    them in CI too (scripts/compile_kernels.sh)."""
+    pytest.importorskip("cupy", reason="CuPy (the gpu extra) is not installed")
+    from cuzarr.gpu import kernels
+
+    try:
+        from cupy.cuda import nvrtc
+
+        nvrtc.getVersion()
+    except Exception as e:  # pragma: no cover - depends on the environment
+        pytest.skip(f"NVRTC library not found ({e}); pip install nvidia-cuda-nvrtc")
+    sizes = kernels.compile_check(arch)
+    assert set(sizes) == set(kernels.SOURCES) and all(sizes.values())
+
+
+def test_kernel_sources_found():
+    from cuzarr.gpu import kernels
+
+    src = kernels.source("scatter.cu")
+    assert "struct cuzarr_plan_row" in src and "#include" not in src

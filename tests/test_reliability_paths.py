@@ -1,0 +1,173 @@
+"""Hostile keys and paths never write outside the store root."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+
+import numpy as np
+import pytest
+
+import cuzarr
+from cuzarr.storage import LocalStore
+
+BASES = [
+    "..",
+    "../x",
+    "a/../../x",
+    "../../../../etc/passwd",
+    "/abs",
+    "/etc/passwd",
+    "//x",
+    "a/./../..",
+    "a\\..\\..\\x",
+    "..\\x",
+    "C:\\x",
+    "C:/x",
+    "c:x",
+    "a/C:/x",
+    "x\x00y",
+    "\x00",
+    "a/\x00/b",
+    "a//b",
+    "./a",
+    "a/.",
+    "",
+    "/",
+    "\\\\server\\share\\x",
+    "~/x",
+    "a" * 300,
+    ("a/" * 200) + "b",
+    ".cuzarr-tmp-x",
+    "a/.cuzarr-lock",
+    "out/x",
+    "link/x",
+    "link/../x",
+    "dirlink/c/0",
+    "..%2fx",
+    "a/..",
+    "%2e%2e/x",
+    "\u2025/x",
+    "a\u0000",
+    ". ./x",
+    "...",
+]
+
+
+def _corpus() -> list[str]:
+    keys = list(BASES)
+    for b in BASES:
+        keys += [
+            b + "/c/0",
+            "arr/" + b,
+            b + "/zarr.json",
+            b.replace("/", "\\"),
+            "g/" + b + "/.zarray",
+        ]
+    keys = list(dict.fromkeys(keys))
+    assert len(keys) >= 200
+    return keys
+
+
+def _snapshot(path) -> dict[str, int]:
+    out = {}
+    for dirpath, dirs, files in os.walk(path):
+        for n in files + dirs:
+            p = os.path.join(dirpath, n)
+            out[p] = os.lstat(p).st_size
+    return out
+
+
+@pytest.fixture
+def sandbox(tmp_path):
+    root = tmp_path / "sandbox" / "root"
+    root.mkdir(parents=True)
+    outside = tmp_path / "sandbox" / "outside"
+    outside.mkdir()
+    (outside / "keep").write_bytes(b"secret")
+    os.symlink(outside, root / "link")  # a symlink inside the root pointing out
+    os.symlink(outside, root / "dirlink")
+    return tmp_path / "sandbox", root
+
+
+def test_hostile_keys_write_nothing_outside(sandbox):
+    parent, root = sandbox
+    before = {k: v for k, v in _snapshot(parent).items() if not k.startswith(str(root) + os.sep)}
+    store = LocalStore(root)
+    refused = accepted = 0
+
+    async def run():
+        nonlocal refused, accepted
+        for key in _corpus():
+            for op in ("set", "delete", "get"):
+                try:
+                    if op == "set":
+                        await store.set(key, b"pwned")
+                        accepted += 1
+                    elif op == "delete":
+                        await store.delete(key)
+                    else:
+                        await store.get(key)
+                except (ValueError, OSError):
+                    refused += op == "set"
+
+    asyncio.run(run())
+    for key in _corpus():
+        for path_kw in ({"name": key},):
+            try:
+                a = cuzarr.create_array(store, shape=(4,), chunks=(2,), dtype="u1", **path_kw)
+                a[:] = 1
+            except (ValueError, OSError, TypeError, KeyError):
+                pass
+    after = {k: v for k, v in _snapshot(parent).items() if not k.startswith(str(root) + os.sep)}
+    assert after == before
+    assert (parent / "outside" / "keep").read_bytes() == b"secret"
+    assert refused > 150, (refused, accepted)
+    print(f"{len(_corpus())} hostile keys, {refused} writes refused, {accepted} accepted inside")
+
+
+def test_symlinked_file_leading_out_is_not_read(sandbox):
+    parent, root = sandbox
+    (root / "a").mkdir()
+    os.symlink(parent / "outside" / "keep", root / "a" / "k")
+    store = LocalStore(root)
+    with pytest.raises(ValueError):
+        asyncio.run(store.get("a/k"))
+    # a symlink inside the root is followed
+    (root / "a" / "real").write_bytes(b"ok")
+    os.symlink(root / "a" / "real", root / "a" / "alias")
+    assert asyncio.run(store.get("a/alias")) == b"ok"
+
+
+def test_other_stores_with_hostile_names(sandbox, tmp_path):
+    parent, _root = sandbox
+    before = _snapshot(parent)
+    from cuzarr.storage.zip import ZipStore
+
+    z = ZipStore(str(tmp_path / "x.zip"), mode="w")
+    for key in _corpus()[:80]:
+        with contextlib.suppress(ValueError, OSError, KeyError):
+            asyncio.run(z.set(key, b"v"))
+    z.close()
+    # kerchunk references whose targets try to escape
+    from cuzarr.storage.reference import ReferenceStore
+
+    refs = {
+        "version": 1,
+        "refs": {
+            ".zgroup": '{"zarr_format": 2}',
+            "a/.zarray": '{"zarr_format":2,"shape":[2],"chunks":[2],"dtype":"|u1","compressor":null,"fill_value":0,"filters":null,"order":"C"}',
+            "a/0": [str(parent / "outside" / "keep"), 0, 2],
+        },
+    }
+    try:
+        rs = ReferenceStore(refs)
+        v = asyncio.run(rs.get("a/0"))
+        hostile_read = v == b"se"
+    except (ValueError, OSError, TypeError, KeyError):
+        hostile_read = False
+    assert _snapshot(parent) == before
+    # absolute local file targets are how kerchunk works; record what happens
+    print("reference store reads absolute file targets:", hostile_read)
+    np.testing.assert_array_equal(np.zeros(1), np.zeros(1))
