@@ -39,7 +39,7 @@ def test_every_byte_flip_in_crc32c_chunk_is_detected():
     assert STATS["flips"] == len(good) * 8
 
 
-@pytest.mark.xfail(strict=True, reason="ChecksumError does not name the key (reported)")
+
 def test_checksum_error_names_the_key():
     d: dict = {}
     a = cuzarr.create_array(
@@ -147,9 +147,6 @@ def test_zstd_bomb_through_pipeline():
         a[:]
 
 
-@pytest.mark.xfail(
-    strict=True, reason="zstd after another bytes codec decodes with no size bound (reported)"
-)
 def test_zstd_bomb_second_bytes_codec_is_bounded():
     # [bytes, crc32c, zstd]: zstd decodes first, with size_hint=None
     d: dict = {}

@@ -108,8 +108,15 @@ class BytesBytesCodec(Codec):
     def encode(self, data: Any, spec: ChunkSpec) -> Any:
         raise NotImplementedError
 
-    def decode(self, data: Any, spec: ChunkSpec, size_hint: int | None = None) -> Any:
-        """Invert ``encode``. ``size_hint``: the expected decoded size, if known."""
+    def decode(
+        self, data: Any, spec: ChunkSpec, size_hint: int | None = None, limit: int | None = None
+    ) -> Any:
+        """Invert ``encode``.
+
+        ``size_hint`` is the exact decoded size when known; ``limit`` an upper
+        bound otherwise. Decoders refuse (``CodecError``) to produce more, before
+        allocating it where the format says how much it holds.
+        """
         raise NotImplementedError
 
 

@@ -35,7 +35,9 @@ class Crc32cCodec(BytesBytesCodec):
         b = bytes(data)
         return b + crc32c(b).to_bytes(4, "little")
 
-    def decode(self, data: Any, spec: ChunkSpec, size_hint: int | None = None) -> Any:
+    def decode(
+        self, data: Any, spec: ChunkSpec, size_hint: int | None = None, limit: int | None = None
+    ) -> Any:
         mv = memoryview(data)
         if len(mv) < 4:
             raise ChecksumError(f"chunk of {len(mv)} bytes is too short to hold a crc32c")

@@ -29,31 +29,35 @@ def _dctx() -> zstandard.ZstdDecompressor:
     return d
 
 
-def zstd_decompress(data: Any, size_hint: int | None) -> bytes:
-    """Decompress one or more concatenated zstd frames.
+def zstd_decompress(data: Any, size_hint: int | None, limit: int | None = None) -> bytes:
+    """Decompress a zstd frame.
 
-    ``size_hint`` bounds the output for frames written without a content size and
-    guards against decompression bombs: more output than expected is an error.
+    ``size_hint`` is the exact expected size, ``limit`` an upper bound. A frame
+    that declares more (or, without a declared size, produces more) is refused
+    before its output is allocated: no decompression bombs.
     """
+    bound = size_hint if size_hint is not None else limit
     try:
-        params = zstandard.get_frame_parameters(data)
-        content = params.content_size
+        content = zstandard.get_frame_parameters(data).content_size
     except zstandard.ZstdError as e:
         raise CodecError(f"invalid zstd frame: {e}") from e
+    known = content != zstandard.CONTENTSIZE_UNKNOWN
     if (
-        size_hint is not None
-        and content not in (0, zstandard.CONTENTSIZE_UNKNOWN)
+        known
+        and size_hint is not None
         and content != size_hint
+        and not (content == 0 and size_hint)
     ):
         raise CodecError(f"zstd frame holds {content} bytes, expected {size_hint}")
+    if known and bound is not None and content > bound:
+        raise CodecError(f"zstd frame declares {content} bytes, more than the {bound} allowed")
     try:
-        if content == zstandard.CONTENTSIZE_UNKNOWN or (content == 0 and size_hint):
-            dobj = _dctx().decompressobj()
-            out = dobj.decompress(data)
-            if size_hint is not None and len(out) > size_hint:
-                raise CodecError(f"zstd data decompresses to more than {size_hint} bytes")
-            return out
-        return _dctx().decompress(data)
+        if known and content > 0:
+            return _dctx().decompress(data)
+        if bound is not None:
+            # No declared size: let zstd stop at the bound (it errors beyond it).
+            return _dctx().decompress(data, max_output_size=max(1, bound))
+        return _dctx().decompressobj().decompress(data)
     except zstandard.ZstdError as e:
         raise CodecError(f"zstd decompression failed: {e}") from e
 
@@ -95,8 +99,10 @@ class ZstdCodec(BytesBytesCodec):
             nc = self._local.nc = numcodecs.Zstd(level=self.level, checksum=self.checksum)
         return nc
 
-    def decode(self, data: Any, spec: ChunkSpec, size_hint: int | None = None) -> Any:
-        return zstd_decompress(data, size_hint)
+    def decode(
+        self, data: Any, spec: ChunkSpec, size_hint: int | None = None, limit: int | None = None
+    ) -> Any:
+        return zstd_decompress(data, size_hint, limit)
 
     def __getstate__(self) -> dict[str, Any]:
         return {"level": self.level, "checksum": self.checksum}
@@ -122,15 +128,17 @@ class GzipCodec(BytesBytesCodec):
         c = zlib.compressobj(self.level, zlib.DEFLATED, 31)
         return c.compress(data) + c.flush()
 
-    def decode(self, data: Any, spec: ChunkSpec, size_hint: int | None = None) -> Any:
+    def decode(
+        self, data: Any, spec: ChunkSpec, size_hint: int | None = None, limit: int | None = None
+    ) -> Any:
         try:
             d = zlib.decompressobj(47)  # 32 + 15: gzip or zlib header, auto-detected
-            limit = 0 if size_hint is None else size_hint + 1
-            out = d.decompress(data, limit)
+            bound = size_hint if size_hint is not None else limit
+            out = d.decompress(data, 0 if bound is None else bound + 1)
         except zlib.error as e:
             raise CodecError(f"gzip decompression failed: {e}") from e
-        if size_hint is not None and len(out) > size_hint:
-            raise CodecError(f"gzip data decompresses to more than {size_hint} bytes")
+        if bound is not None and len(out) > bound:
+            raise CodecError(f"gzip data decompresses to more than {bound} bytes")
         if not d.eof:
             raise CodecError("gzip stream is truncated")
         return out
@@ -197,7 +205,9 @@ class BloscCodec(BytesBytesCodec):
     def encode(self, data: Any, spec: ChunkSpec) -> bytes:
         return self._numcodec().encode(data)
 
-    def decode(self, data: Any, spec: ChunkSpec, size_hint: int | None = None) -> Any:
+    def decode(
+        self, data: Any, spec: ChunkSpec, size_hint: int | None = None, limit: int | None = None
+    ) -> Any:
         mv = memoryview(data)
         if len(mv) < 16:
             raise CodecError(f"blosc chunk of {len(mv)} bytes is shorter than its header")
@@ -207,6 +217,8 @@ class BloscCodec(BytesBytesCodec):
             raise CodecError(f"blosc header says {cbytes} compressed bytes, chunk has {len(mv)}")
         if size_hint is not None and nbytes != size_hint:
             raise CodecError(f"blosc chunk holds {nbytes} bytes, expected {size_hint}")
+        if limit is not None and nbytes > limit:
+            raise CodecError(f"blosc chunk declares {nbytes} bytes, more than the {limit} allowed")
         try:
             return self._numcodec().decode(mv)
         except Exception as e:

@@ -66,11 +66,17 @@ class NumcodecsBytesBytes(_NumcodecsMixin, BytesBytesCodec):
     def encode(self, data: Any, spec: ChunkSpec) -> Any:
         return self.numcodec.encode(np.frombuffer(data, dtype=np.uint8))
 
-    def decode(self, data: Any, spec: ChunkSpec, size_hint: int | None = None) -> Any:
+    def decode(
+        self, data: Any, spec: ChunkSpec, size_hint: int | None = None, limit: int | None = None
+    ) -> Any:
         try:
-            return self.numcodec.decode(data)
+            out = self.numcodec.decode(data)
         except Exception as e:
             raise CodecError(f"{self.name} decode failed: {e}") from e
+        bound = size_hint if size_hint is not None else limit
+        if bound is not None and memoryview(out).nbytes > bound:
+            raise CodecError(f"{self.name} output is larger than the {bound} bytes allowed")
+        return out
 
 
 class NumcodecsArrayArray(_NumcodecsMixin, ArrayArrayCodec):

@@ -125,8 +125,14 @@ class V3Pipeline:
         chain = self._spec_chain(shape)
         inner = chain[-1]
         hint = inner.nbytes if isinstance(self.array_bytes, BytesCodec) else None
+        # Codecs further out decode to the encoded form of the ones inside: never
+        # much larger than the chunk itself (compressors' worst-case expansion).
+        limit = None if hint is None else hint + hint // 64 + 4096 * len(self.bytes_bytes)
         for i in range(len(self.bytes_bytes) - 1, -1, -1):
-            data = self.bytes_bytes[i].decode(data, inner, hint if i == 0 else None)
+            if i == 0:
+                data = self.bytes_bytes[i].decode(data, inner, hint, limit)
+            else:
+                data = self.bytes_bytes[i].decode(data, inner, None, limit)
         arr = self.array_bytes.decode(data, inner)
         for i in range(len(self.array_array) - 1, -1, -1):
             arr = self.array_array[i].decode(arr, chain[i])
@@ -197,9 +203,9 @@ class V2Pipeline:
                 raise MetadataError(f"object dtype arrays need a {want!r} filter")
             self._vlen_filter = ids.index(want)
 
-    def _decompress(self, data: Any, nbytes: int | None) -> Any:
+    def _decompress(self, data: Any, nbytes: int | None, limit: int | None = None) -> Any:
         if self._checked is not None:
-            return self._checked.decode(data, None, nbytes)  # type: ignore[arg-type]
+            return self._checked.decode(data, None, nbytes, limit)  # type: ignore[arg-type]
         if self.compressor is None:
             return data
         try:
@@ -220,7 +226,11 @@ class V2Pipeline:
                 arr = np.asarray(f.decode(arr))
             return arr.reshape(shape, order=self.order)
         nbytes = n * self.dtype.item_size
-        buf = self._decompress(data, nbytes if not self.filters else None)
+        # With filters in between, the compressed payload is the filters' output:
+        # bounded, not exact (no decompression bombs either way).
+        buf = self._decompress(
+            data, nbytes if not self.filters else None, nbytes + nbytes // 64 + 4096
+        )
         for f in reversed(self.filters):
             try:
                 buf = f.decode(buf)

@@ -592,7 +592,9 @@ def _human(n: float) -> str:
 def _reopen(store: Any, path: str, zarr_format: int) -> Array:
     from cuzarr.api.synchronous import open_array
 
-    return open_array(store, mode="r" if store.read_only else "r+", path=path, zarr_format=zarr_format)
+    return open_array(
+        store, mode="r" if store.read_only else "r+", path=path, zarr_format=zarr_format
+    )
 
 
 class _Indexer:

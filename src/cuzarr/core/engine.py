@@ -20,6 +20,7 @@ import numpy as np
 from cuzarr.codecs.base import ChunkSpec
 from cuzarr.codecs.sharding import sharding_codec
 from cuzarr.core.sync import get_executor, max_workers
+from cuzarr.errors import CodecError
 from cuzarr.indexing.projection import DimProjection, ortho_index
 from cuzarr.metadata.array import ArrayMetadata
 from cuzarr.storage.common import StorePath
@@ -78,6 +79,13 @@ async def _run_batches(n: int, size: int, work: Callable[[int, int], Any]) -> No
             await work(lo, hi)
 
     await asyncio.gather(*(one(lo, min(n, lo + size)) for lo in range(0, n, size)))
+
+
+def keyed(e: CodecError, key: str) -> CodecError:
+    """The same error, its message prefixed with the store key it concerns."""
+    if str(e).startswith(f"{key}: "):
+        return e
+    return type(e)(f"{key}: {e}")
 
 
 def _is_fill(chunk: np.ndarray, fill: Any, dtype: Any) -> bool:
@@ -173,18 +181,21 @@ async def read_items(
                 out[osel] = fill
                 continue
             shape = grid.stored_chunk_shape(coords)
-            if complete and decode_into is not None:
-                # A whole chunk landing in a contiguous part of the output is
-                # decompressed straight into it: no intermediate buffer.
-                target = out[osel]
-                if (
-                    target.flags.c_contiguous
-                    and target.shape == tuple(shape)
-                    and np.shares_memory(target, out)
-                    and decode_into(data, shape, target)
-                ):
-                    continue
-            chunk = decode(data, shape)
+            try:
+                if complete and decode_into is not None:
+                    # A whole chunk landing in a contiguous part of the output is
+                    # decompressed straight into it: no intermediate buffer.
+                    target = out[osel]
+                    if (
+                        target.flags.c_contiguous
+                        and target.shape == tuple(shape)
+                        and np.shares_memory(target, out)
+                        and decode_into(data, shape, target)
+                    ):
+                        continue
+                chunk = decode(data, shape)
+            except CodecError as e:
+                raise keyed(e, keys[lo + j]) from e
             out[osel] = chunk[csel]
 
     sio = store.sync_io()
@@ -255,9 +266,12 @@ async def write_items(
             old = olds[j] if olds is not None else None
             part = value[osel] if osel else value
             if shard_codec is not None and old is not None and not complete:
-                encoded = shard_codec.update(
-                    old, csel, part, ChunkSpec(shape, dtype, fill), write_empty_chunks
-                )
+                try:
+                    encoded = shard_codec.update(
+                        old, csel, part, ChunkSpec(shape, dtype, fill), write_empty_chunks
+                    )
+                except CodecError as e:
+                    raise keyed(e, keys[lo + j]) from e
                 if len(encoded) == 0:
                     to_delete.append(keys[lo + j])
                 else:
@@ -267,7 +281,10 @@ async def write_items(
                 chunk = part
             else:
                 if old is not None and not complete:
-                    chunk = pipeline.decode(old, shape)
+                    try:
+                        chunk = pipeline.decode(old, shape)
+                    except CodecError as e:
+                        raise keyed(e, keys[lo + j]) from e
                     if not chunk.flags.writeable:
                         chunk = chunk.copy(order=order)
                 else:

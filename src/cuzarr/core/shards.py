@@ -18,7 +18,7 @@ import numpy as np
 from cuzarr.codecs.base import ChunkSpec
 from cuzarr.codecs.sharding import EMPTY, ShardingCodec, sharding_codec
 from cuzarr.config import config
-from cuzarr.core.engine import ChunkItem, _run_batches
+from cuzarr.core.engine import ChunkItem, _run_batches, keyed
 from cuzarr.core.sync import get_executor, max_workers
 from cuzarr.errors import CodecError
 from cuzarr.metadata.array import ArrayMetadata
@@ -86,13 +86,20 @@ async def read_sharded(
             n *= max(0, min(cps[d], inner_grid[d] - c * cps[d]))
         return n
 
+    def shard_key(i: int) -> str:
+        return encode_key(tuple(c // n for c, n in zip(items[i][0], cps, strict=True)))
+
     def scatter(pairs: list[tuple[int, Any]]) -> None:
         for i, data in pairs:
             _coords, csel, osel, _ = items[i]
             if data is None:
                 out[osel] = fill
-            else:
-                out[osel] = inner.decode(data, inner_shape)[csel]
+                continue
+            try:
+                chunk = inner.decode(data, inner_shape)
+            except CodecError as e:
+                raise keyed(e, shard_key(i)) from e
+            out[osel] = chunk[csel]
 
     def local(i: int) -> tuple[int, ...]:
         return tuple(c % n for c, n in zip(items[i][0], cps, strict=True))
@@ -100,7 +107,10 @@ async def read_sharded(
     def from_whole(members: list[int], data: Any) -> list[tuple[int, Any]]:
         if data is None:
             return [(i, None) for i in members]
-        index, mv = codec.split(data, shard_shape)
+        try:
+            index, mv = codec.split(data, shard_shape)
+        except CodecError as e:
+            raise keyed(e, shard_key(members[0])) from e
         res: list[tuple[int, Any]] = []
         for i in members:
             off, n = index[local(i)]
@@ -132,7 +142,10 @@ async def read_sharded(
                 if raw is None:
                     pairs.extend((i, None) for i in m)
                     continue
-                index = codec.decode_index(raw, shard_shape)
+                try:
+                    index = codec.decode_index(raw, shard_shape)
+                except CodecError as e:
+                    raise keyed(e, encode_key(sc)) from e
                 wanted: list[int] = []
                 ranges: list[tuple[int, int]] = []
                 for i in m:
@@ -151,8 +164,12 @@ async def read_sharded(
                 blobs = yield ("ranges", reqs)
                 for (members, ranges, gs, ge), blob in zip(plan, blobs, strict=True):
                     if blob is None or len(blob) != ge - gs:
-                        raise CodecError(
-                            f"shard range {gs}-{ge} could not be read in full: the shard is truncated or its index is corrupt"
+                        raise keyed(
+                            CodecError(
+                                f"shard range {gs}-{ge} could not be read in full: the shard "
+                                "is truncated or its index is corrupt"
+                            ),
+                            shard_key(members[0]),
                         )
                     mv = memoryview(blob)
                     for i, (s, e) in zip(members, ranges, strict=True):

@@ -25,6 +25,7 @@ _loop: asyncio.AbstractEventLoop | None = None
 _thread: threading.Thread | None = None
 _pool: ThreadPoolExecutor | None = None
 _pool_size: int | None = None
+_pool_pid: int | None = None
 _pid: int | None = None
 
 
@@ -57,16 +58,18 @@ def max_workers() -> int:
 
 def get_executor() -> ThreadPoolExecutor:
     """Return the shared codec thread pool, rebuilt when its configured size changes."""
-    global _pool, _pool_size
+    global _pool, _pool_size, _pool_pid
     n = max_workers()
-    if _pool is not None and _pool_size == n:
+    if _pool is not None and _pool_size == n and _pool_pid == os.getpid():
         return _pool
     with _lock:
-        if _pool is None or _pool_size != n:
-            old = _pool
+        if _pool is None or _pool_size != n or _pool_pid != os.getpid():
+            # A child forked from a process with a pool inherits it without its
+            # threads: it builds its own (and leaves the inherited one alone).
+            old, old_pid = _pool, _pool_pid
             _pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="cuzarr-codec")
-            _pool_size = n
-            if old is not None:
+            _pool_size, _pool_pid = n, os.getpid()
+            if old is not None and old_pid == _pool_pid:
                 old.shutdown(wait=False)
     return _pool
 

@@ -57,16 +57,19 @@ def _check_array(arr: np.ndarray, size: int, dim: int) -> np.ndarray:
         raise IndexError(
             f"dimension {dim}: index arrays must hold integers or booleans, got {arr.dtype}"
         )
-    arr = arr.astype(np.intp, copy=False)
+    lo = hi = 0
     if arr.size:
+        # Bounds are checked before the cast to intp, so huge unsigned values
+        # cannot wrap around into valid negative indices.
         lo, hi = int(arr.min()), int(arr.max())
         if lo < -size or hi >= size:
             bad = lo if lo < -size else hi
             raise BoundsCheckError(
                 f"index {bad} is out of bounds for dimension {dim} with size {size}"
             )
-        if lo < 0:
-            arr = np.where(arr < 0, arr + size, arr)
+    arr = arr.astype(np.intp, copy=False)
+    if arr.size and lo < 0:
+        arr = np.where(arr < 0, arr + size, arr)
     return arr
 
 
@@ -316,7 +319,7 @@ def normalize_coordinate(
     for d, s in enumerate(selection):
         i = _as_int(s)
         if i is not None:
-            arr = np.asarray(i, dtype=np.intp)
+            arr = np.asarray(_check_int(i, shape[d], d), dtype=np.intp)
         else:
             arr = _as_index_array(s)
             if arr is None:

@@ -70,6 +70,8 @@ def parse_chunk_key_encoding(value: Any, zarr_format: int = 3) -> ChunkKeyEncodi
     if isinstance(value, dict):
         name = value.get("name")
         conf = value.get("configuration") or {}
+        if not isinstance(conf, dict):
+            raise MetadataError(f"chunk_key_encoding configuration must be an object: {value!r}")
         sep = conf.get("separator", value.get("separator"))
         if sep is None:
             sep = "/" if name == "default" else "."
