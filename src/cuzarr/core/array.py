@@ -15,7 +15,7 @@ from cuzarr.config import config
 from cuzarr.core import engine
 from cuzarr.core.attributes import Attributes
 from cuzarr.core.nodes import ensure_parents, ensure_vacant, load_node_metadata, save_metadata
-from cuzarr.core.shards import read_sharded, sharding_codec
+from cuzarr.core.shards import read_sharded, read_sharded_small_sync, sharding_codec
 from cuzarr.core.sync import sync
 from cuzarr.errors import ArrayNotFoundError, ReadOnlyError
 from cuzarr.indexing.selection import (
@@ -262,6 +262,36 @@ class AsyncArray:
             )
         else:
             await engine.read_items(self.store_path, self.metadata, self._pipeline, items, buf)
+
+    def try_getitem_sync(self, selection: Any) -> Any:
+        """Answer a small basic read in the calling thread, or return ``NotImplemented``.
+
+        For a few chunks on a store with cheap blocking I/O (memory, local
+        files), the trip through the event loop and the thread pool costs more
+        than the read; the plan and the decode are the same as ``getitem``'s.
+        """
+        store = self.store_path.store
+        if store.sync_io() is None:
+            return NotImplemented
+        plan = normalize_numpy(selection, self.shape, self._dims())
+        if not isinstance(plan, BasicPlan):
+            return NotImplemented
+        items = engine.chunk_items(plan.projections)
+        if len(items) > engine.SMALL_READ_CHUNKS:
+            return NotImplemented
+        buf = self._out_buffer(plan.buffer_shape, None)
+        if self._shard_codec is not None:
+            done = read_sharded_small_sync(
+                self.store_path, self.metadata, self._pipeline, self._shard_codec, items, buf
+            )
+        else:
+            done = engine.read_items_small_sync(
+                self.store_path, self.metadata, self._pipeline, items, buf
+            )
+        if not done:
+            return NotImplemented
+        result = buf.reshape(plan.result_shape)
+        return result[()] if result.ndim == 0 else result
 
     async def getitem(
         self, selection: Any, *, out: np.ndarray | None = None, prototype: Any = None
@@ -701,7 +731,10 @@ class Array:
 
     # -- indexing ------------------------------------------------------------------
     def __getitem__(self, selection: Any) -> Any:
-        return sync(self._async_array.getitem(selection))
+        result = self._async_array.try_getitem_sync(selection)
+        if result is NotImplemented:
+            result = sync(self._async_array.getitem(selection))
+        return result
 
     def __setitem__(self, selection: Any, value: Any) -> None:
         sync(self._async_array.setitem(selection, value))

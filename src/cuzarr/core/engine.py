@@ -151,26 +151,25 @@ async def read_plan(
     await read_items(store_path, meta, pipeline, chunk_items(projections), out)
 
 
-async def read_items(
+# Requests of at most this many chunks on a store with cheap blocking I/O run
+# inline (no thread hop): for them the hops cost more than the work.
+SMALL_READ_CHUNKS = 4
+
+
+def _read_job(
     store_path: StorePath,
     meta: ArrayMetadata,
     pipeline: Any,
     items: list[ChunkItem],
     out: np.ndarray,
-) -> None:
-    """Read every chunk item and scatter it into ``out``."""
-    if not items or out.size == 0:
-        return
+) -> tuple[list[str], Callable[[int, list[bytes | None]], None]]:
+    """The keys of ``items`` and a function decoding a batch of them into ``out``."""
     encode_key = meta.chunk_key_encoding.make_encoder(
         store_path.path + "/" if store_path.path else ""
     )
     keys = [encode_key(it[0]) for it in items]
-    store = store_path.store
     fill = meta.read_fill
     grid = meta.chunk_grid
-    loop = asyncio.get_running_loop()
-    pool = get_executor()
-
     decode_into = getattr(pipeline, "decode_into", None)
 
     def decode_batch(lo: int, datas: list[bytes | None]) -> None:
@@ -198,6 +197,45 @@ async def read_items(
                 raise keyed(e, keys[lo + j]) from e
             out[osel] = chunk[csel]
 
+    return keys, decode_batch
+
+
+def read_items_small_sync(
+    store_path: StorePath,
+    meta: ArrayMetadata,
+    pipeline: Any,
+    items: list[ChunkItem],
+    out: np.ndarray,
+) -> bool:
+    """Read a small request in the calling thread if the store allows blocking
+    I/O; False (nothing done) otherwise."""
+    if len(items) > SMALL_READ_CHUNKS:
+        return False
+    sio = store_path.store.sync_io()
+    if sio is None:
+        return False
+    if items and out.size:
+        keys, decode_batch = _read_job(store_path, meta, pipeline, items, out)
+        decode_batch(0, sio.get_many(keys))
+    return True
+
+
+async def read_items(
+    store_path: StorePath,
+    meta: ArrayMetadata,
+    pipeline: Any,
+    items: list[ChunkItem],
+    out: np.ndarray,
+) -> None:
+    """Read every chunk item and scatter it into ``out``."""
+    if not items or out.size == 0:
+        return
+    if read_items_small_sync(store_path, meta, pipeline, items, out):
+        return
+    keys, decode_batch = _read_job(store_path, meta, pipeline, items, out)
+    store = store_path.store
+    loop = asyncio.get_running_loop()
+    pool = get_executor()
     sio = store.sync_io()
     if sio is not None:
         # Local, cheap I/O: one worker hop fetches, decodes and scatters a batch.

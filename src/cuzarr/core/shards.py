@@ -18,7 +18,7 @@ import numpy as np
 from cuzarr.codecs.base import ChunkSpec
 from cuzarr.codecs.sharding import EMPTY, ShardingCodec, sharding_codec
 from cuzarr.config import config
-from cuzarr.core.engine import ChunkItem, _run_batches, keyed
+from cuzarr.core.engine import SMALL_READ_CHUNKS, ChunkItem, _run_batches, keyed
 from cuzarr.core.sync import get_executor, max_workers
 from cuzarr.errors import CodecError
 from cuzarr.metadata.array import ArrayMetadata
@@ -45,17 +45,16 @@ def coalesce(
     return groups
 
 
-async def read_sharded(
+def _shard_job(
     store_path: StorePath,
     meta: ArrayMetadata,
     pipeline: Any,
     codec: ShardingCodec,
     items: list[ChunkItem],
     out: np.ndarray,
-) -> None:
-    """Read inner-chunk items of a sharded array into ``out``."""
-    if not items or out.size == 0:
-        return
+) -> tuple[int, Any, Any]:
+    """The number of shards, the I/O plan of a batch of them (a generator) and
+    the scatter of decoded inner chunks into ``out``."""
     shard_shape = meta.chunk_shape
     cps = codec.chunks_per_shard(shard_shape)
     inner_shape = codec.chunk_shape
@@ -65,7 +64,6 @@ async def read_sharded(
     encode_key = meta.chunk_key_encoding.make_encoder(
         store_path.path + "/" if store_path.path else ""
     )
-    store = store_path.store
     n_index = codec.index_nbytes(shard_shape)
     max_gap = int(config.get("sharding.coalesce_max_gap"))
     max_size = int(config.get("sharding.coalesce_max_size"))
@@ -77,8 +75,6 @@ async def read_sharded(
     shards = list(groups.items())
     # Inner chunks per shard that lie inside the array (edge shards overhang).
     inner_grid = tuple(-(-s // c) for s, c in zip(meta.shape, inner_shape, strict=True))
-    loop = asyncio.get_running_loop()
-    pool = get_executor()
 
     def inner_in_array(sc: tuple[int, ...]) -> int:
         n = 1
@@ -176,18 +172,63 @@ async def read_sharded(
                         pairs.append((i, mv[s - gs : e - gs]))
         return pairs
 
+    return len(shards), fetch_plan, scatter
+
+
+def _run_plan_sync(gen: Any, sio: Any) -> Any:
+    """Drive an I/O plan generator with a store's blocking batch I/O."""
+    answer: Any = None
+    try:
+        while True:
+            kind, req = gen.send(answer)
+            answer = sio.get_many(req) if kind == "many" else sio.get_ranges(req)
+    except StopIteration as stop:
+        return stop.value
+
+
+def read_sharded_small_sync(
+    store_path: StorePath,
+    meta: ArrayMetadata,
+    pipeline: Any,
+    codec: ShardingCodec,
+    items: list[ChunkItem],
+    out: np.ndarray,
+) -> bool:
+    """Read a small request in the calling thread if the store allows blocking
+    I/O; False (nothing done) otherwise."""
+    if len(items) > SMALL_READ_CHUNKS:
+        return False
+    sio = store_path.store.sync_io()
+    if sio is None:
+        return False
+    if items and out.size:
+        n, fetch_plan, scatter = _shard_job(store_path, meta, pipeline, codec, items, out)
+        scatter(_run_plan_sync(fetch_plan(0, n), sio))
+    return True
+
+
+async def read_sharded(
+    store_path: StorePath,
+    meta: ArrayMetadata,
+    pipeline: Any,
+    codec: ShardingCodec,
+    items: list[ChunkItem],
+    out: np.ndarray,
+) -> None:
+    """Read inner-chunk items of a sharded array into ``out``."""
+    if not items or out.size == 0:
+        return
+    if read_sharded_small_sync(store_path, meta, pipeline, codec, items, out):
+        return
+    n_shards, fetch_plan, scatter = _shard_job(store_path, meta, pipeline, codec, items, out)
+    store = store_path.store
+    loop = asyncio.get_running_loop()
+    pool = get_executor()
     sio = store.sync_io()
     if sio is not None:
         # Cheap local I/O: one worker hop runs the batch's reads, decodes and scatters.
         def run_sync(lo: int, hi: int) -> None:
-            gen = fetch_plan(lo, hi)
-            answer: Any = None
-            try:
-                while True:
-                    kind, req = gen.send(answer)
-                    answer = sio.get_many(req) if kind == "many" else sio.get_ranges(req)
-            except StopIteration as stop:
-                scatter(stop.value)
+            scatter(_run_plan_sync(fetch_plan(lo, hi), sio))
 
         async def work(lo: int, hi: int) -> None:
             await loop.run_in_executor(pool, run_sync, lo, hi)
@@ -207,5 +248,5 @@ async def read_sharded(
                 pairs = stop.value
             await loop.run_in_executor(pool, scatter, pairs)
 
-    per_batch = max(1, min(64, -(-len(shards) // (max_workers() * 4))))
-    await _run_batches(len(shards), per_batch, work)
+    per_batch = max(1, min(64, -(-n_shards // (max_workers() * 4))))
+    await _run_batches(n_shards, per_batch, work)

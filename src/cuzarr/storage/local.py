@@ -39,6 +39,7 @@ from cuzarr.storage.base import (
     RangeByteRequest,
     Store,
     SuffixByteRequest,
+    SyncIO,
     normalize_key,
 )
 
@@ -76,6 +77,26 @@ def _write_file(path: str, value: bytes) -> None:
         os.close(fd)
         raise
     return fd  # type: ignore[return-value]
+
+
+def _pread(fd: int, n: int, offset: int) -> bytes:
+    """``n`` bytes at ``offset`` (fewer only at the end of the file)."""
+    data = os.pread(fd, n, offset)
+    if len(data) < n:  # rare short read: keep going until EOF
+        parts = [data]
+        got = len(data)
+        while got < n:
+            more = os.pread(fd, n - got, offset + got)
+            if not more:
+                break
+            parts.append(more)
+            got += len(more)
+        data = b"".join(parts)
+    return data
+
+
+def _read_all(fd: int) -> bytes:
+    return _pread(fd, os.fstat(fd).st_size, 0)
 
 
 def _try_lock_path(path: str) -> int | None:
@@ -296,20 +317,22 @@ class LocalStore(Store):
                     raise
                 self._check_file(key, path)  # a symlink: follow it only inside the root
                 fd = os.open(path, os.O_RDONLY)
-            with open(fd, "rb") as f:
+            try:
+                # pread on the raw descriptor: no buffered-reader object, no seeks.
                 if byte_range is None:
-                    return f.read()
+                    return _read_all(fd)
                 if isinstance(byte_range, RangeByteRequest):
-                    f.seek(byte_range.start)
-                    return f.read(max(0, byte_range.end - byte_range.start))
+                    return _pread(fd, max(0, byte_range.end - byte_range.start), byte_range.start)
                 if isinstance(byte_range, OffsetByteRequest):
-                    f.seek(byte_range.offset)
-                    return f.read()
+                    size = os.fstat(fd).st_size
+                    return _pread(fd, max(0, size - byte_range.offset), byte_range.offset)
                 if isinstance(byte_range, SuffixByteRequest):
-                    size = os.fstat(f.fileno()).st_size
-                    f.seek(max(0, size - byte_range.suffix))
-                    return f.read()
+                    size = os.fstat(fd).st_size
+                    start = max(0, size - byte_range.suffix)
+                    return _pread(fd, size - start, start)
                 raise TypeError(f"unsupported byte range {byte_range!r}")
+            finally:
+                os.close(fd)
         except (FileNotFoundError, NotADirectoryError):
             return None
         except IsADirectoryError:
@@ -321,6 +344,25 @@ class LocalStore(Store):
 
     def _read_batch(self, reqs: Sequence[tuple[str, ByteRequest | None]]) -> list[bytes | None]:
         return [self._read(k, r) for k, r in reqs]
+
+    def sync_io(self) -> SyncIO | None:
+        cls = type(self)
+        if cls.get is not LocalStore.get or cls.set is not LocalStore.set or cls.delete is not LocalStore.delete:
+            return None
+        return SyncIO(
+            lambda keys: [self._read(k, None) for k in keys],
+            self._set_many_sync,
+            self._delete_many_sync,
+            self._read_batch,
+        )
+
+    def _set_many_sync(self, items: Sequence[tuple[str, bytes]]) -> None:
+        self._check_writable()
+        self._write_batch(items)
+
+    def _delete_many_sync(self, keys: Sequence[str]) -> None:
+        self._check_writable()
+        self._remove_batch(keys)
 
     def _write(self, key: str, value: bytes) -> None:
         path = self._path(key)
