@@ -16,6 +16,8 @@ import cuzarr  # noqa: E402
 from cuzarr.core.sync import sync  # noqa: E402
 from cuzarr.storage import FsspecStore, RangeByteRequest  # noqa: E402
 
+BUCKET = "cuzarr-test-store-s3"
+
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -40,7 +42,9 @@ def s3(request):
     import s3fs
 
     fs = s3fs.S3FileSystem(endpoint_url=endpoint, key="x", secret="x", skip_instance_cache=True)
-    fs.mkdir("bucket")
+    # moto's backends are per process, shared by every server it starts: a bucket
+    # name of this module's own avoids clashing with other tests' buckets.
+    fs.mkdir(BUCKET)
     opts = {"endpoint_url": endpoint, "key": "x", "secret": "x"}
     yield {"opts": opts, "fs": fs}
     server.stop()
@@ -49,7 +53,7 @@ def s3(request):
 
 @pytest.mark.parametrize("zarr_format", [2, 3])
 def test_create_write_read(s3, zarr_format):
-    url = f"s3://bucket/rw{zarr_format}.zarr"
+    url = f"s3://{BUCKET}/rw{zarr_format}.zarr"
     data = np.arange(12 * 10, dtype="int16").reshape(12, 10)
     a = cuzarr.create_array(
         url,
@@ -72,7 +76,7 @@ def test_create_write_read(s3, zarr_format):
 
 
 def test_sharded(s3):
-    url = "s3://bucket/sharded.zarr"
+    url = f"s3://{BUCKET}/sharded.zarr"
     data = np.random.default_rng(1).integers(0, 1000, (20, 18)).astype("uint32")
     a = cuzarr.create_array(
         url,
@@ -94,7 +98,7 @@ def test_sharded(s3):
 
 @pytest.mark.parametrize("zarr_format", [2, 3])
 def test_groups_list_and_consolidated(s3, zarr_format):
-    url = f"s3://bucket/group{zarr_format}.zarr"
+    url = f"s3://{BUCKET}/group{zarr_format}.zarr"
     g = cuzarr.create_group(url, zarr_format=zarr_format, storage_options=s3["opts"])
     g.create_array("x", shape=(4,), dtype="f8", chunks=(2,))[:] = [1, 2, 3, 4]
     g.create_group("sub").create_array("y", shape=(3,), dtype="i1", chunks=(3,))[:] = 5
@@ -124,7 +128,7 @@ def _aiter(it):
 
 
 def test_store_interface(s3):
-    store = FsspecStore.from_url("s3://bucket/raw", storage_options=s3["opts"])
+    store = FsspecStore.from_url(f"s3://{BUCKET}/raw", storage_options=s3["opts"])
     sync(store.set("a/b", b"0123456789"))
     assert sync(store.get("a/b")) == b"0123456789"
     assert sync(store.get("a/b", byte_range=RangeByteRequest(2, 5))) == b"234"
@@ -135,6 +139,6 @@ def test_store_interface(s3):
     sync(store.delete("a/b"))
     sync(store.delete("a/b"))  # absent: not an error
     assert sync(store.get("a/b")) is None
-    ro = FsspecStore.from_url("s3://bucket/raw", storage_options=s3["opts"], read_only=True)
+    ro = FsspecStore.from_url(f"s3://{BUCKET}/raw", storage_options=s3["opts"], read_only=True)
     with pytest.raises(PermissionError):
         sync(ro.set("k", b"v"))

@@ -2,9 +2,11 @@
 
 ``MemoryStore``, ``LocalStore``, ``ZipStore``, ``FsspecStore`` (S3, HTTP,
 ``memory://`` and other fsspec filesystems), ``HTTPStore``, ``ReferenceStore``
-(kerchunk) and ``N5Store`` (N5 containers shown as Zarr v2).
+(kerchunk), ``N5Store`` (N5 containers shown as Zarr v2) and ``AsdfStore``
+(the ndarrays of an ASDF file, read-only; needs the ``asdf`` package).
 """
 
+from cuzarr.storage.asdf import AsdfStore
 from cuzarr.storage.base import (
     ByteRequest,
     OffsetByteRequest,
@@ -21,6 +23,7 @@ from cuzarr.storage.reference import ReferenceStore
 from cuzarr.storage.zip import ZipStore
 
 __all__ = [
+    "AsdfStore",
     "ByteRequest",
     "FsspecStore",
     "HTTPStore",

@@ -88,13 +88,28 @@ def _status_of(exc: BaseException) -> int | None:
     if isinstance(status, int):
         return status
     code = getattr(exc, "code", None)
-    return code if isinstance(code, int) and 100 <= code < 600 else None
+    if isinstance(code, int) and 100 <= code < 600:
+        return code
+    # botocore ClientError: the HTTP status is in the parsed response.
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict):
+        status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        if isinstance(status, int):
+            return status
+    return None
 
 
 def is_transient(exc: BaseException) -> bool:
     """Whether ``exc`` looks like an error that a retry may cure."""
     if isinstance(exc, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)):
         return False
+    # s3fs translates a botocore ClientError into a plain OSError (a 503 becomes
+    # OSError(EBUSY)) with the ClientError as its cause: judge by the cause.
+    cause = exc.__cause__
+    if type(exc) is OSError and cause is not None and _status_of(exc) is None:
+        status = _status_of(cause)
+        if status is not None:
+            return status in _TRANSIENT_STATUS
     if isinstance(exc, (asyncio.TimeoutError, TimeoutError, ConnectionError)):
         return True
     status = _status_of(exc)
