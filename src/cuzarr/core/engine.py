@@ -64,6 +64,29 @@ def chunk_items(projections: Sequence[DimProjection]) -> list[ChunkItem]:
     return items
 
 
+def chunk_keys(store_path: StorePath, meta: ArrayMetadata, items: Sequence[ChunkItem]) -> list[str]:
+    """Store keys of the items' chunks (one string join per chunk)."""
+    prefix = store_path.path + "/" if store_path.path else ""
+    cke = meta.chunk_key_encoding
+    if cke.name == "default" and items and items[0][0]:
+        # Render each coordinate once, not once per chunk.
+        head = prefix + "c" + cke.separator
+        sep = cke.separator
+        cache: dict[int, str] = {}
+        out = []
+        for it in items:
+            parts = []
+            for c in it[0]:
+                s = cache.get(c)
+                if s is None:
+                    s = cache[c] = str(c)
+                parts.append(s)
+            out.append(head + sep.join(parts))
+        return out
+    encode_key = cke.make_encoder(prefix)
+    return [encode_key(it[0]) for it in items]
+
+
 def _batch_size(meta: ArrayMetadata, n: int) -> int:
     chunk_bytes = max(1, math.prod(meta.chunk_shape) * max(1, meta.dtype.item_size))
     by_bytes = max(1, (4 << 20) // chunk_bytes)
@@ -164,10 +187,7 @@ def _read_job(
     out: np.ndarray,
 ) -> tuple[list[str], Callable[[int, list[bytes | None]], None]]:
     """The keys of ``items`` and a function decoding a batch of them into ``out``."""
-    encode_key = meta.chunk_key_encoding.make_encoder(
-        store_path.path + "/" if store_path.path else ""
-    )
-    keys = [encode_key(it[0]) for it in items]
+    keys = chunk_keys(store_path, meta, items)
     fill = meta.read_fill
     grid = meta.chunk_grid
     decode_into = getattr(pipeline, "decode_into", None)
@@ -195,7 +215,7 @@ def _read_job(
                 chunk = decode(data, shape)
             except CodecError as e:
                 raise keyed(e, keys[lo + j]) from e
-            out[osel] = chunk[csel]
+            out[osel] = chunk if complete and chunk.shape == shape else chunk[csel]
 
     return keys, decode_batch
 
