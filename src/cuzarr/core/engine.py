@@ -215,7 +215,7 @@ def _read_job(
                 chunk = decode(data, shape)
             except CodecError as e:
                 raise keyed(e, keys[lo + j]) from e
-            out[osel] = chunk if complete and chunk.shape == shape else chunk[csel]
+            out[osel] = chunk[csel]
 
     return keys, decode_batch
 
