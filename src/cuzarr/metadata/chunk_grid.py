@@ -216,12 +216,12 @@ class RectilinearChunkGrid:
                 offsets.append(None)
         object.__setattr__(self, "chunk_shapes", tuple(shapes))
         object.__setattr__(self, "_offsets", tuple(offsets))
-        # stored_chunk_shape runs once per chunk read or written: a lambda made
-        # for this grid (``lambda c: (e0[c[0]], 5)``) costs ~0.1 us, a generic
-        # loop over the dimensions ~0.4 us. Only validated ints go into it.
-        parts = [f"e{d}[c[{d}]]" if isinstance(v, tuple) else str(v) for d, v in enumerate(shapes)]
-        names = {f"e{d}": v for d, v in enumerate(shapes) if isinstance(v, tuple)}
-        fn = eval("lambda c: (" + "".join(p + ", " for p in parts) + ")", names)
+        # Per dimension: the edge tuple to index (irregular) or the constant size.
+        dims = tuple(shapes)
+
+        def fn(c: tuple[int, ...]) -> tuple[int, ...]:
+            return tuple(v[i] if type(v) is tuple else v for v, i in zip(dims, c))
+
         object.__setattr__(self, "_shape_of", fn)
 
     def __reduce__(self) -> Any:
