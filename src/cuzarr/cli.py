@@ -134,9 +134,23 @@ def _parse_ints(text: str | None) -> tuple[int, ...] | None:
     return tuple(int(x) for x in text.replace("x", ",").split(",") if x.strip())
 
 
+def source_compressors(src: Any) -> Any:
+    """The compressor(s) of ``src``, to keep them when copying (``None``: none)."""
+    from cuzarr.codecs.base import ChunkSpec
+    from cuzarr.codecs.sharding import ShardingCodec
+
+    meta = src.metadata
+    if meta.zarr_format == 2:
+        return [meta.compressor] if meta.compressor is not None else None
+    pipe = src.async_array._pipeline
+    if isinstance(pipe.array_bytes, ShardingCodec):
+        pipe = pipe.array_bytes.inner_pipeline(ChunkSpec(meta.chunk_shape, meta.dtype, meta.read_fill))
+    return list(pipe.bytes_bytes) or None
+
+
 def _parse_compressor(text: str | None, zarr_format: int) -> Any:
     if text is None:
-        return "auto"
+        return "source"
     name, _, arg = text.partition(":")
     name = name.lower()
     if name in ("none", "null", ""):
@@ -173,13 +187,14 @@ def copy_array(
     zarr_format: int | None = None,
     chunks: Sequence[int] | None = None,
     shards: Sequence[int] | None = None,
-    compressor: Any = "auto",
+    compressor: Any = "source",
     overwrite: bool = False,
     max_block_bytes: int = 64 << 20,
     progress: bool = False,
 ) -> Any:
     """Copy (and rechunk/convert) ``src`` into a new array, block by block.
 
+    ``compressor="source"`` (the default) keeps the source's compressor(s).
     Memory stays bounded: each step reads one block of whole destination
     shards/chunks (about ``max_block_bytes``) and writes it. Metadata is written
     first, and each chunk atomically, so an interrupted copy leaves a readable
@@ -196,7 +211,7 @@ def copy_array(
         "zarr_format": fmt,
         "attributes": dict(src.attrs),
         "overwrite": overwrite,
-        "compressors": compressor,
+        "compressors": source_compressors(src) if compressor == "source" else compressor,
     }
     if shards and fmt == 3:
         kw["shards"] = tuple(shards)
@@ -325,7 +340,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--zarr-format", type=int, choices=(2, 3), default=None)
     s.add_argument("--chunks", help="e.g. 256,256")
     s.add_argument("--shards", help="e.g. 4096,4096 (v3 only)")
-    s.add_argument("--compressor", help="zstd[:level], gzip[:level], blosc[:cname] or none")
+    s.add_argument("--compressor", help="zstd[:level], gzip[:level], blosc[:cname] or none (default: keep the source's)")
     s.add_argument("--overwrite", action="store_true")
     s.add_argument("--max-block-mib", type=int, default=64)
     s.add_argument("--quiet", action="store_true")
