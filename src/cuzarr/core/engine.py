@@ -212,7 +212,7 @@ def _read_job(
                         and decode_into(data, shape, target)
                     ):
                         continue
-                chunk = decode(data, shape)
+                chunk = decode(data, shape, scratch=True)
             except CodecError as e:
                 raise keyed(e, keys[lo + j]) from e
             out[osel] = chunk[csel]

@@ -92,7 +92,7 @@ def _shard_job(
                 out[osel] = fill
                 continue
             try:
-                chunk = inner.decode(data, inner_shape)
+                chunk = inner.decode(data, inner_shape, scratch=True)
             except CodecError as e:
                 raise keyed(e, shard_key(i)) from e
             out[osel] = chunk[csel]
