@@ -30,6 +30,7 @@ __all__ = [
     "BasicPlan",
     "FancyPlan",
     "OrthogonalPlan",
+    "classify_numpy",
     "normalize_coordinate",
     "normalize_numpy",
     "normalize_orthogonal",
@@ -163,13 +164,17 @@ class FancyPlan:
     post_index: tuple[Any, ...]
 
 
-def normalize_numpy(
-    selection: Any, shape: tuple[int, ...], dims: list[DimGrid]
-) -> BasicPlan | FancyPlan:
-    """Plan a numpy-semantics selection (``a[...]``)."""
+def classify_numpy(selection: Any, shape: tuple[int, ...]) -> tuple[list[tuple[Any, ...]], bool]:
+    """One entry per item of a numpy-style selection, checked against ``shape``.
+
+    Entries: ``("new", None)``, ``("ellipsis", None)`` (a zero-width Ellipsis,
+    which still separates advanced indices), ``("bool0", value)``,
+    ``("int", index, dim)``, ``("slice", (start, stop, step), dim)`` and
+    ``("array", positions, dim)``; boolean masks become their ``nonzero()``
+    arrays. The flag tells whether any advanced index is present.
+    """
     items = _expand(selection, len(shape))
-    # First pass: classify; masks become nonzero() integer arrays.
-    norm: list[Any] = []  # per item: ('int', i) | ('slice', s) | ('array', arr) | ('new',)
+    norm: list[Any] = []
     dim = 0
     advanced = False
     for s in items:
@@ -214,6 +219,14 @@ def normalize_numpy(
         dim += 1
     if any(n[0] == "bool0" for n in norm):
         advanced = True
+    return norm, advanced
+
+
+def normalize_numpy(
+    selection: Any, shape: tuple[int, ...], dims: list[DimGrid]
+) -> BasicPlan | FancyPlan:
+    """Plan a numpy-semantics selection (``a[...]``)."""
+    norm, advanced = classify_numpy(selection, shape)
     projections: list[DimProjection] = []
     if not advanced:
         buffer_shape = []

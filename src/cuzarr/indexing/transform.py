@@ -30,6 +30,7 @@ from cuzarr.indexing.selection import (
     _check_int,
     _expand,
     _slice_indices,
+    classify_numpy,
     normalize_coordinate,
 )
 
@@ -277,49 +278,7 @@ class IndexTransform:
 # -- indexing steps: a selection of a domain -> a transform onto that domain -------
 def numpy_step(selection: Any, shape: tuple[int, ...]) -> IndexTransform:
     """Numpy's rules (basic and advanced indexing) as a transform onto ``shape``."""
-    items = _expand(selection, len(shape))
-    norm: list[tuple[Any, ...]] = []
-    dim = 0
-    advanced = False
-    for s in items:
-        if s is None:
-            norm.append(("new",))
-            continue
-        if s is Ellipsis:
-            norm.append(("ellipsis",))
-            continue
-        i = _as_int(s)
-        if i is not None:
-            norm.append(("int", _check_int(i, shape[dim], dim), dim))
-            dim += 1
-            continue
-        if isinstance(s, slice):
-            norm.append(("slice", _slice_indices(s, shape[dim], dim), dim))
-            dim += 1
-            continue
-        arr = _as_index_array(s)
-        if arr is None:
-            raise IndexError(
-                f"dimension {dim}: unsupported index {s!r}; only integers, slices, Ellipsis, "
-                "np.newaxis, integer arrays and boolean arrays are valid indices"
-            )
-        advanced = True
-        if arr.dtype == bool:
-            if arr.ndim == 0:
-                norm.append(("bool0", bool(arr)))
-                continue
-            k = arr.ndim
-            if arr.shape != shape[dim : dim + k]:
-                raise IndexError(
-                    f"boolean index of shape {arr.shape} does not match dimensions "
-                    f"{dim}..{dim + k - 1} of shape {shape[dim : dim + k]}"
-                )
-            for j, nz in enumerate(np.nonzero(arr)):
-                norm.append(("array", nz.astype(np.intp), dim + j))
-            dim += k
-            continue
-        norm.append(("array", _check_array(arr, shape[dim], dim), dim))
-        dim += 1
+    norm, advanced = classify_numpy(selection, shape)
 
     maps: list[OutputMap | None] = [None] * len(shape)
     if not advanced:
