@@ -8,6 +8,7 @@ thread pool; they never do I/O.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -77,37 +78,42 @@ class Codec:
         return f"{type(self).__name__}({self.configuration()})"
 
 
-class ArrayArrayCodec(Codec):
+class ArrayArrayCodec(Codec, ABC):
     kind = "array_array"
 
     def resolve(self, spec: ChunkSpec) -> ChunkSpec:
         """The spec of the array this codec produces from an array of ``spec``."""
         return spec
 
+    @abstractmethod
     def encode(self, arr: np.ndarray, spec: ChunkSpec) -> np.ndarray:
-        raise NotImplementedError
+        """Transform a chunk array of ``spec``."""
 
+    @abstractmethod
     def decode(self, arr: np.ndarray, spec: ChunkSpec) -> np.ndarray:
         """Invert ``encode``; ``spec`` is this codec's *input* spec."""
-        raise NotImplementedError
 
 
-class ArrayBytesCodec(Codec):
+class ArrayBytesCodec(Codec, ABC):
     kind = "array_bytes"
 
+    @abstractmethod
     def encode(self, arr: np.ndarray, spec: ChunkSpec) -> bytes:
-        raise NotImplementedError
+        """Serialize a chunk array of ``spec`` to bytes."""
 
+    @abstractmethod
     def decode(self, data: Any, spec: ChunkSpec) -> np.ndarray:
-        raise NotImplementedError
+        """Deserialize bytes to a chunk array of ``spec``."""
 
 
-class BytesBytesCodec(Codec):
+class BytesBytesCodec(Codec, ABC):
     kind = "bytes_bytes"
 
+    @abstractmethod
     def encode(self, data: Any, spec: ChunkSpec) -> Any:
-        raise NotImplementedError
+        """Transform encoded bytes (compress, checksum...)."""
 
+    @abstractmethod
     def decode(
         self, data: Any, spec: ChunkSpec, size_hint: int | None = None, limit: int | None = None
     ) -> Any:
@@ -117,7 +123,6 @@ class BytesBytesCodec(Codec):
         bound otherwise. Decoders refuse (``CodecError``) to produce more, before
         allocating it where the format says how much it holds.
         """
-        raise NotImplementedError
 
 
 _REGISTRY: dict[str, Callable[[dict[str, Any]], Codec]] = {}

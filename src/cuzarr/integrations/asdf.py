@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 from asdf.extension import Converter, Extension, TagDefinition
 
+from cuzarr.errors import MetadataError
 from cuzarr.storage.base import ByteRequest, slice_bytes
 from cuzarr.storage.reference import ReferenceStore
 
@@ -401,7 +402,7 @@ class ZarrArrayConverter(Converter):
             )
         if isinstance(store, dict):  # asdf-zarr, by reference
             if "meta_store" in node:
-                raise NotImplementedError(
+                raise MetadataError(
                     "asdf-zarr arrays with a separate meta_store are not supported by cuzarr"
                 )
             return open_array(_asdf_zarr_store(_plain(store), ctx), mode="r", zarr_format=2)
@@ -433,7 +434,7 @@ def _asdf_zarr_store(store: dict[str, Any], ctx: Any) -> Any:
             k: (v.encode() if isinstance(v, str) else bytes(v)) for k, v in store["map"].items()
         }
         return MemoryStore(mapping, read_only=True)
-    raise NotImplementedError(f"asdf-zarr store type {kind!r} is not supported by cuzarr")
+    raise MetadataError(f"asdf-zarr store type {kind!r} is not supported by cuzarr")
 
 
 class CuzarrAsdfExtension(Extension):
