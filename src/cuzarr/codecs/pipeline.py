@@ -190,6 +190,11 @@ class V3Pipeline:
 
     def encode(self, arr: np.ndarray, shape: tuple[int, ...]) -> bytes:
         """Encode one chunk (an array of ``shape``) to the bytes to store."""
+        if self._plain_zstd:
+            # bytes + zstd, the common layout: skip the generic codec walk.
+            if arr.dtype != self._stored_dtype or not arr.flags.c_contiguous:
+                arr = np.ascontiguousarray(arr, dtype=self._stored_dtype)
+            return self.bytes_bytes[0].encode(memoryview(arr.reshape(-1).view(np.uint8)), None)  # type: ignore[arg-type]
         chain = self._spec_chain(shape)
         for i, codec in enumerate(self.array_array):
             arr = codec.encode(arr, chain[i])

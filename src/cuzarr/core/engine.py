@@ -300,10 +300,7 @@ async def write_items(
     """Write ``value[osel]`` into each chunk item (read-modify-write where partial)."""
     if not items or value.size == 0:
         return
-    encode_key = meta.chunk_key_encoding.make_encoder(
-        store_path.path + "/" if store_path.path else ""
-    )
-    keys = [encode_key(it[0]) for it in items]
+    keys = chunk_keys(store_path, meta, items)
     store = store_path.store
     fill = meta.read_fill
     dtype = meta.dtype

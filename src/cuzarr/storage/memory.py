@@ -124,9 +124,8 @@ class MemoryStore(Store):
         return out
 
     def _set_many_sync(self, items: Sequence[tuple[str, bytes]]) -> None:
+        # Only the engine calls this, with keys it built from validated node paths.
         self._check_writable()
-        for key, _ in items:
-            normalize_key(key)
         for key, value in items:
             self._store_dict[key] = value if isinstance(value, bytes) else bytes(value)
 
