@@ -33,7 +33,7 @@ stamp="$venv/.cuzarr-install-stamp"
 want="$(sha256sum "$root/pyproject.toml" | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "bootstrap_torch: installing torch 2.13.0 (CPU) and cuzarr into $venv" >&2
-    "$venv/bin/python" -m pip install -q --disable-pip-version-check "torch==2.13.0" "pytest>=8.0" \
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check "torch==2.13.0" "pytest>=8.0" "pytest-timeout>=2.3" \
         -e "$root" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
     echo "$want" > "$stamp"
 fi
