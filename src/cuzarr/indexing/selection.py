@@ -31,6 +31,7 @@ __all__ = [
     "FancyPlan",
     "OrthogonalPlan",
     "classify_numpy",
+    "classify_orthogonal",
     "normalize_coordinate",
     "normalize_numpy",
     "normalize_orthogonal",
@@ -271,36 +272,47 @@ def normalize_numpy(
     return FancyPlan(projections, buffer_shape, tuple(post))
 
 
+def classify_orthogonal(selection: Any, shape: tuple[int, ...]) -> list[tuple[str, Any]]:
+    """One entry per dimension of an orthogonal selection, checked against ``shape``:
+    ``("int", index)``, ``("slice", (start, stop, step))`` or ``("array", positions)``
+    (1-d masks become their ``flatnonzero`` positions)."""
+    items = [s for s in _expand(selection, len(shape), allow_newaxis=False) if s is not Ellipsis]
+    kinds: list[tuple[str, Any]] = []
+    for d, s in enumerate(items):
+        i = _as_int(s)
+        if i is not None:
+            kinds.append(("int", _check_int(i, shape[d], d)))
+            continue
+        if isinstance(s, slice):
+            kinds.append(("slice", _slice_indices(s, shape[d], d)))
+            continue
+        arr = _as_index_array(s)
+        if arr is None:
+            raise IndexError(f"dimension {d}: unsupported orthogonal index {s!r}")
+        if arr.dtype == bool:
+            if arr.ndim != 1 or arr.shape[0] != shape[d]:
+                raise IndexError(
+                    f"dimension {d}: boolean index of shape {arr.shape} does not match "
+                    f"size {shape[d]}"
+                )
+            arr = np.flatnonzero(arr)
+        elif arr.ndim != 1:
+            raise IndexError(f"dimension {d}: orthogonal index arrays must be 1-d")
+        kinds.append(("array", _check_array(arr, shape[d], d)))
+    return kinds
+
+
 def normalize_orthogonal(
     selection: Any, shape: tuple[int, ...], dims: list[DimGrid]
 ) -> OrthogonalPlan:
     """Plan an orthogonal selection (``a.oindex[...]``)."""
-    items = [s for s in _expand(selection, len(shape), allow_newaxis=False) if s is not Ellipsis]
     projections: list[DimProjection] = []
     result_shape: list[int] = []
-    for d, s in enumerate(items):
-        i = _as_int(s)
-        if i is not None:
-            i = _check_int(i, shape[d], d)
-            projections.append(project_slice(i, i + 1, 1, dims[d]))
+    for d, (kind, v) in enumerate(classify_orthogonal(selection, shape)):
+        if kind == "int":
+            projections.append(project_slice(v, v + 1, 1, dims[d]))
             continue
-        if isinstance(s, slice):
-            p = project_slice(*_slice_indices(s, shape[d], d), dims[d])
-        else:
-            arr = _as_index_array(s)
-            if arr is None:
-                raise IndexError(f"dimension {d}: unsupported orthogonal index {s!r}")
-            if arr.dtype == bool:
-                if arr.ndim != 1 or arr.shape[0] != shape[d]:
-                    raise IndexError(
-                        f"dimension {d}: boolean index of shape {arr.shape} does not match "
-                        f"size {shape[d]}"
-                    )
-                arr = np.flatnonzero(arr)
-            elif arr.ndim != 1:
-                raise IndexError(f"dimension {d}: orthogonal index arrays must be 1-d")
-            arr = _check_array(arr, shape[d], d)
-            p = project_array(arr, dims[d])
+        p = project_slice(*v, dims[d]) if kind == "slice" else project_array(v, dims[d])
         projections.append(p)
         result_shape.append(p.out_len)
     return OrthogonalPlan(projections, tuple(p.out_len for p in projections), tuple(result_shape))

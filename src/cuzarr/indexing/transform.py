@@ -24,13 +24,8 @@ from typing import Any
 import numpy as np
 
 from cuzarr.indexing.selection import (
-    _as_index_array,
-    _as_int,
-    _check_array,
-    _check_int,
-    _expand,
-    _slice_indices,
     classify_numpy,
+    classify_orthogonal,
     normalize_coordinate,
 )
 
@@ -348,29 +343,7 @@ def numpy_step(selection: Any, shape: tuple[int, ...]) -> IndexTransform:
 
 def orthogonal_step(selection: Any, shape: tuple[int, ...]) -> IndexTransform:
     """Orthogonal (outer) indexing as a transform onto ``shape``."""
-    items = [s for s in _expand(selection, len(shape), allow_newaxis=False) if s is not Ellipsis]
-    kinds: list[tuple[str, Any]] = []
-    for d, s in enumerate(items):
-        i = _as_int(s)
-        if i is not None:
-            kinds.append(("int", _check_int(i, shape[d], d)))
-            continue
-        if isinstance(s, slice):
-            kinds.append(("slice", _slice_indices(s, shape[d], d)))
-            continue
-        arr = _as_index_array(s)
-        if arr is None:
-            raise IndexError(f"dimension {d}: unsupported orthogonal index {s!r}")
-        if arr.dtype == bool:
-            if arr.ndim != 1 or arr.shape[0] != shape[d]:
-                raise IndexError(
-                    f"dimension {d}: boolean index of shape {arr.shape} does not match "
-                    f"size {shape[d]}"
-                )
-            arr = np.flatnonzero(arr)
-        elif arr.ndim != 1:
-            raise IndexError(f"dimension {d}: orthogonal index arrays must be 1-d")
-        kinds.append(("array", _check_array(arr, shape[d], d)))
+    kinds = classify_orthogonal(selection, shape)
     rank = sum(k != "int" for k, _ in kinds)
     maps: list[OutputMap] = []
     axis = 0
