@@ -54,6 +54,9 @@ defaults: list[dict[str, Any]] = [
         # Byte ranges of one shard closer than max_gap are fetched as one request.
         "sharding": {"coalesce_max_gap": 1 << 16, "coalesce_max_size": 16 << 20},
         "buffer": "cpu",
+        # Run the device read path's plans on the host (numpy twin of the GPU
+        # executor): a check of the GPU code path on machines without one.
+        "gpu": {"emulate": False},
         "json_indent": 2,
     }
 ]

@@ -88,9 +88,11 @@ async def create_array(
     sp = make_store_path(
         store, name, mode="w" if overwrite else "a", storage_options=storage_options
     )
-    return await AsyncArray.create(
+    arr = await AsyncArray.create(
         sp, meta, overwrite=overwrite, write_empty_chunks=write_empty_chunks
     )
+    arr.set_prototype(meta_array)
+    return arr
 
 
 async def open_array(
@@ -109,13 +111,20 @@ async def open_array(
     if mode in ("w", "w-"):
         if "shape" not in kwargs:
             raise ValueError(f"mode {mode!r} creates a new array and needs shape=")
-        return await create_array(sp, zarr_format=zarr_format or 3, overwrite=mode == "w", **kwargs)
+        return await create_array(
+            sp, zarr_format=zarr_format or 3, overwrite=mode == "w", meta_array=meta_array,
+            **kwargs,
+        )
     try:
-        return await AsyncArray.open(sp, zarr_format)
+        arr = await AsyncArray.open(sp, zarr_format)
     except ArrayNotFoundError:
         if mode == "a" and "shape" in kwargs:
-            return await create_array(sp, zarr_format=zarr_format or 3, **kwargs)
+            return await create_array(
+                sp, zarr_format=zarr_format or 3, meta_array=meta_array, **kwargs
+            )
         raise
+    arr.set_prototype(meta_array)
+    return arr
 
 
 async def create_group(

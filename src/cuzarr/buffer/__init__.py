@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from cuzarr.buffer.cpu import CpuPrototype, cpu_prototype
 from cuzarr.buffer.gpu import (
     GpuPrototype,
@@ -34,14 +36,18 @@ __all__ = [
     "CpuPrototype",
     "GpuPrototype",
     "PinnedHostPrototype",
+    "array_module",
     "cpu_prototype",
     "default_prototype",
+    "device_dtype",
     "get_prototype",
     "gpu_available",
     "gpu_prototype",
+    "host_selection",
     "is_device_array",
     "pinned_prototype",
     "prototype_for",
+    "shares_memory",
 ]
 
 BufferPrototype = CpuPrototype | GpuPrototype | PinnedHostPrototype
@@ -87,3 +93,53 @@ def prototype_for(meta_array: Any) -> BufferPrototype:
     if hasattr(meta_array, "__array_interface__") or hasattr(meta_array, "__array__"):
         return cpu_prototype
     raise TypeError(f"cannot choose a buffer prototype for {type(meta_array).__name__}")
+
+
+def array_module(x: Any) -> Any:
+    """``cupy`` for device arrays, ``numpy`` otherwise."""
+    if is_device_array(x):
+        from cuzarr.buffer.gpu import import_cupy
+
+        return import_cupy()
+    return np
+
+
+def shares_memory(a: Any, b: Any) -> bool:
+    """``numpy.shares_memory`` that also answers for CuPy arrays (and a mix)."""
+    da, db = is_device_array(a), is_device_array(b)
+    if da != db:
+        return False
+    if da:
+        return bool(array_module(a).shares_memory(a, b))
+    return bool(np.shares_memory(a, b))
+
+
+def host_selection(selection: Any) -> Any:
+    """The selection with any device index arrays (CuPy integer arrays or masks)
+    copied to the host: plans are made on the host, indices are small."""
+    if isinstance(selection, tuple):
+        if not any(is_device_array(s) for s in selection):
+            return selection
+        return tuple(_to_host(s) for s in selection)
+    if isinstance(selection, list) and any(is_device_array(s) for s in selection):
+        return [_to_host(s) for s in selection]
+    return _to_host(selection)
+
+
+def _to_host(x: Any) -> Any:
+    if is_device_array(x):
+        get = getattr(x, "get", None)
+        return get() if callable(get) else np.asarray(x)
+    return x
+
+
+def device_dtype(dtype: np.dtype) -> np.dtype | None:
+    """The dtype a device (CuPy) output of an array of ``dtype`` has, or ``None``
+    when CuPy cannot hold it (strings, objects, structured, datetime, and
+    extension types such as bfloat16): such reads stay on the host."""
+    dtype = np.dtype(dtype)
+    if dtype.kind not in "biufc" or dtype.fields:
+        return None
+    if dtype.kind == "f" and dtype.itemsize not in (2, 4, 8):
+        return None
+    return dtype.newbyteorder("=") if dtype.itemsize > 1 else dtype

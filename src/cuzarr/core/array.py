@@ -10,6 +10,15 @@ from typing import Any
 
 import numpy as np
 
+from cuzarr.buffer import (
+    cpu_prototype,
+    default_prototype,
+    device_dtype,
+    host_selection,
+    is_device_array,
+    prototype_for,
+    shares_memory,
+)
 from cuzarr.codecs.sharding import ShardingCodec
 from cuzarr.config import config
 from cuzarr.core import engine
@@ -61,6 +70,8 @@ class AsyncArray:
     ) -> None:
         self.store_path = store_path
         self._write_empty_chunks = write_empty_chunks
+        # Where reads land when a call names no prototype (``meta_array=``).
+        self._prototype: Any = None
         self._set_metadata(metadata)
 
     def _set_metadata(self, metadata: ArrayMetadata) -> None:
@@ -236,22 +247,45 @@ class AsyncArray:
         return self.metadata.chunk_grid.dims(self.shape)
 
     # -- reading -----------------------------------------------------------------
-    def _out_buffer(self, shape: tuple[int, ...], out: np.ndarray | None) -> np.ndarray:
+    def set_prototype(self, prototype: Any) -> None:
+        """Make ``prototype`` (a buffer prototype, its name, or an array like the
+        outputs wanted: ``meta_array``) where this array's reads land by default."""
+        self._prototype = None if prototype is None else prototype_for(prototype)
+
+    def _resolve_prototype(self, prototype: Any) -> Any:
+        if prototype is not None:
+            return prototype_for(prototype)
+        return self._prototype if self._prototype is not None else default_prototype()
+
+    def _out_buffer(
+        self, shape: tuple[int, ...], out: Any | None, prototype: Any = None
+    ) -> Any:
         if out is not None:
             if tuple(out.shape) != tuple(shape) and math.prod(out.shape) != math.prod(shape):
                 raise ValueError(f"out has shape {out.shape}, the selection has shape {shape}")
-            if out.dtype != self.dtype:
+            if out.dtype != self.dtype and not (
+                is_device_array(out) and out.dtype == device_dtype(self.dtype)
+            ):
                 raise TypeError(f"out has dtype {out.dtype}, the array has {self.dtype}")
             buf = out.reshape(shape)
-            if buf.size and not np.shares_memory(buf, out):
+            if buf.size and not shares_memory(buf, out):
                 raise ValueError("out must be reshapeable to the selection without a copy")
             return buf
+        proto = self._resolve_prototype(prototype)
+        if proto.is_device:
+            dt = device_dtype(self.dtype)
+            if dt is not None:  # else a dtype CuPy cannot hold: the read stays on the host
+                return proto.empty(shape, dt, order=self.order)
         return self.metadata.dtype.empty(shape, order=self.order)
 
     async def _read_projections(
-        self, projections: list[Any], buffer_shape: tuple[int, ...], out: np.ndarray | None = None
-    ) -> np.ndarray:
-        buf = self._out_buffer(buffer_shape, out)
+        self,
+        projections: list[Any],
+        buffer_shape: tuple[int, ...],
+        out: Any | None = None,
+        prototype: Any = None,
+    ) -> Any:
+        buf = self._out_buffer(buffer_shape, out, prototype)
         await self._read_items(engine.chunk_items(projections), buf)
         return buf
 
@@ -273,7 +307,7 @@ class AsyncArray:
         store = self.store_path.store
         if store.sync_io() is None:
             return NotImplemented
-        plan = normalize_numpy(selection, self.shape, self._dims())
+        plan = normalize_numpy(host_selection(selection), self.shape, self._dims())
         if not isinstance(plan, BasicPlan):
             return NotImplemented
         items = engine.chunk_items(plan.projections)
@@ -297,18 +331,19 @@ class AsyncArray:
         self, selection: Any, *, out: np.ndarray | None = None, prototype: Any = None
     ) -> Any:
         """Read ``selection`` with numpy semantics."""
-        plan = normalize_numpy(selection, self.shape, self._dims())
+        plan = normalize_numpy(host_selection(selection), self.shape, self._dims())
         if isinstance(plan, BasicPlan):
             buf = await self._read_projections(
                 plan.projections,
                 plan.buffer_shape,
                 out if out is not None and out.shape == plan.result_shape else None,
+                prototype,
             )
             result = buf.reshape(plan.result_shape)
             if (
                 out is not None
                 and out.shape == plan.result_shape
-                and not np.shares_memory(out, buf)
+                and not shares_memory(out, buf)
             ):
                 out[...] = result
                 return out
@@ -317,8 +352,10 @@ class AsyncArray:
                     f"out has shape {out.shape}, the selection has shape {plan.result_shape}"
                 )
             return result[()] if result.ndim == 0 else result
-        block = await self._read_projections(plan.projections, plan.buffer_shape)
-        result = block[plan.post_index]
+        block = await self._read_projections(
+            plan.projections, plan.buffer_shape, None, out if out is not None else prototype
+        )
+        result = block[device_index(block, plan.post_index)]
         if out is not None:
             out[...] = result
             return out
@@ -328,12 +365,12 @@ class AsyncArray:
         self, selection: Any, *, out: np.ndarray | None = None, prototype: Any = None
     ) -> Any:
         """Read with orthogonal (outer) indexing semantics."""
-        plan = normalize_orthogonal(selection, self.shape, self._dims())
+        plan = normalize_orthogonal(host_selection(selection), self.shape, self._dims())
         if out is not None and tuple(out.shape) != plan.result_shape:
             raise ValueError(
                 f"out has shape {out.shape}, the selection has shape {plan.result_shape}"
             )
-        buf = await self._read_projections(plan.projections, plan.buffer_shape, out)
+        buf = await self._read_projections(plan.projections, plan.buffer_shape, out, prototype)
         result = buf.reshape(plan.result_shape) if out is None else out
         return result[()] if result.ndim == 0 and out is None else result
 
@@ -341,11 +378,11 @@ class AsyncArray:
         self, selection: Any, *, out: np.ndarray | None = None, prototype: Any = None
     ) -> Any:
         """Read points (``vindex``): integer coordinate arrays or one boolean mask."""
-        coords, shape = normalize_coordinate(selection, self.shape)
+        coords, shape = normalize_coordinate(host_selection(selection), self.shape)
         n = math.prod(shape)
         if out is not None and math.prod(out.shape) != n:
             raise ValueError(f"out has shape {out.shape}, the selection has shape {shape}")
-        buf = self._out_buffer((n,), out)
+        buf = self._out_buffer((n,), out, prototype)
         items = engine.coordinate_items(self._read_grid.dims(self.shape), coords)
         await self._read_items(items, buf)
         if out is not None:
@@ -357,7 +394,9 @@ class AsyncArray:
         self, selection: Any, *, out: np.ndarray | None = None, prototype: Any = None
     ) -> Any:
         """Read whole chunks by chunk-grid index (``blocks``)."""
-        return await self.get_orthogonal_selection(self._block_to_slices(selection), out=out)
+        return await self.get_orthogonal_selection(
+            self._block_to_slices(selection), out=out, prototype=prototype
+        )
 
     def _block_to_slices(self, selection: Any) -> tuple[slice, ...]:
         if not isinstance(selection, tuple):
@@ -438,6 +477,7 @@ class AsyncArray:
     async def setitem(self, selection: Any, value: Any) -> None:
         """Write ``value`` into ``selection`` with numpy semantics (broadcasting)."""
         self._check_writable()
+        selection = host_selection(selection)
         plan = normalize_numpy(selection, self.shape, self._write_dims())
         if isinstance(plan, BasicPlan):
             v = self._as_value(await _materialize(value), plan.result_shape).reshape(
@@ -471,7 +511,7 @@ class AsyncArray:
     async def set_orthogonal_selection(self, selection: Any, value: Any) -> None:
         """Write with orthogonal (outer) indexing semantics."""
         self._check_writable()
-        plan = normalize_orthogonal(selection, self.shape, self._write_dims())
+        plan = normalize_orthogonal(host_selection(selection), self.shape, self._write_dims())
         v = self._as_value(await _materialize(value), plan.result_shape).reshape(plan.buffer_shape)
         await engine.write_plan(
             self.store_path,
@@ -485,7 +525,7 @@ class AsyncArray:
     async def set_coordinate_selection(self, selection: Any, value: Any) -> None:
         """Write points (``vindex``); repeated points: the last value wins."""
         self._check_writable()
-        coords, shape = normalize_coordinate(selection, self.shape)
+        coords, shape = normalize_coordinate(host_selection(selection), self.shape)
         v = self._as_value(await _materialize(value), shape).reshape(-1)
         items = engine.coordinate_items(self._write_dims(), coords)
         await engine.write_items(
@@ -609,6 +649,15 @@ class ArrayInfo:
         return "\n".join(f"{k:<17}: {v}" for k, v in rows)
 
     __str__ = __repr__
+
+
+def device_index(block: Any, index: Any) -> Any:
+    """``index`` (a tuple of host index arrays and slices) ready to index ``block``:
+    the arrays moved to the device when ``block`` lives there."""
+    if not is_device_array(block) or not isinstance(index, tuple):
+        return index
+    xp = prototype_for(block).xp
+    return tuple(xp.asarray(i) if isinstance(i, np.ndarray) else i for i in index)
 
 
 def _human(n: float) -> str:
@@ -787,7 +836,7 @@ class Array:
     ) -> Any:
         return sync(
             self._async_array.get_coordinate_selection(
-                np.asarray(mask, dtype=bool), out=out, prototype=prototype
+                np.asarray(host_selection(mask), dtype=bool), out=out, prototype=prototype
             )
         )
 
@@ -831,7 +880,7 @@ class Array:
 
     # -- other numpy-isms -----------------------------------------------------------
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        arr = np.asarray(self[...])
+        arr = cpu_prototype.to_host(self.get_basic_selection(..., prototype="cpu"))
         return arr.astype(dtype) if dtype is not None and arr.dtype != dtype else arr
 
     def __len__(self) -> int:

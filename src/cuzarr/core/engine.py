@@ -21,6 +21,7 @@ from cuzarr.codecs.base import ChunkSpec
 from cuzarr.codecs.sharding import sharding_codec
 from cuzarr.core.sync import get_executor, max_workers
 from cuzarr.errors import CodecError
+from cuzarr.gpu.reader import device_reader_for
 from cuzarr.indexing.projection import DimProjection, ortho_index
 from cuzarr.metadata.array import ArrayMetadata
 from cuzarr.storage.common import StorePath
@@ -87,8 +88,14 @@ def chunk_keys(store_path: StorePath, meta: ArrayMetadata, items: Sequence[Chunk
     return [encode_key(it[0]) for it in items]
 
 
-def _batch_size(meta: ArrayMetadata, n: int) -> int:
+def _batch_size(meta: ArrayMetadata, n: int, device: bool = False) -> int:
     chunk_bytes = max(1, math.prod(meta.chunk_shape) * max(1, meta.dtype.item_size))
+    if device:
+        # A device batch is one upload, one nvCOMP call per codec and one kernel
+        # launch: make it large (up to 256 MiB decoded), two per worker.
+        by_bytes = max(1, (256 << 20) // chunk_bytes)
+        by_count = max(1, -(-n // (max_workers() * 2)))
+        return max(1, min(8192, by_bytes, by_count))
     by_bytes = max(1, (4 << 20) // chunk_bytes)
     by_count = max(1, -(-n // (max_workers() * 4)))
     return max(1, min(256, by_bytes, by_count))
@@ -184,12 +191,22 @@ def _read_job(
     meta: ArrayMetadata,
     pipeline: Any,
     items: list[ChunkItem],
-    out: np.ndarray,
-) -> tuple[list[str], Callable[[int, list[bytes | None]], None]]:
-    """The keys of ``items`` and a function decoding a batch of them into ``out``."""
+    out: Any,
+) -> tuple[list[str], Callable[[int, list[bytes | None]], None], Any]:
+    """The keys of ``items``, a function decoding a batch of them into ``out``,
+    and the device reader doing so (``None`` for host reads; its executor's
+    ``synchronize`` must run before the read returns)."""
     keys = chunk_keys(store_path, meta, items)
     fill = meta.read_fill
     grid = meta.chunk_grid
+    device = device_reader_for(pipeline, out, fill, grid.stored_chunk_shape)
+    if device is not None:
+
+        def device_batch(lo: int, datas: list[bytes | None]) -> None:
+            hi = lo + len(datas)
+            device(items[lo:hi], datas, keys[lo:hi])
+
+        return keys, device_batch, device
     decode_into = getattr(pipeline, "decode_into", None)
 
     def decode_batch(lo: int, datas: list[bytes | None]) -> None:
@@ -217,7 +234,7 @@ def _read_job(
                 raise keyed(e, keys[lo + j]) from e
             out[osel] = chunk[csel]
 
-    return keys, decode_batch
+    return keys, decode_batch, None
 
 
 def read_items_small_sync(
@@ -235,8 +252,10 @@ def read_items_small_sync(
     if sio is None:
         return False
     if items and out.size:
-        keys, decode_batch = _read_job(store_path, meta, pipeline, items, out)
+        keys, decode_batch, device = _read_job(store_path, meta, pipeline, items, out)
         decode_batch(0, sio.get_many(keys))
+        if device is not None:
+            device.executor.synchronize()
     return True
 
 
@@ -252,7 +271,7 @@ async def read_items(
         return
     if read_items_small_sync(store_path, meta, pipeline, items, out):
         return
-    keys, decode_batch = _read_job(store_path, meta, pipeline, items, out)
+    keys, decode_batch, device = _read_job(store_path, meta, pipeline, items, out)
     store = store_path.store
     loop = asyncio.get_running_loop()
     pool = get_executor()
@@ -270,7 +289,13 @@ async def read_items(
             datas = await store.get_many(keys[lo:hi])
             await loop.run_in_executor(pool, decode_batch, lo, datas)
 
-    await _run_batches(len(items), _batch_size(meta, len(items)), work)
+    try:
+        await _run_batches(
+            len(items), _batch_size(meta, len(items), device is not None), work
+        )
+    finally:
+        if device is not None:
+            device.executor.synchronize()
 
 
 async def write_plan(

@@ -208,12 +208,14 @@ class AsyncGroup:
         overwrite = kwargs.pop("overwrite", False)
         write_empty = kwargs.pop("write_empty_chunks", None)
         kwargs.pop("storage_options", None)
-        kwargs.pop("meta_array", None)
+        meta_array = kwargs.pop("meta_array", None)
         kwargs.setdefault("zarr_format", self.zarr_format)
         meta = build_array_metadata(**kwargs)
-        return await AsyncArray.create(
+        arr = await AsyncArray.create(
             self._child(name), meta, overwrite=overwrite, write_empty_chunks=write_empty
         )
+        arr.set_prototype(meta_array)
+        return arr
 
     async def create_group(
         self, name: str, *, attributes: dict[str, Any] | None = None, overwrite: bool = False

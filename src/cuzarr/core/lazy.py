@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from cuzarr.buffer import array_module
+from cuzarr.core.array import device_index
 from cuzarr.core.engine import ChunkItem, chunk_items, coordinate_items
 from cuzarr.core.sync import sync
 from cuzarr.indexing.projection import project_array, project_slice
@@ -119,10 +121,11 @@ def plan_read(array: Any, t: IndexTransform) -> _Plan:
             post.append(np.zeros((1,) * q, dtype=np.intp))
     index = tuple(post)
 
-    def finish(buf: np.ndarray) -> np.ndarray:
-        res = np.asarray(buf[index]) if index else buf
+    def finish(buf: Any) -> Any:
+        xp = array_module(buf)
+        res = buf[device_index(buf, index)] if index else buf
         if res.shape != shape:
-            res = np.ascontiguousarray(np.broadcast_to(res, shape))
+            res = xp.ascontiguousarray(xp.broadcast_to(res, shape))
         return res
 
     return _Plan(chunk_items(projections), tuple(p.out_len for p in projections), finish)
@@ -140,15 +143,18 @@ class _Scatter:
     def __setitem__(self, u: int, value: Any) -> None:
         if self.ndim and isinstance(value, np.ndarray) and value.ndim == self.ndim:
             for buf, csel, osel in self.consumers[u]:
-                buf[osel] = value[csel]
+                part = value[csel]
+                buf[osel] = part if isinstance(buf, np.ndarray) else array_module(buf).asarray(part)
         else:  # the fill value of a missing chunk, or a 0-d array's only element
             for buf, _csel, osel in self.consumers[u]:
                 buf[osel] = value
 
 
-async def _read_same_array(array: Any, transforms: list[IndexTransform]) -> list[np.ndarray]:
+async def _read_same_array(
+    array: Any, transforms: list[IndexTransform], prototype: Any = None
+) -> list[Any]:
     plans = [plan_read(array, t) for t in transforms]
-    bufs = [array.metadata.dtype.empty(p.buffer_shape, order=array.order) for p in plans]
+    bufs = [array._out_buffer(p.buffer_shape, None, prototype) for p in plans]
     if len(plans) == 1:  # one plan names each chunk once: read it as ``a[...]`` would
         if plans[0].items:
             await array._read_items(plans[0].items, bufs[0])
@@ -169,12 +175,13 @@ async def _read_same_array(array: Any, transforms: list[IndexTransform]) -> list
     return [p.finish(b) for p, b in zip(plans, bufs, strict=True)]
 
 
-async def read_many_async(views: Iterable[LazyArray]) -> list[np.ndarray]:
+async def read_many_async(views: Iterable[LazyArray], prototype: Any = None) -> list[Any]:
     """Read several views together; each chunk is fetched and decoded once.
 
     Views may belong to different arrays. Identical views are read once (the
-    results are independent copies). Returns one numpy array per view, shaped
-    like the view.
+    results are independent copies). Returns one array per view, shaped like
+    the view: numpy, or CuPy when ``prototype`` (or the configured default,
+    ``cuzarr.config.enable_gpu()``) says the device.
     """
     views = as_views(list(views))
     for v in views:
@@ -193,7 +200,9 @@ async def read_many_async(views: Iterable[LazyArray]) -> list[np.ndarray]:
             g[1].append(v._transform)
         slot.append((id(arr), j))
     order = list(groups)
-    results = await asyncio.gather(*(_read_same_array(groups[k][0], groups[k][1]) for k in order))
+    results = await asyncio.gather(
+        *(_read_same_array(groups[k][0], groups[k][1], prototype) for k in order)
+    )
     by_group = dict(zip(order, results, strict=True))
     out: list[np.ndarray] = []
     used: set[tuple[int, int]] = set()
@@ -204,9 +213,10 @@ async def read_many_async(views: Iterable[LazyArray]) -> list[np.ndarray]:
     return out
 
 
-def read_many(views: Iterable[LazyArray]) -> list[np.ndarray]:
-    """Read several views together; each chunk is fetched and decoded once."""
-    return sync(read_many_async(list(views)))
+def read_many(views: Iterable[LazyArray], prototype: Any = None) -> list[Any]:
+    """Read several views together; each chunk is fetched and decoded once
+    (see :func:`read_many_async`)."""
+    return sync(read_many_async(list(views), prototype))
 
 
 # -- writing ------------------------------------------------------------------------
@@ -350,7 +360,9 @@ class LazyArray:
     # -- I/O --------------------------------------------------------------------
     async def read_async(self, *, out: np.ndarray | None = None, prototype: Any = None) -> Any:
         """Read the view: an array of ``self.shape`` (into ``out`` when given)."""
-        (result,) = await _read_same_array(self._async, [self._transform])
+        (result,) = await _read_same_array(
+            self._async, [self._transform], out if out is not None else prototype
+        )
         if out is not None:
             if tuple(out.shape) != self.shape:
                 raise ValueError(f"out has shape {out.shape}, the view has shape {self.shape}")
@@ -371,7 +383,7 @@ class LazyArray:
         sync(self.write_async(value))
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        arr = self.read()
+        arr = self.read(prototype="cpu")
         return arr.astype(dtype) if dtype is not None and arr.dtype != dtype else arr
 
     def __dask_tokenize__(self) -> str:

@@ -21,6 +21,7 @@ from cuzarr.config import config
 from cuzarr.core.engine import SMALL_READ_CHUNKS, ChunkItem, _run_batches, keyed
 from cuzarr.core.sync import get_executor, max_workers
 from cuzarr.errors import CodecError
+from cuzarr.gpu.reader import device_reader_for
 from cuzarr.metadata.array import ArrayMetadata
 from cuzarr.storage.base import RangeByteRequest, SuffixByteRequest
 from cuzarr.storage.common import StorePath
@@ -85,7 +86,16 @@ def _shard_job(
     def shard_key(i: int) -> str:
         return encode_key(tuple(c // n for c, n in zip(items[i][0], cps, strict=True)))
 
+    device = device_reader_for(inner, out, fill, lambda _coords: inner_shape)
+
     def scatter(pairs: list[tuple[int, Any]]) -> None:
+        if device is not None:
+            device(
+                [items[i] for i, _ in pairs],
+                [data for _, data in pairs],
+                [shard_key(i) for i, _ in pairs],
+            )
+            return
         for i, data in pairs:
             _coords, csel, osel, _ = items[i]
             if data is None:
@@ -172,7 +182,7 @@ def _shard_job(
                         pairs.append((i, mv[s - gs : e - gs]))
         return pairs
 
-    return len(shards), fetch_plan, scatter
+    return len(shards), fetch_plan, scatter, device
 
 
 def _run_plan_sync(gen: Any, sio: Any) -> Any:
@@ -202,8 +212,12 @@ def read_sharded_small_sync(
     if sio is None:
         return False
     if items and out.size:
-        n, fetch_plan, scatter = _shard_job(store_path, meta, pipeline, codec, items, out)
+        n, fetch_plan, scatter, device = _shard_job(
+            store_path, meta, pipeline, codec, items, out
+        )
         scatter(_run_plan_sync(fetch_plan(0, n), sio))
+        if device is not None:
+            device.executor.synchronize()
     return True
 
 
@@ -220,7 +234,9 @@ async def read_sharded(
         return
     if read_sharded_small_sync(store_path, meta, pipeline, codec, items, out):
         return
-    n_shards, fetch_plan, scatter = _shard_job(store_path, meta, pipeline, codec, items, out)
+    n_shards, fetch_plan, scatter, device = _shard_job(
+        store_path, meta, pipeline, codec, items, out
+    )
     store = store_path.store
     loop = asyncio.get_running_loop()
     pool = get_executor()
@@ -248,5 +264,9 @@ async def read_sharded(
                 pairs = stop.value
             await loop.run_in_executor(pool, scatter, pairs)
 
-    per_batch = max(1, min(64, -(-n_shards // (max_workers() * 4))))
-    await _run_batches(n_shards, per_batch, work)
+    per_batch = max(1, min(64, -(-n_shards // (max_workers() * (2 if device else 4)))))
+    try:
+        await _run_batches(n_shards, per_batch, work)
+    finally:
+        if device is not None:
+            device.executor.synchronize()

@@ -19,6 +19,8 @@ exercised by the CPU tests.
 from __future__ import annotations
 
 import math
+import threading
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,10 +37,21 @@ from cuzarr.gpu.plan import (
     fill_bytes,
 )
 
-__all__ = ["GpuBatch", "GpuExecutor", "copy_word", "prepare_batch", "stream_kind"]
+__all__ = [
+    "GpuBatch",
+    "GpuExecutor",
+    "HostExecutor",
+    "copy_word",
+    "prepare_batch",
+    "stream_kind",
+]
 
 # codec name -> (nvCOMP algorithm, RAW stream codec name used in formats.RawStream)
 NVCOMP_ALGORITHMS = {"lz4": "LZ4", "zstd": "Zstd", "deflate": "Deflate"}
+
+# nvCOMP's batched RAW decoders take chunks of at most 16 MiB decoded; larger
+# streams are decoded on the host (and uploaded with the batch).
+MAX_DEVICE_STREAM = 16 << 20
 
 
 def stream_kind(compressor: Any) -> str | None:
@@ -108,12 +121,15 @@ def prepare_batch(
     *,
     chunk_order: str = "C",
     swap: int = 0,
+    names: Sequence[str] | None = None,
 ) -> GpuBatch:
     """Host half of a GPU read. ``datas[i]`` is chunk ``i``'s stored bytes (``None``:
     missing); ``kind`` is :func:`stream_kind` of the array's compressor (``None``:
     everything on the CPU); ``cpu_decode(data, shape)`` is the pipeline's decode
     (the fallback; it returns the chunk in native order, so ``swap`` must then be
-    0 for those chunks — the caller passes ``swap`` only for raw stored bytes)."""
+    0 for those chunks — the caller passes ``swap`` only for raw stored bytes).
+    ``names[i]`` (a store key) prefixes the message of a ``CodecError`` chunk
+    ``i`` raises."""
     present = [d is not None for d in datas]
     plan = build_plan(items, chunk_shape, out_shape, out_strides, dtype.itemsize,
                       present=present, chunk_order=chunk_order, swap=swap)
@@ -131,14 +147,21 @@ def prepare_batch(
             if kind is None:
                 raise formats.UnsupportedStream("codec pipeline has no GPU decoder")
             streams, blosc = _parse(kind, data, nbytes)
+            if any(st.decoded_size > MAX_DEVICE_STREAM for st in streams):
+                raise formats.UnsupportedStream("stream larger than nvCOMP's batch limit")
         except formats.UnsupportedStream:
             shape = tuple(int(s) for s in plan.table["chunk_shape"][i][: plan.table["ndim"][i]])
-            chunk = np.asarray(cpu_decode(data, shape))
+            try:
+                chunk = np.asarray(cpu_decode(data, shape))
+            except CodecError as e:
+                raise _named(e, names, i) from e
             if swap:
                 chunk = chunk.astype(chunk.dtype.newbyteorder())  # stored order, as the table says
             raw = np.frombuffer(chunk.tobytes(order=chunk_order), np.uint8)
             batch.host_decoded.append((slot, raw))
             continue
+        except CodecError as e:
+            raise _named(e, names, i) from e
         base = slot
         if blosc is not None:  # decode into scratch, unshuffle into the slot
             base = scratch
@@ -163,6 +186,12 @@ def prepare_batch(
     return batch
 
 
+def _named(e: CodecError, names: Sequence[str] | None, i: int) -> CodecError:
+    if names is None or str(e).startswith(f"{names[i]}: "):
+        return e
+    return type(e)(f"{names[i]}: {e}")
+
+
 def copy_word(table: np.ndarray, itemsize: int, ptrs: Sequence[int]) -> int:
     """The widest copy word (16, 8, 4, 2, 1 bytes) dividing the item size, every
     offset and stride of the table and the base pointers; 1 when a row swaps."""
@@ -180,23 +209,87 @@ def copy_word(table: np.ndarray, itemsize: int, ptrs: Sequence[int]) -> int:
     return 1
 
 
+class HostExecutor:
+    """The host twin of :class:`GpuExecutor`: runs a prepared batch with numpy
+    (staging buffer in host memory, raw streams decoded by lz4/zstandard/zlib,
+    ``unshuffle_numpy``, ``execute_plan_numpy``). It exercises every step of the
+    device read on the CPU, so a machine without a GPU can check the plans the
+    GPU would run (``cuzarr.config`` key ``gpu.emulate``)."""
+
+    is_device = False
+    # What every host twin ran, summed over threads: "batches", "stream:<codec>"
+    # (raw streams the GPU would decode), "host_decoded" (chunks it would not),
+    # "unshuffled", "fancy" (chunks assigned by fancy indexing).
+    stats: Counter[str] = Counter()
+    _stats_lock = threading.Lock()
+
+    def _count(self, **kw: int) -> None:
+        with self._stats_lock:
+            self.stats.update({k.replace("__", ":"): v for k, v in kw.items()})
+
+    def run(self, batch: GpuBatch, out: np.ndarray, fill: Any) -> None:
+        """Decode and scatter ``batch`` into the numpy array ``out``."""
+        from cuzarr.gpu.plan import execute_plan_numpy
+
+        self._count(
+            batches=1,
+            host_decoded=len(batch.host_decoded),
+            unshuffled=len(batch.unshuffle),
+            **{f"stream__{c}": len(rows) for c, rows in batch.streams.items()},
+        )
+        plan = batch.plan
+        staging = np.zeros(plan.staging_nbytes, np.uint8)
+        scratch = np.zeros(batch.scratch_nbytes, np.uint8)
+        for codec, rows in batch.streams.items():
+            for src, n, dst, size, to_scratch in rows:
+                st = formats.RawStream(codec, src, n, size)
+                dec = formats.decode_streams_cpu(batch.packed, [st], size)
+                (scratch if to_scratch else staging)[dst : dst + size] = dec
+        for slot, raw in batch.host_decoded:
+            staging[slot : slot + len(raw)] = raw
+        if len(batch.unshuffle):
+            formats.unshuffle_numpy(batch.unshuffle, scratch, staging)
+        execute_plan_numpy(plan.table, staging, out, fill)
+
+    def scatter_fancy(self, items: Sequence[Any], chunks: Sequence[Any], out: Any, fill: Any) -> None:
+        """Per-chunk fancy assignment (selections with integer arrays)."""
+        from cuzarr.gpu.plan import scatter_fancy
+
+        self._count(fancy=len(chunks))
+        scatter_fancy(items, chunks, out, fill)
+
+    def synchronize(self) -> None:
+        """Nothing is in flight on the host."""
+
+
 class GpuExecutor:
-    """Runs prepared batches on the current CUDA device (CuPy + nvCOMP)."""
+    """Runs prepared batches on the current CUDA device (CuPy + nvCOMP).
+
+    Work is queued on one CUDA stream per executor (``stream``; a new
+    non-blocking stream by default) and :meth:`synchronize` waits for it, so a
+    read returns only once its output is complete, whatever stream the caller
+    then uses. Host buffers a queued copy reads from are kept alive until then.
+    """
 
     threads = 256
+    is_device = True
 
-    def __init__(self) -> None:
+    def __init__(self, stream: Any = None) -> None:
         from cuzarr.buffer.gpu import import_cupy
 
         self.cp = import_cupy()
+        self.stream = stream if stream is not None else self.cp.cuda.Stream(non_blocking=True)
         self._codecs: dict[str, Any] = {}
+        self._keep: list[Any] = []
 
     def _codec(self, name: str) -> Any:
         if name not in self._codecs:
             from nvidia import nvcomp
 
             self._codecs[name] = nvcomp.Codec(
-                algorithm=NVCOMP_ALGORITHMS[name], bitstream_kind=nvcomp.BitstreamKind.RAW
+                algorithm=NVCOMP_ALGORITHMS[name],
+                bitstream_kind=nvcomp.BitstreamKind.RAW,
+                cuda_stream=int(self.stream.ptr),
             )
         return self._codecs[name]
 
@@ -204,16 +297,42 @@ class GpuExecutor:
         """Decode and scatter ``batch`` into the CuPy array ``out``."""
         cp = self.cp
         plan = batch.plan
-        staging = cp.empty(max(plan.staging_nbytes, 1), dtype=cp.uint8)
-        scratch = cp.empty(max(batch.scratch_nbytes, 1), dtype=cp.uint8)
-        if batch.packed.size:
-            comp = cp.asarray(batch.packed)  # one host-to-device copy
-            self._decode_streams(batch, comp, staging, scratch)
-        if batch.host_decoded:
-            self._upload_host_decoded(batch.host_decoded, staging)
-        if len(batch.unshuffle):
-            self._unshuffle(batch.unshuffle, scratch, staging)
-        self.scatter(plan, staging, out, fill)
+        with self.stream:
+            staging = cp.empty(max(plan.staging_nbytes, 1), dtype=cp.uint8)
+            scratch = cp.empty(max(batch.scratch_nbytes, 1), dtype=cp.uint8)
+            if batch.packed.size:
+                comp = cp.asarray(batch.packed)  # one host-to-device copy
+                self._decode_streams(batch, comp, staging, scratch)
+            if batch.host_decoded:
+                self._upload_host_decoded(batch.host_decoded, staging)
+            if len(batch.unshuffle):
+                self._unshuffle(batch.unshuffle, scratch, staging)
+            self.scatter(plan, staging, out, fill)
+            # Buffers freed here go back to CuPy's pool, which orders their reuse
+            # on this stream.
+
+    def scatter_fancy(self, items: Sequence[Any], chunks: Sequence[Any], out: Any, fill: Any) -> None:
+        """Selections with integer arrays: decoded host chunks are uploaded in one
+        copy, then assigned chunk by chunk with CuPy fancy indexing."""
+        from cuzarr.gpu.plan import scatter_fancy
+
+        cp = self.cp
+        with self.stream:
+            present = [np.ascontiguousarray(c) for c in chunks if c is not None]
+            dev: list[Any] = []
+            if present:
+                flat = cp.asarray(np.concatenate([c.reshape(-1) for c in present]))
+                p = 0
+                for c in present:
+                    dev.append(flat[p : p + c.size].reshape(c.shape))
+                    p += c.size
+            it = iter(dev)
+            scatter_fancy(items, [None if c is None else next(it) for c in chunks], out, fill)
+
+    def synchronize(self) -> None:
+        """Wait for everything queued on this executor's stream."""
+        self.stream.synchronize()
+        self._keep.clear()
 
     def _decode_streams(self, batch: GpuBatch, comp: Any, staging: Any, scratch: Any) -> None:
         from nvidia import nvcomp
@@ -228,8 +347,9 @@ class GpuExecutor:
                     for src, n, dst, _size, _ in sel:
                         target[dst : dst + n] = comp[src : src + n]
                     continue
-                srcs = nvcomp.as_arrays(comp, [r[0] for r in sel], [r[1] for r in sel])
-                outs = nvcomp.as_arrays(target, [r[2] for r in sel], [r[3] for r in sel])
+                sp = int(self.stream.ptr)
+                srcs = nvcomp.as_arrays(comp, [r[0] for r in sel], [r[1] for r in sel], sp)
+                outs = nvcomp.as_arrays(target, [r[2] for r in sel], [r[3] for r in sel], sp)
                 self._codec(codec).decode(srcs, out=outs)
 
     def _upload_host_decoded(self, chunks: list[tuple[int, np.ndarray]], staging: Any) -> None:
@@ -243,7 +363,9 @@ class GpuExecutor:
             pinned[p : p + len(c)] = c
             offsets.append(p)
             p += -(-len(c) // STAGING_ALIGN) * STAGING_ALIGN
-        dev = self.cp.asarray(pinned)  # one pinned host-to-device copy per batch
+        dev = self.cp.empty(total, dtype=self.cp.uint8)
+        dev.set(pinned, stream=self.stream)  # one pinned, asynchronous copy per batch
+        self._keep.append(pinned)  # must outlive the copy: freed at synchronize()
         for (slot, c), p in zip(chunks, offsets):
             staging[slot : slot + len(c)] = dev[p : p + len(c)]
 

@@ -1,0 +1,211 @@
+"""Reads into device memory: the engine's batches handed to an executor.
+
+The chunk engine (``core/engine.py``, ``core/shards.py``) fetches a batch of
+chunks and calls a *batch decoder* with the items and their stored bytes. For a
+device output that decoder is a :class:`DeviceReader`: it parses the bytes into
+raw streams on the host (``executor.prepare_batch``), then one executor call
+decodes them all and scatters the batch into the output (``GpuExecutor`` on a
+GPU; :class:`~cuzarr.gpu.executor.HostExecutor`, its numpy twin, when
+``cuzarr.config`` key ``gpu.emulate`` is set on a machine without one).
+Selections with integer arrays are decoded on the host and assigned per chunk
+(``scatter_fancy``).
+
+Which chunks the GPU decodes follows from the codec pipeline
+(:func:`device_codec`): a plain ``bytes`` codec (any endianness) with at most one
+compressor that nvCOMP handles (zstd, lz4, zlib, gzip, blosc-lz4/zstd), v2 arrays
+without filters in either memory order. Anything else (filters, transpose,
+crc32c, sharding inside sharding, other compressors) is decoded on the host and
+uploaded with the batch: same result, one host-to-device copy per batch.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from cuzarr.buffer.gpu import is_device_array
+from cuzarr.gpu.executor import GpuExecutor, HostExecutor, prepare_batch, stream_kind
+from cuzarr.gpu.plan import is_slice_only
+
+__all__ = ["DeviceReader", "device_codec", "device_reader_for", "emulating", "swap_unit"]
+
+_local = threading.local()
+
+
+def emulating() -> bool:
+    """True when ``cuzarr.config`` key ``gpu.emulate`` asks for the device read
+    path run on the host (its numpy twin)."""
+    from cuzarr.config import config
+
+    return bool(config.get("gpu.emulate", False))
+
+
+def _executor(device: bool) -> Any:
+    """This thread's executor: one CUDA stream and nvCOMP codec set per thread."""
+    attr = "gpu" if device else "host"
+    ex = getattr(_local, attr, None)
+    if ex is None:
+        ex = GpuExecutor() if device else HostExecutor()
+        setattr(_local, attr, ex)
+    return ex
+
+
+def _little(dt: np.dtype) -> bool:
+    return dt.byteorder == "<" or (dt.byteorder == "=" and sys.byteorder == "little")
+
+
+def swap_unit(stored: np.dtype, out: np.dtype) -> int:
+    """Byte-swap unit turning ``stored`` items into ``out``'s byte order (0: none)."""
+    if stored.itemsize <= 1 or stored.byteorder == "|" or _little(stored) == _little(out):
+        return 0
+    if stored.kind == "c":
+        return stored.itemsize // 2
+    if stored.kind == "U":
+        return 4
+    return stored.itemsize
+
+
+def device_codec(pipeline: Any) -> tuple[str | None, np.dtype | None, str]:
+    """``(kind, stored dtype, chunk order)`` of the raw chunk bytes a pipeline
+    stores, when the GPU can decode them: ``kind`` is
+    :func:`~cuzarr.gpu.executor.stream_kind` of the one compressor (``"none"``
+    without one); ``kind`` is ``None`` when chunks must be decoded on the host."""
+    from cuzarr.codecs.pipeline import V2Pipeline, V3Pipeline
+
+    if isinstance(pipeline, V3Pipeline):
+        stored = getattr(pipeline, "_stored_dtype", None)
+        if getattr(pipeline, "_plain", False) and stored is not None and len(
+            pipeline.bytes_bytes
+        ) <= 1:
+            comp = pipeline.bytes_bytes[0] if pipeline.bytes_bytes else None
+            return stream_kind(comp), stored, "C"
+        return None, None, "C"
+    if isinstance(pipeline, V2Pipeline):
+        dt = pipeline.dtype
+        if dt.is_vlen or pipeline.filters or dt.dtype.fields:
+            return None, None, pipeline.order
+        return stream_kind(pipeline.compressor), dt.dtype, pipeline.order
+    return None, None, "C"
+
+
+class DeviceReader:
+    """Decodes batches of chunk items into one output through an executor.
+
+    ``pipeline`` decodes a chunk on the host (the fallback), ``out`` is the
+    output buffer (CuPy on a GPU, numpy for the host twin), ``fill`` the value
+    of missing chunks, ``chunk_shape(coords)`` the decoded shape of a chunk.
+    """
+
+    def __init__(
+        self,
+        pipeline: Any,
+        out: Any,
+        fill: Any,
+        chunk_shape: Callable[[tuple[int, ...]], tuple[int, ...]],
+        executor: Any,
+    ) -> None:
+        self.pipeline = pipeline
+        self.out = out
+        self.fill = fill
+        self.chunk_shape = chunk_shape
+        self.executor = executor
+        self.out_dtype = np.dtype(out.dtype)
+        kind, stored, self.order = device_codec(pipeline)
+        if kind is not None and stored is not None and (
+            stored.newbyteorder("=") != self.out_dtype.newbyteorder("=")
+        ):
+            kind = None  # a dtype the raw bytes do not hold directly (e.g. a cast)
+        self.kind = kind
+        self.swap = swap_unit(stored, self.out_dtype) if kind is not None and stored is not None else 0
+
+    def _host_decode(self, data: Any, shape: tuple[int, ...]) -> np.ndarray:
+        # Host-decoded chunks enter the staging buffer in the output's byte order.
+        chunk = np.asarray(self.pipeline.decode(data, shape))
+        return chunk.astype(self.out_dtype, copy=False)
+
+    def __call__(
+        self, items: Sequence[Any], datas: Sequence[Any], names: Sequence[str] | None = None
+    ) -> None:
+        """Decode one batch (``datas[i]``: stored bytes of ``items[i]``, or
+        ``None`` when missing) into the output."""
+        if not items:
+            return
+        if is_slice_only(items):
+            batch = prepare_batch(
+                items,
+                datas,
+                self.chunk_shape,
+                self.out.shape,
+                self.out.strides,
+                self.out_dtype,
+                self.kind,
+                self._host_decode,
+                chunk_order=self.order,
+                swap=self.swap,
+                names=names,
+            )
+            self.executor.run(batch, self.out, self.fill)
+            return
+        chunks = []
+        for i, (it, data) in enumerate(zip(items, datas, strict=True)):
+            if data is None:
+                chunks.append(None)
+                continue
+            try:
+                chunks.append(self._host_decode(data, tuple(self.chunk_shape(tuple(it[0])))))
+            except Exception as e:
+                from cuzarr.core.engine import keyed
+                from cuzarr.errors import CodecError
+
+                if isinstance(e, CodecError) and names is not None:
+                    raise keyed(e, names[i]) from e
+                raise
+        self.executor.scatter_fancy(items, chunks, self.out, self.fill)
+
+
+def device_reader_for(
+    pipeline: Any,
+    out: Any,
+    fill: Any,
+    chunk_shape: Callable[[tuple[int, ...]], tuple[int, ...]],
+) -> DeviceReader | None:
+    """A :class:`DeviceReader` for ``out`` when it is a device array (or when the
+    host twin is asked for and the dtype can take the plan); ``None`` means the
+    ordinary host read."""
+    if is_device_array(out):
+        return DeviceReader(pipeline, out, fill, chunk_shape, _ThreadExecutor(True))
+    if emulating() and isinstance(out, np.ndarray) and not out.dtype.hasobject:
+        return DeviceReader(pipeline, out, fill, chunk_shape, _ThreadExecutor(False))
+    return None
+
+
+class _ThreadExecutor:
+    """Forwards to the calling thread's executor (batches run in pool threads),
+    remembering every executor used so the read can wait for all of them."""
+
+    def __init__(self, device: bool) -> None:
+        self.device = device
+        self.used: set[Any] = set()
+        self._lock = threading.Lock()
+
+    def _get(self) -> Any:
+        ex = _executor(self.device)
+        with self._lock:
+            self.used.add(ex)
+        return ex
+
+    def run(self, batch: Any, out: Any, fill: Any) -> None:
+        self._get().run(batch, out, fill)
+
+    def scatter_fancy(self, items: Any, chunks: Any, out: Any, fill: Any) -> None:
+        self._get().scatter_fancy(items, chunks, out, fill)
+
+    def synchronize(self) -> None:
+        with self._lock:
+            used = list(self.used)
+        for ex in used:
+            ex.synchronize()

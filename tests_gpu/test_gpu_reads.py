@@ -1,0 +1,188 @@
+"""Reads into device memory through the public API (needs a GPU).
+
+The same cases as tests/test_gpu_emulate.py (which runs the plans on the host),
+here with CuPy outputs decoded by nvCOMP and scattered by the CUDA kernels,
+compared with the host read and with numpy.
+"""
+
+from __future__ import annotations
+
+import numcodecs
+import numpy as np
+import pytest
+import zarr
+
+cp = pytest.importorskip("cupy")
+
+import cuzarr  # noqa: E402
+from cuzarr.storage import LocalStore, MemoryStore  # noqa: E402
+
+SELECTIONS = [
+    (slice(None), slice(None)),
+    (slice(3, 40, 3), slice(None, None, -2)),
+    (slice(None, None, -1), 5),
+    (7, slice(2, 29)),
+    (np.newaxis, slice(1, 9), Ellipsis),
+    (slice(38, 3, -5), slice(30, 0, -7)),
+]
+
+
+def _data(shape, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    dt = np.dtype(dtype)
+    n = int(np.prod(shape))
+    if dt.kind == "b":
+        return (rng.random(n) > 0.5).reshape(shape)
+    if dt.kind == "c":
+        return (np.arange(n) * 0.5 + 1j * np.arange(n)[::-1]).astype(dt).reshape(shape)
+    if dt.kind == "f":
+        return (np.cumsum(rng.standard_normal(n)) * 3).astype(dt).reshape(shape)
+    return (np.arange(n) % 251 * 7).astype(dt).reshape(shape)
+
+
+def _check(a, data, selections=SELECTIONS):
+    for sel in selections:
+        host = a[sel]
+        with cuzarr.config.enable_gpu():
+            got = a[sel]
+        assert isinstance(got, cp.ndarray), type(got)
+        np.testing.assert_array_equal(cp.asnumpy(got), data[sel])
+        np.testing.assert_array_equal(cp.asnumpy(got), host)
+
+
+V3_COMPRESSORS = [
+    None,
+    {"name": "zstd", "configuration": {"level": 1}},
+    {"name": "gzip", "configuration": {"level": 3}},
+    {"name": "blosc", "configuration": {"cname": "lz4", "clevel": 5, "shuffle": "shuffle",
+                                        "typesize": 4, "blocksize": 0}},
+    {"name": "blosc", "configuration": {"cname": "zstd", "clevel": 3, "shuffle": "shuffle",
+                                        "typesize": 4, "blocksize": 512}},
+    {"name": "blosc", "configuration": {"cname": "blosclz", "clevel": 5, "shuffle": "noshuffle",
+                                        "typesize": 4, "blocksize": 0}},
+    numcodecs.LZ4(),
+    numcodecs.Zlib(level=1),
+    numcodecs.BZ2(),
+]
+
+
+@pytest.mark.parametrize("compressor", V3_COMPRESSORS)
+@pytest.mark.parametrize("dtype", ["<f4", "<i2", "<c8", "|b1"])
+def test_v3_codecs(compressor, dtype):
+    data = _data((100, 61), dtype)
+    a = cuzarr.create_array(MemoryStore(), shape=data.shape, dtype=dtype, chunks=(40, 32),
+                            compressors=compressor, fill_value=0)
+    a[...] = data
+    _check(a, data)
+
+
+@pytest.mark.parametrize("endian", ["big", "little"])
+@pytest.mark.parametrize("dtype", ["u2", "f8", "c16"])
+def test_v3_endianness(endian, dtype):
+    data = _data((20, 13), dtype)
+    a = cuzarr.create_array(
+        MemoryStore(), shape=data.shape, dtype=dtype, chunks=(6, 5),
+        serializer={"name": "bytes", "configuration": {"endian": endian}},
+        compressors={"name": "zstd", "configuration": {"level": 1}},
+    )
+    a[...] = data
+    _check(a, data, SELECTIONS[:4])
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("compressor", [None, numcodecs.Zstd(1), numcodecs.Zlib(1),
+                                        numcodecs.GZip(1), numcodecs.LZ4(),
+                                        numcodecs.Blosc("lz4", shuffle=1)])
+@pytest.mark.parametrize("dtype", [">i4", "<f8", "|u1"])
+def test_v2_written_by_zarr_python(tmp_path, order, compressor, dtype):
+    data = _data((33, 26), dtype, seed=3)
+    z = zarr.create_array(str(tmp_path / "z"), shape=data.shape, dtype=dtype, chunks=(10, 8),
+                          zarr_format=2, order=order, compressors=compressor, fill_value=0)
+    z[...] = data
+    a = cuzarr.open_array(LocalStore(tmp_path / "z"), mode="r")
+    _check(a, data)
+
+
+def test_sharded(tmp_path):
+    data = _data((64, 48), "<u2")
+    z = zarr.create_array(str(tmp_path / "s"), shape=data.shape, dtype=data.dtype,
+                          chunks=(8, 8), shards=(32, 24), fill_value=0)
+    z[...] = data
+    a = cuzarr.open_array(LocalStore(tmp_path / "s"), mode="r")
+    _check(a, data, [*SELECTIONS, (slice(5, 6), slice(9, 10))])
+
+
+def test_fancy_cupy_indices_masks_out_views():
+    data = _data((40, 35), "<i8")
+    a = cuzarr.create_array(MemoryStore(), shape=data.shape, dtype=data.dtype, chunks=(9, 8))
+    a[...] = data
+    rows = np.array([0, 39, 5, 5, 17])
+    cols = np.array([34, 0, 8, 9, 16])
+    mask = data % 3 == 0
+    with cuzarr.config.enable_gpu():
+        got = a.vindex[cp.asarray(rows), cp.asarray(cols)]
+        assert isinstance(got, cp.ndarray)
+        np.testing.assert_array_equal(cp.asnumpy(got), data[rows, cols])
+        np.testing.assert_array_equal(cp.asnumpy(a.vindex[cp.asarray(mask)]), data[mask])
+        np.testing.assert_array_equal(cp.asnumpy(a.oindex[rows, 3:20:4]), data[rows][:, 3:20:4])
+        np.testing.assert_array_equal(cp.asnumpy(a[rows[:, None], cols]),
+                                      data[rows[:, None], cols])
+        np.testing.assert_array_equal(cp.asnumpy(a.blocks[1:3, 2]), data[9:27, 16:24])
+        v = a.lazy[5:35:2][:, ::-3]
+        np.testing.assert_array_equal(cp.asnumpy(v.read()), data[5:35:2][:, ::-3])
+        r1, r2 = cuzarr.read_many([a.lazy[0:20], a.lazy[10:30, 5:]])
+        assert isinstance(r1, cp.ndarray)
+        np.testing.assert_array_equal(cp.asnumpy(r2), data[10:30, 5:])
+    out = cp.zeros((20, 35), "<i8")
+    a.get_basic_selection((slice(10, 30), slice(None)), out=out)
+    np.testing.assert_array_equal(cp.asnumpy(out), data[10:30])
+    # an explicit prototype per call, and meta_array at open
+    assert isinstance(a.get_orthogonal_selection((slice(0, 3),), prototype="gpu"), cp.ndarray)
+    b = cuzarr.open_array(a.store, mode="r", meta_array=cp.empty(()))
+    assert isinstance(b[0:3], cp.ndarray)
+    assert isinstance(np.asarray(b), np.ndarray)
+
+
+def test_missing_and_nan_fill():
+    data = np.full((25, 25), np.nan, "<f8")
+    a = cuzarr.create_array(MemoryStore(), shape=data.shape, dtype="<f8", chunks=(10, 10),
+                            fill_value=np.nan)
+    a[12:18, 3:7] = 1.5
+    data[12:18, 3:7] = 1.5
+    _check(a, data)
+
+
+def test_corrupt_chunk_raises():
+    a = cuzarr.create_array(MemoryStore(), name="a", shape=(10, 10), dtype="f4", chunks=(5, 5))
+    a[...] = 1.0
+    raw = bytearray(cuzarr.core.sync.sync(a.store.get("a/c/1/0")))
+    raw[len(raw) // 2] ^= 0xFF
+    raw[0] ^= 0xFF
+    cuzarr.core.sync.sync(a.store.set("a/c/1/0", bytes(raw)))
+    with cuzarr.config.enable_gpu(), pytest.raises(cuzarr.errors.CodecError, match="a/c/1/0"):
+        a[...]
+
+
+def test_result_ready_on_user_stream():
+    """A read returns only once its output is complete: work queued afterwards on
+    any stream sees the data."""
+    data = _data((512, 512), "<f4")
+    a = cuzarr.create_array(MemoryStore(), shape=data.shape, dtype=data.dtype, chunks=(64, 64))
+    a[...] = data
+    s = cp.cuda.Stream(non_blocking=True)
+    with s, cuzarr.config.enable_gpu():
+        got = a[...]
+        total = float(got.sum())
+    np.testing.assert_allclose(total, float(data.sum()), rtol=1e-4)
+
+
+def test_torch_dlpack_zero_copy():
+    torch = pytest.importorskip("torch")
+    data = _data((32, 16), "<f4")
+    a = cuzarr.create_array(MemoryStore(), shape=data.shape, dtype=data.dtype, chunks=(8, 8))
+    a[...] = data
+    with cuzarr.config.enable_gpu():
+        x = a[...]
+    t = torch.from_dlpack(x)
+    assert t.device.type == "cuda" and t.data_ptr() == x.data.ptr
+    np.testing.assert_array_equal(t.cpu().numpy(), data)
