@@ -47,8 +47,10 @@ class ArrayDataset:
     *arrays : cuzarr.Array
         Arrays with the same length along axis 0 (e.g. images and labels).
     device : torch.device or str, optional
-        Move tensors there (``None`` keeps CPU tensors, or device tensors on the
-        GPU path).
+        Where tensors go. ``None`` keeps CPU tensors (or device tensors when
+        ``cuzarr.config.enable_gpu()`` is on). A CUDA device makes batches decode
+        on the GPU (CuPy + nvCOMP, when installed) and reach torch through DLPack
+        without a copy; other devices get CPU tensors moved there.
     transform : callable, optional
         Applied to each sample tuple after reading.
     """
@@ -62,13 +64,25 @@ class ArrayDataset:
         self.arrays = tuple(arrays)
         self.device = device
         self.transform = transform
+        self._gpu: bool | None = None
         self._len = n.pop()
 
     def __len__(self) -> int:
         return self._len
 
-    def read_batch(self, indices: Sequence[int]) -> list[np.ndarray]:
-        """Numpy arrays of the samples at ``indices`` (one planned read)."""
+    def _prototype(self) -> Any:
+        """``"gpu"`` when tensors go to a CUDA device and the GPU path is usable."""
+        if self.device is None or "cuda" not in str(self.device):
+            return None
+        if self._gpu is None:
+            from cuzarr.buffer import gpu_available
+
+            self._gpu = gpu_available()
+        return "gpu" if self._gpu else None
+
+    def read_batch(self, indices: Sequence[int], prototype: Any = None) -> list[Any]:
+        """Arrays of the samples at ``indices`` (one planned read): numpy, or CuPy
+        with ``prototype="gpu"``."""
         import cuzarr
 
         idx = np.asarray(indices, dtype=np.intp)
@@ -76,11 +90,13 @@ class ArrayDataset:
             raise IndexError(f"sample index out of range for a dataset of {self._len}")
         idx = np.where(idx < 0, idx + self._len, idx)
         views = [a.lazy[idx] for a in self.arrays]
-        return list(cuzarr.read_many(views))
+        return list(cuzarr.read_many(views, prototype=prototype))
 
     def __getitems__(self, indices: Sequence[int]) -> list[tuple[Any, ...]]:
         # DataLoader's batched fetch: one read for the batch, then split per sample.
-        cols = [_to_tensor(c, self.device) for c in self.read_batch(indices)]
+        cols = [
+            _to_tensor(c, self.device) for c in self.read_batch(indices, self._prototype())
+        ]
         samples = [tuple(c[i] for c in cols) for i in range(len(indices))]
         if self.transform is not None:
             samples = [self.transform(s) for s in samples]
@@ -121,7 +137,7 @@ class PrefetchingLoader:
 
         def fetch(k: int) -> None:
             try:
-                result[k] = self.dataset.read_batch(batches[k])
+                result[k] = self.dataset.read_batch(batches[k], self.dataset._prototype())
             except BaseException as e:  # handed to the consumer
                 result[k] = e
 

@@ -443,10 +443,21 @@ class AsyncArray:
         return tuple(out)
 
     # -- writing -----------------------------------------------------------------
-    def _as_value(self, value: Any, shape: tuple[int, ...]) -> np.ndarray:
-        get = getattr(value, "get", None)
-        if hasattr(value, "__cuda_array_interface__") and callable(get):
-            value = get()
+    def _as_value(self, value: Any, shape: tuple[int, ...], keep_device: bool = False) -> Any:
+        if is_device_array(value):
+            dt = device_dtype(self.dtype)
+            if keep_device and dt is not None:
+                # Chunks are built and compressed on the device (gpu/writer.py).
+                xp = prototype_for(value).xp
+                try:
+                    return xp.broadcast_to(xp.asarray(value, dtype=dt), shape)
+                except ValueError as e:
+                    raise ValueError(
+                        f"could not broadcast value of shape {value.shape} to the "
+                        f"selection's shape {shape}"
+                    ) from e
+            get = getattr(value, "get", None)
+            value = get() if callable(get) else np.asarray(value)
         dt = self.metadata.dtype
         if dt.kind == "bytes":
             arr = np.asarray(value, dtype=object) if not isinstance(value, np.ndarray) else value
@@ -480,9 +491,9 @@ class AsyncArray:
         selection = host_selection(selection)
         plan = normalize_numpy(selection, self.shape, self._write_dims())
         if isinstance(plan, BasicPlan):
-            v = self._as_value(await _materialize(value), plan.result_shape).reshape(
-                plan.buffer_shape
-            )
+            v = self._as_value(
+                await _materialize(value), plan.result_shape, keep_device=True
+            ).reshape(plan.buffer_shape)
             await engine.write_plan(
                 self.store_path,
                 self.metadata,

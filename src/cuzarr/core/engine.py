@@ -17,11 +17,13 @@ from typing import Any
 
 import numpy as np
 
+from cuzarr.buffer import cpu_prototype, is_device_array
 from cuzarr.codecs.base import ChunkSpec
 from cuzarr.codecs.sharding import sharding_codec
 from cuzarr.core.sync import get_executor, max_workers
 from cuzarr.errors import CodecError
 from cuzarr.gpu.reader import device_reader_for
+from cuzarr.gpu.writer import device_writer_for
 from cuzarr.indexing.projection import DimProjection, ortho_index
 from cuzarr.metadata.array import ArrayMetadata
 from cuzarr.storage.common import StorePath
@@ -334,10 +336,19 @@ async def write_items(
     loop = asyncio.get_running_loop()
     pool = get_executor()
     shard_codec = sharding_codec(pipeline)
+    device = device_writer_for(
+        pipeline, value, fill, grid.stored_chunk_shape, items, write_empty_chunks,
+        shard_codec is not None,
+    )
+    if device is None and is_device_array(value):
+        value = cpu_prototype.to_host(value)  # a write the device path does not take
 
     def encode_batch(
         lo: int, olds: list[bytes | None] | None
     ) -> tuple[list[tuple[str, bytes]], list[str]]:
+        if device is not None and olds is not None:
+            hi = lo + len(olds)
+            return device(items[lo:hi], olds, keys[lo:hi])
         to_set: list[tuple[str, bytes]] = []
         to_delete: list[str] = []
         for j in range(len(olds) if olds is not None else 0):
@@ -420,4 +431,4 @@ async def write_items(
         if to_delete:
             await store.delete_many(to_delete)
 
-    await _run_batches(len(items), _batch_size(meta, len(items)), work)
+    await _run_batches(len(items), _batch_size(meta, len(items), device is not None), work)

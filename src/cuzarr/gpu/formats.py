@@ -43,6 +43,8 @@ __all__ = [
     "parse_zlib",
     "parse_zstd",
     "unshuffle_numpy",
+    "wrap_gzip",
+    "wrap_lz4",
     "wrap_zlib",
     "zstd_frame_info",
 ]
@@ -86,6 +88,11 @@ def parse_lz4(data: Any, expected_size: int | None = None) -> RawStream:
     if clen > size + size // 255 + 16 or size > clen * 255 + 64:
         raise CodecError(f"LZ4 chunk of {len(mv)} bytes cannot hold {size} bytes")
     return RawStream("lz4", 4, len(mv) - 4, size)
+
+
+def wrap_lz4(raw_block: Any, decoded_size: int) -> bytes:
+    """The reverse of :func:`parse_lz4`: numcodecs' LZ4 chunk around a raw block."""
+    return struct.pack("<I", decoded_size) + bytes(_mv(raw_block))
 
 
 # -- zlib ---------------------------------------------------------------------------
@@ -159,6 +166,15 @@ def parse_gzip(data: Any, expected_size: int | None = None) -> GzipMember:
     if expected_size is not None and isize != expected_size & 0xFFFFFFFF:
         raise CodecError(f"gzip member decodes to {isize} bytes, expected {expected_size}")
     return GzipMember(RawStream("deflate", pos, len(mv) - 8 - pos, isize), crc, isize)
+
+
+def wrap_gzip(raw_deflate: Any, crc32: int, isize: int) -> bytes:
+    """The reverse of :func:`parse_gzip`: one gzip member (no name, mtime 0, OS
+    unknown, as Python's gzip module writes with ``mtime=0``) around a raw deflate
+    stream, with the CRC-32 and size of the uncompressed bytes."""
+    header = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
+    trailer = struct.pack("<II", crc32 & 0xFFFFFFFF, isize & 0xFFFFFFFF)
+    return header + bytes(_mv(raw_deflate)) + trailer
 
 
 # -- zstd ---------------------------------------------------------------------------

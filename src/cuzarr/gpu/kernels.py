@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "CHECKSUMS",
     "GATHER",
     "NAME_EXPRESSIONS",
     "SCATTER",
@@ -37,11 +38,13 @@ WORD_TYPES = {
 SCATTER = "cuzarr_scatter<{}>"
 GATHER = "cuzarr_gather<{}>"
 UNSHUFFLE = "cuzarr_unshuffle"
-SOURCES = ("scatter.cu", "unshuffle.cu")
+CHECKSUMS = "cuzarr_block_checksums"
+SOURCES = ("scatter.cu", "unshuffle.cu", "checksum.cu")
 NAME_EXPRESSIONS = {
     "scatter.cu": tuple(SCATTER.format(w) for w in WORD_TYPES.values())
     + tuple(GATHER.format(w) for w in WORD_TYPES.values()),
     "unshuffle.cu": (),
+    "checksum.cu": (),
 }
 OPTIONS = ("-std=c++17",)
 

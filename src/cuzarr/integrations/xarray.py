@@ -17,6 +17,7 @@ from xarray.backends import BackendArray, BackendEntrypoint
 from xarray.core import indexing
 
 import cuzarr
+from cuzarr.buffer import is_device_array
 
 __all__ = ["CuzarrBackendArray", "CuzarrBackendEntrypoint", "open_dataset"]
 
@@ -24,8 +25,9 @@ __all__ = ["CuzarrBackendArray", "CuzarrBackendEntrypoint", "open_dataset"]
 class CuzarrBackendArray(BackendArray):
     """A cuzarr array as a lazily indexed xarray backend array."""
 
-    def __init__(self, array: Any) -> None:
+    def __init__(self, array: Any, prototype: Any = None) -> None:
         self.array = array
+        self.prototype = prototype
         self.shape = array.shape
         self.dtype = np.dtype(object) if array.dtype.kind == "T" else array.dtype
 
@@ -34,11 +36,13 @@ class CuzarrBackendArray(BackendArray):
             key, self.shape, indexing.IndexingSupport.OUTER, self._raw_indexing_method
         )
 
-    def _raw_indexing_method(self, key: tuple[Any, ...]) -> np.ndarray:
+    def _raw_indexing_method(self, key: tuple[Any, ...]) -> Any:
         if any(isinstance(k, np.ndarray) for k in key):
-            out = self.array.oindex[key]
+            out = self.array.get_orthogonal_selection(key, prototype=self.prototype)
         else:
-            out = self.array[key]
+            out = self.array.get_basic_selection(key, prototype=self.prototype)
+        if is_device_array(out):  # prototype="gpu": a CuPy-backed variable
+            return out
         out = np.asarray(out)
         return out.astype(object) if out.dtype.kind == "T" else out
 
@@ -54,7 +58,7 @@ def _dims(arr: Any, name: str) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _variables(group: Any, drop: set[str]) -> dict[str, Any]:
+def _variables(group: Any, drop: set[str], prototype: Any = None) -> dict[str, Any]:
     import xarray as xr
 
     out: dict[str, Any] = {}
@@ -72,7 +76,7 @@ def _variables(group: Any, drop: set[str]) -> dict[str, Any]:
             and arr.dtype.kind in "fiucMm"
         ):
             attrs["_FillValue"] = fill
-        data = indexing.LazilyIndexedArray(CuzarrBackendArray(arr))
+        data = indexing.LazilyIndexedArray(CuzarrBackendArray(arr, prototype))
         encoding = {
             "chunks": arr.chunks,
             "preferred_chunks": dict(zip(_dims(arr, name), arr.shards or arr.chunks, strict=True)),
@@ -82,12 +86,16 @@ def _variables(group: Any, drop: set[str]) -> dict[str, Any]:
 
 
 def _open_group_dataset(
-    group: Any, *, drop_variables: Iterable[str] | None, decode_kwargs: dict[str, Any]
+    group: Any,
+    *,
+    drop_variables: Iterable[str] | None,
+    decode_kwargs: dict[str, Any],
+    prototype: Any = None,
 ) -> Any:
     import xarray as xr
 
     drop = set(drop_variables or ())
-    variables = _variables(group, drop)
+    variables = _variables(group, drop, prototype)
     attrs = dict(group.attrs)
     ds = xr.Dataset(variables, attrs=attrs)
     return xr.decode_cf(ds, **decode_kwargs)
@@ -108,6 +116,7 @@ class CuzarrBackendEntrypoint(BackendEntrypoint):
         "decode_timedelta",
         "concat_characters",
         "decode_coords",
+        "prototype",
     )
 
     def guess_can_open(self, filename_or_obj: Any) -> bool:
@@ -128,7 +137,10 @@ class CuzarrBackendEntrypoint(BackendEntrypoint):
         decode_coords: bool = True,
         use_cftime: bool | None = None,
         decode_timedelta: bool | None = None,
+        prototype: Any = None,
     ) -> Any:
+        """Open a group as a Dataset. ``prototype="gpu"`` makes variables load as
+        CuPy arrays (decoded on the GPU); ``None`` follows ``cuzarr.config``."""
         g = cuzarr.open_group(filename_or_obj, mode="r", path=group)
         kw = dict(
             mask_and_scale=mask_and_scale,
@@ -138,17 +150,24 @@ class CuzarrBackendEntrypoint(BackendEntrypoint):
             use_cftime=use_cftime,
             decode_timedelta=decode_timedelta,
         )
-        return _open_group_dataset(g, drop_variables=drop_variables, decode_kwargs=kw)
+        return _open_group_dataset(
+            g, drop_variables=drop_variables, decode_kwargs=kw, prototype=prototype
+        )
 
     def open_groups_as_dict(self, filename_or_obj: Any, **kwargs: Any) -> dict[str, Any]:
         drop = kwargs.pop("drop_variables", None)
         kwargs.pop("group", None)
+        proto = kwargs.pop("prototype", None)
         root = cuzarr.open_group(filename_or_obj, mode="r")
-        out = {"/": _open_group_dataset(root, drop_variables=drop, decode_kwargs=kwargs)}
+        out = {
+            "/": _open_group_dataset(
+                root, drop_variables=drop, decode_kwargs=kwargs, prototype=proto
+            )
+        }
         for name, node in root.members(max_depth=None):
             if isinstance(node, cuzarr.Group):
                 out["/" + name] = _open_group_dataset(
-                    node, drop_variables=drop, decode_kwargs=kwargs
+                    node, drop_variables=drop, decode_kwargs=kwargs, prototype=proto
                 )
         return out
 

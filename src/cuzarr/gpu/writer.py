@@ -1,0 +1,551 @@
+"""Writes from device memory: gather chunks on the GPU, compress them with nvCOMP.
+
+For a write whose value is a CuPy array, each batch of chunks is built in one
+device staging buffer: old chunks that are only partly overwritten are decoded
+on the host and uploaded (one pinned copy per batch), one ``cuzarr_gather``
+launch copies the value's regions into their chunk slots (new chunks padded with
+the fill value), chunks equal to the fill value are found with one comparison
+per batch (and deleted, unless ``write_empty_chunks``), and the rest are
+compressed by one batched nvCOMP call. Only the compressed bytes cross to the
+host, where each raw stream gets the container numcodecs writes: a zstd frame
+as is, LZ4 with its 4-byte size prefix, zlib with header and Adler-32, gzip with
+header, CRC-32 and size (checksums computed on the device, ``gpu.checksums``).
+
+Codecs nvCOMP does not encode (blosc, filters, transpose, crc32c, zstd with
+checksums) and chunks larger than nvCOMP's batch limit take the host route:
+the gathered chunks come back in one copy per batch and the pipeline encodes
+them. :class:`HostEncoder` runs every step with numpy (``gpu.emulate``), so the
+CPU test suite checks the plans and the containers the GPU path produces.
+"""
+
+from __future__ import annotations
+
+import threading
+import zlib
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from cuzarr.buffer.gpu import is_device_array
+from cuzarr.errors import CodecError
+from cuzarr.gpu import formats
+from cuzarr.gpu.executor import NVCOMP_ALGORITHMS, copy_word
+from cuzarr.gpu.plan import (
+    FLAG_PAD,
+    STAGING_ALIGN,
+    ScatterPlan,
+    build_plan,
+    fill_bytes,
+    is_slice_only,
+)
+from cuzarr.gpu.reader import device_codec, emulating, swap_unit
+
+__all__ = [
+    "DeviceWriter",
+    "EncodeBatch",
+    "GpuEncoder",
+    "HostEncoder",
+    "device_writer_for",
+    "encode_kind",
+]
+
+# Containers the GPU writes, and the raw stream codec nvCOMP produces for each.
+ENCODE_STREAM = {"none": "copy", "zstd": "zstd", "lz4": "lz4", "zlib": "deflate", "gzip": "deflate"}
+# nvCOMP's batched compressors take chunks of at most this many bytes; larger
+# chunks are encoded on the host.
+# Checksum blocks: one device thread each (4 KiB: 256 threads per 1 MiB chunk).
+CHECKSUM_BLOCK = 4096
+ENCODE_MAX_CHUNK = {"copy": 1 << 62, "zstd": 16 << 20, "lz4": 16 << 20, "deflate": 64 << 10}
+
+
+def encode_kind(pipeline: Any) -> tuple[str | None, int]:
+    """``(container, level)`` the device writes for ``pipeline``'s chunks, or
+    ``(None, 0)`` when the pipeline encodes on the host."""
+    kind, _stored, _order = device_codec(pipeline)
+    if kind not in ENCODE_STREAM:
+        return None, 0
+    comp = _compressor(pipeline)
+    if kind == "zstd" and _config(comp).get("checksum"):
+        return None, 0  # nvCOMP writes no content checksum
+    level = _config(comp).get("level", _config(comp).get("clevel", 1)) if comp is not None else 0
+    return kind, int(level or 0)
+
+
+def _compressor(pipeline: Any) -> Any:
+    bb = getattr(pipeline, "bytes_bytes", None)
+    if bb is not None:
+        return bb[0] if bb else None
+    return getattr(pipeline, "compressor", None)
+
+
+def _config(comp: Any) -> dict[str, Any]:
+    if comp is None:
+        return {}
+    get = getattr(comp, "get_config", None)
+    if callable(get):
+        return dict(get())
+    to_json = getattr(comp, "to_json", None)
+    if callable(to_json):
+        return dict(to_json().get("configuration") or {})
+    return {}
+
+
+@dataclass
+class EncodeBatch:
+    """One batch of chunks to build and encode (host half of a device write)."""
+
+    plan: ScatterPlan  # gather table: value regions -> chunk slots
+    kind: str | None  # container, or None: return the raw chunks for host encoding
+    level: int
+    fill: Any
+    dtype: np.dtype  # the value's (native) dtype
+    swap: int  # byte-swap unit from native to stored order
+    check_empty: bool
+    # (slot, stored bytes) of old chunks a partial write updates
+    host_old: list[tuple[int, np.ndarray]] = field(default_factory=list)
+
+
+def _aligned(n: int) -> int:
+    return -(-n // STAGING_ALIGN) * STAGING_ALIGN
+
+
+class _Encoder:
+    """The flow of a device write, shared by the GPU and its host twin; the
+    subclasses supply the memory and the primitive steps."""
+
+    def encode(self, batch: EncodeBatch, value: Any) -> list[bytes | None]:
+        """The stored bytes of every chunk of ``batch`` (``None``: the chunk holds
+        only the fill value and is to be deleted). With ``batch.kind`` ``None``,
+        the raw chunk bytes (native order, chunk layout) for the host to encode."""
+        plan = batch.plan
+        n = len(plan.table)
+        if n == 0:
+            return []
+        staging = self._staging(plan.staging_nbytes)
+        if batch.host_old:
+            self._upload(batch.host_old, staging)
+        self._gather(plan, staging, value, batch.fill, batch.dtype)
+        offsets = [int(o) for o in plan.slots]
+        sizes = [int(s) for s in plan.slot_nbytes]
+        keep = list(range(n))
+        if batch.check_empty:
+            empty = self._empty(staging, offsets, sizes, batch)
+            keep = [i for i in range(n) if not empty[i]]
+        result: list[bytes | None] = [None] * n
+        self._count(batches=1, chunks=n, empty=n - len(keep), rmw=len(batch.host_old))
+        if not keep:
+            return self._done(result)
+        ko = [offsets[i] for i in keep]
+        ks = [sizes[i] for i in keep]
+        stream = ENCODE_STREAM.get(batch.kind or "none", "copy")
+        if batch.kind is None or batch.kind == "none" or max(ks) > ENCODE_MAX_CHUNK[stream]:
+            self._count(**{"downloaded": len(keep), f"container__{batch.kind}": len(keep)})
+            raws = self._download(staging, ko, ks)
+            for i, raw in zip(keep, raws, strict=True):
+                result[i] = raw
+            if batch.kind is not None and batch.kind != "none":
+                # Too large for nvCOMP: encode these on the host, same container.
+                for i, raw in zip(keep, raws, strict=True):
+                    result[i] = _host_container(batch.kind, batch.level, raw)
+            return self._done(result)
+        self._count(**{f"container__{batch.kind}": len(keep)})
+        comp = self._compress(stream, staging, ko, ks, batch.level)
+        sums: list[int] = [0] * len(keep)
+        if batch.kind in ("zlib", "gzip"):
+            sums = self._checksums("adler32" if batch.kind == "zlib" else "crc32", staging, ko, ks)
+        for j, i in enumerate(keep):
+            result[i] = _wrap(batch.kind, comp[j], ks[j], sums[j], batch.level)
+        return self._done(result)
+
+    def _count(self, **kw: int) -> None:
+        """Statistics hook (the host twin counts what it ran)."""
+
+    # -- primitives (subclasses) --------------------------------------------------
+    def _staging(self, nbytes: int) -> Any:
+        raise NotImplementedError
+
+    def _upload(self, chunks: list[tuple[int, np.ndarray]], staging: Any) -> None:
+        raise NotImplementedError
+
+    def _gather(self, plan: ScatterPlan, staging: Any, value: Any, fill: Any, dtype: Any) -> None:
+        raise NotImplementedError
+
+    def _rows(self, staging: Any, offsets: list[int], size: int) -> Any:
+        raise NotImplementedError
+
+    def _empty(self, staging: Any, offsets: list[int], sizes: list[int], batch: EncodeBatch) -> Any:
+        """Per chunk: does it hold only the fill value? (bytes compared with the
+        fill's stored bytes; for a NaN float fill, every element NaN)."""
+        out = np.zeros(len(offsets), dtype=bool)
+        dt = batch.dtype
+        isz = dt.itemsize
+        fb = fill_bytes(batch.fill, dt)
+        if batch.swap > 1:
+            fb = fb.reshape(-1, batch.swap)[:, ::-1].reshape(-1)
+        nan_fill = dt.kind == "f" and bool(np.isnan(np.asarray(batch.fill, dtype=dt)))
+        by_size: dict[int, list[int]] = {}
+        for i, s in enumerate(sizes):
+            by_size.setdefault(s, []).append(i)
+        for size, idx in by_size.items():
+            if size == 0:
+                out[idx] = True
+                continue
+            rows = self._rows(staging, [offsets[i] for i in idx], size)
+            xp = _xp(rows)
+            if nan_fill:
+                items = rows.reshape(len(idx), size // isz, isz)
+                if batch.swap > 1:
+                    items = items[:, :, ::-1]
+                vals = xp.ascontiguousarray(items).reshape(len(idx), size).view(dt)
+                eq = xp.isnan(vals).all(axis=1)
+            else:
+                pattern = xp.asarray(np.tile(fb, size // isz))
+                eq = (rows == pattern[None, :]).all(axis=1)
+            out[idx] = _to_host(eq)
+        return out
+
+    def _download(self, staging: Any, offsets: list[int], sizes: list[int]) -> list[bytes]:
+        raise NotImplementedError
+
+    def _compress(
+        self, stream: str, staging: Any, offsets: list[int], sizes: list[int], level: int
+    ) -> list[bytes]:
+        raise NotImplementedError
+
+    def _checksums(self, kind: str, staging: Any, offsets: list[int], sizes: list[int]) -> list[int]:
+        raise NotImplementedError
+
+    def _done(self, result: list[bytes | None]) -> list[bytes | None]:
+        return result
+
+
+def _xp(a: Any) -> Any:
+    if is_device_array(a):
+        from cuzarr.buffer.gpu import import_cupy
+
+        return import_cupy()
+    return np
+
+
+def _to_host(a: Any) -> np.ndarray:
+    get = getattr(a, "get", None)
+    return np.asarray(get() if callable(get) and is_device_array(a) else a)
+
+
+def _wrap(kind: str | None, raw: bytes, size: int, check: int, level: int) -> bytes:
+    if kind == "zstd":
+        return raw
+    if kind == "lz4":
+        return formats.wrap_lz4(raw, size)
+    if kind == "zlib":
+        return formats.wrap_zlib(raw, adler32=check, level=level)
+    if kind == "gzip":
+        return formats.wrap_gzip(raw, check, size)
+    raise CodecError(f"no container for {kind!r}")
+
+
+def _host_container(kind: str, level: int, raw: bytes) -> bytes:
+    stream = ENCODE_STREAM[kind]
+    comp = _host_compress(stream, memoryview(raw), level)
+    check = 0
+    if kind == "zlib":
+        check = zlib.adler32(raw)
+    elif kind == "gzip":
+        check = zlib.crc32(raw)
+    return _wrap(kind, comp, len(raw), check, level)
+
+
+def _host_compress(stream: str, data: memoryview, level: int) -> bytes:
+    if stream == "zstd":
+        import zstandard
+
+        return zstandard.ZstdCompressor(level=level or 1, write_content_size=True).compress(data)
+    if stream == "lz4":
+        import lz4.block
+
+        return lz4.block.compress(bytes(data), store_size=False)
+    if stream == "deflate":
+        c = zlib.compressobj(level if 0 <= level <= 9 else 1, zlib.DEFLATED, -15)
+        return c.compress(data) + c.flush()
+    raise CodecError(f"unknown stream codec {stream!r}")
+
+
+class HostEncoder(_Encoder):
+    """The numpy twin of :class:`GpuEncoder` (``gpu.emulate``): the same flow,
+    with the staging buffer in host memory, ``execute_gather_numpy`` for the
+    gather kernel, and lz4/zstandard/zlib producing the raw streams nvCOMP would.
+    ``stats`` sums what every host twin ran: "batches", "chunks", "empty"
+    (deleted), "rmw" (old chunks uploaded), "container:<kind>" (chunks written
+    in that container; "container:None": encoded by the host pipeline),
+    "downloaded" (chunks that came back raw)."""
+
+    stats: Counter[str] = Counter()
+    _stats_lock = threading.Lock()
+
+    def _count(self, **kw: int) -> None:
+        with self._stats_lock:
+            self.stats.update({k.replace("__", ":"): v for k, v in kw.items()})
+
+    def _staging(self, nbytes: int) -> np.ndarray:
+        return np.zeros(max(nbytes, 1), np.uint8)
+
+    def _upload(self, chunks: list[tuple[int, np.ndarray]], staging: np.ndarray) -> None:
+        for slot, raw in chunks:
+            staging[slot : slot + len(raw)] = raw
+
+    def _gather(self, plan: ScatterPlan, staging: Any, value: Any, fill: Any, dtype: Any) -> None:
+        from cuzarr.gpu.plan import execute_gather_numpy
+
+        execute_gather_numpy(plan.table, staging, value, fill)
+
+    def _rows(self, staging: np.ndarray, offsets: list[int], size: int) -> np.ndarray:
+        return np.stack([staging[o : o + size] for o in offsets])
+
+    def _download(self, staging: np.ndarray, offsets: list[int], sizes: list[int]) -> list[bytes]:
+        return [staging[o : o + s].tobytes() for o, s in zip(offsets, sizes, strict=True)]
+
+    def _compress(
+        self, stream: str, staging: np.ndarray, offsets: list[int], sizes: list[int], level: int
+    ) -> list[bytes]:
+        return [
+            _host_compress(stream, memoryview(staging[o : o + s]), level)
+            for o, s in zip(offsets, sizes, strict=True)
+        ]
+
+    def _checksums(
+        self, kind: str, staging: np.ndarray, offsets: list[int], sizes: list[int]
+    ) -> list[int]:
+        from cuzarr.gpu import checksums
+
+        return [int(c) for c in checksums.host_chunk_checksums(
+            staging, offsets, sizes, kind, block=CHECKSUM_BLOCK)]
+
+
+class GpuEncoder(_Encoder):
+    """Builds and compresses chunks on the current CUDA device (CuPy + nvCOMP),
+    on its own stream; returns once the compressed bytes are on the host."""
+
+    threads = 256
+
+    def __init__(self) -> None:
+        from cuzarr.buffer.gpu import import_cupy
+
+        self.cp = import_cupy()
+        self.stream = self.cp.cuda.Stream(non_blocking=True)
+        self._codecs: dict[str, Any] = {}
+        self._keep: list[Any] = []
+
+    def encode(self, batch: EncodeBatch, value: Any) -> list[bytes | None]:
+        with self.stream:
+            return super().encode(batch, value)
+
+    def _done(self, result: list[bytes | None]) -> list[bytes | None]:
+        self.stream.synchronize()
+        self._keep.clear()
+        return result
+
+    def _codec(self, name: str) -> Any:
+        if name not in self._codecs:
+            from nvidia import nvcomp
+
+            self._codecs[name] = nvcomp.Codec(
+                algorithm=NVCOMP_ALGORITHMS[name],
+                bitstream_kind=nvcomp.BitstreamKind.RAW,
+                cuda_stream=int(self.stream.ptr),
+            )
+        return self._codecs[name]
+
+    def _staging(self, nbytes: int) -> Any:
+        return self.cp.empty(max(nbytes, 1), dtype=self.cp.uint8)
+
+    def _upload(self, chunks: list[tuple[int, np.ndarray]], staging: Any) -> None:
+        from cuzarr.buffer.gpu import pinned_prototype
+
+        total = sum(_aligned(len(c)) for _, c in chunks)
+        pinned = pinned_prototype.empty((total,), np.uint8)
+        dev = self.cp.empty(total, dtype=self.cp.uint8)
+        p = 0
+        places = []
+        for slot, c in chunks:
+            pinned[p : p + len(c)] = c
+            places.append((slot, p, len(c)))
+            p += _aligned(len(c))
+        dev.set(pinned, stream=self.stream)
+        self._keep.append(pinned)
+        for slot, p, n in places:
+            staging[slot : slot + n] = dev[p : p + n]
+
+    def _gather(self, plan: ScatterPlan, staging: Any, value: Any, fill: Any, dtype: Any) -> None:
+        from cuzarr.gpu import kernels
+        from cuzarr.gpu.plan import check_plan_bounds
+
+        cp = self.cp
+        table = plan.table
+        lo = sum((s - 1) * st for s, st in zip(value.shape, value.strides) if st < 0)
+        hi = sum((s - 1) * st for s, st in zip(value.shape, value.strides) if st > 0)
+        check_plan_bounds(table, plan.staging_nbytes, lo, hi + value.itemsize)
+        fb = np.concatenate([fill_bytes(fill, np.dtype(dtype)), np.zeros(16, np.uint8)])
+        fill_dev = cp.asarray(fb)
+        w = copy_word(table, plan.itemsize, [value.data.ptr, staging.data.ptr, fill_dev.data.ptr])
+        fn = kernels.get_function("scatter.cu", kernels.GATHER.format(kernels.word_type(w)))
+        rows = cp.asarray(table.view(np.uint8))
+        words = max(1, int(table["chunk_count"].max()) * plan.itemsize // w)
+        grid = (min(1024, max(1, -(-words // self.threads))), min(len(table), 65535))
+        fn(grid, (self.threads,), (rows, np.int64(len(table)), staging, value, fill_dev))
+
+    def _rows(self, staging: Any, offsets: list[int], size: int) -> Any:
+        cp = self.cp
+        offs = np.asarray(offsets, dtype=np.int64)
+        step = _aligned(size)
+        if len(offs) > 1 and np.all(np.diff(offs) == step):
+            start = int(offs[0])
+            return staging[start : start + step * len(offs)].reshape(len(offs), step)[:, :size]
+        idx = cp.asarray(offs)[:, None] + cp.arange(size, dtype=cp.int64)[None, :]
+        return staging[idx]
+
+    def _download(self, staging: Any, offsets: list[int], sizes: list[int]) -> list[bytes]:
+        lo = min(offsets)
+        hi = max(o + s for o, s in zip(offsets, sizes, strict=True))
+        host = self.cp.asnumpy(staging[lo:hi], stream=self.stream)
+        self.stream.synchronize()
+        return [host[o - lo : o - lo + s].tobytes() for o, s in zip(offsets, sizes, strict=True)]
+
+    def _compress(
+        self, stream: str, staging: Any, offsets: list[int], sizes: list[int], level: int
+    ) -> list[bytes]:
+        from nvidia import nvcomp
+
+        cp = self.cp
+        codec = self._codec(stream)
+        sp = int(self.stream.ptr)
+        cap = _aligned(int(codec.get_max_comp_buffer_size(max(sizes))))
+        out = cp.empty(cap * len(sizes), dtype=cp.uint8)
+        srcs = nvcomp.as_arrays(staging, offsets, sizes, sp)
+        outs = nvcomp.as_arrays(out, [i * cap for i in range(len(sizes))], [cap] * len(sizes), sp)
+        res = codec.encode(srcs, out=outs)
+        used = [int(n) for n in res.buffer_sizes]
+        host = cp.asnumpy(out, stream=self.stream)
+        self.stream.synchronize()
+        return [host[i * cap : i * cap + n].tobytes() for i, n in enumerate(used)]
+
+    def _checksums(self, kind: str, staging: Any, offsets: list[int], sizes: list[int]) -> list[int]:
+        from cuzarr.gpu import checksums
+
+        return [int(c) for c in checksums.device_chunk_checksums(
+            staging, offsets, sizes, kind, stream=self.stream, block=CHECKSUM_BLOCK)]
+
+
+_local = threading.local()
+
+
+def _encoder(device: bool) -> _Encoder:
+    attr = "gpu" if device else "host"
+    enc = getattr(_local, attr, None)
+    if enc is None:
+        enc = GpuEncoder() if device else HostEncoder()
+        setattr(_local, attr, enc)
+    return enc
+
+
+class DeviceWriter:
+    """Builds and encodes batches of chunk items from one value.
+
+    ``pipeline`` encodes on the host when the device cannot, and decodes old
+    chunks for partial updates; ``chunk_shape(coords)`` gives a chunk's stored
+    shape; ``order`` the chunks' memory order.
+    """
+
+    def __init__(
+        self,
+        pipeline: Any,
+        value: Any,
+        fill: Any,
+        chunk_shape: Callable[[tuple[int, ...]], tuple[int, ...]],
+        write_empty_chunks: bool,
+        device: bool,
+    ) -> None:
+        self.pipeline = pipeline
+        self.value = value
+        self.fill = fill
+        self.chunk_shape = chunk_shape
+        self.write_empty_chunks = write_empty_chunks
+        self.device = device
+        self.dtype = np.dtype(value.dtype)
+        _kind, stored, self.order = device_codec(pipeline)
+        self.kind, self.level = encode_kind(pipeline)
+        if (
+            self.kind is not None
+            and stored is not None
+            and stored.newbyteorder("=") != self.dtype.newbyteorder("=")
+        ):
+            self.kind = None
+        # Device-built chunks are in stored byte order only when the device
+        # compresses them; the host encodes native-order chunks itself.
+        self.swap = swap_unit(stored, self.dtype) if self.kind is not None and stored is not None else 0
+
+    def __call__(
+        self, items: Sequence[Any], olds: Sequence[bytes | None], keys: Sequence[str]
+    ) -> tuple[list[tuple[str, bytes]], list[str]]:
+        """``(to_set, to_delete)`` for one batch (``olds[i]``: the stored bytes of
+        a partly overwritten chunk, else ``None``)."""
+        shapes = [tuple(self.chunk_shape(tuple(it[0]))) for it in items]
+        host_old: list[tuple[int, np.ndarray]] = []
+        rmw = [i for i, it in enumerate(items) if olds[i] is not None and not it[3]]
+        plan = build_plan(
+            items, shapes, self.value.shape, self.value.strides, self.dtype.itemsize,
+            chunk_order=self.order, swap=self.swap, pad=True,
+        )
+        for i in rmw:
+            plan.table["flags"][i] &= ~FLAG_PAD
+            try:
+                old = np.asarray(self.pipeline.decode(olds[i], shapes[i]))
+            except CodecError as e:
+                from cuzarr.core.engine import keyed
+
+                raise keyed(e, keys[i]) from e
+            old = old.astype(self.dtype, copy=False)
+            if self.swap:
+                old = old.astype(self.dtype.newbyteorder())
+            raw = np.frombuffer(old.tobytes(order=self.order), np.uint8)
+            host_old.append((int(plan.slots[i]), raw))
+        batch = EncodeBatch(
+            plan, self.kind, self.level, self.fill, self.dtype, self.swap,
+            not self.write_empty_chunks, host_old,
+        )
+        results = _encoder(self.device).encode(batch, self.value)
+        to_set: list[tuple[str, bytes]] = []
+        to_delete: list[str] = []
+        for i, res in enumerate(results):
+            if res is None:
+                to_delete.append(keys[i])
+                continue
+            if self.kind is None:
+                chunk = np.frombuffer(res, self.dtype).reshape(shapes[i], order=self.order)
+                res = self.pipeline.encode(chunk, shapes[i])
+            to_set.append((keys[i], res))
+        return to_set, to_delete
+
+
+def device_writer_for(
+    pipeline: Any,
+    value: Any,
+    fill: Any,
+    chunk_shape: Callable[[tuple[int, ...]], tuple[int, ...]],
+    items: Sequence[Any],
+    write_empty_chunks: bool,
+    sharded: bool,
+) -> DeviceWriter | None:
+    """A :class:`DeviceWriter` when ``value`` lives on the device (or the host twin
+    is asked for), the plan is slices only and the array is not sharded;
+    ``None`` means the ordinary host write."""
+    device = is_device_array(value)
+    if not device and not (emulating() and isinstance(value, np.ndarray)):
+        return None
+    if sharded or np.dtype(value.dtype).hasobject or not is_slice_only(items):
+        return None
+    if np.dtype(value.dtype).kind not in "biufc" or np.dtype(value.dtype).fields:
+        return None
+    return DeviceWriter(pipeline, value, fill, chunk_shape, write_empty_chunks, device)

@@ -1,0 +1,69 @@
+"""Writes from CuPy arrays: gathered and compressed on the GPU, read back by
+zarr-python (numcodecs on the CPU), and the reverse (needs a GPU)."""
+
+from __future__ import annotations
+
+import numcodecs
+import numpy as np
+import pytest
+import zarr
+
+cp = pytest.importorskip("cupy")
+
+import cuzarr  # noqa: E402
+from cuzarr.storage import LocalStore  # noqa: E402
+
+
+def _data(shape, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    dt = np.dtype(dtype)
+    n = int(np.prod(shape))
+    if dt.kind == "b":
+        return (rng.random(n) > 0.5).reshape(shape)
+    if dt.kind == "f":
+        return (np.cumsum(rng.standard_normal(n)) + 1000).astype(dt).reshape(shape)
+    return (np.arange(n) % 251 * 7 + 1).astype(dt).reshape(shape)
+
+
+@pytest.mark.parametrize(
+    "compressor",
+    [None, {"name": "zstd", "configuration": {"level": 1}},
+     {"name": "gzip", "configuration": {"level": 5}}, numcodecs.LZ4(), numcodecs.Zlib(1),
+     {"name": "blosc", "configuration": {"cname": "lz4", "clevel": 5, "shuffle": "shuffle",
+                                         "typesize": 4, "blocksize": 0}}],
+)
+@pytest.mark.parametrize("dtype", ["<f4", "<i2", "|b1", "<f8"])
+def test_gpu_write_read_by_zarr(tmp_path, compressor, dtype):
+    data = _data((300, 220), dtype)
+    a = cuzarr.create_array(LocalStore(tmp_path / "a"), shape=data.shape, dtype=dtype,
+                            chunks=(64, 64), compressors=compressor, fill_value=0)
+    expect = np.zeros_like(data)
+    a[10:, 3:] = cp.asarray(data[10:, 3:])
+    expect[10:, 3:] = data[10:, 3:]
+    a[:70, :5] = cp.asarray(data[:70, :5])  # partial update of stored chunks
+    expect[:70, :5] = data[:70, :5]
+    a[256:, :] = cp.zeros((44, 220), dtype)  # back to fill: deleted
+    expect[256:, :] = 0
+    a[100:140:3, ::-7] = cp.asarray(data[:14, :32])
+    expect[100:140:3, ::-7] = data[:14, :32]
+    np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "a"), mode="r")[...], expect)
+    with cuzarr.config.enable_gpu():
+        np.testing.assert_array_equal(cp.asnumpy(a[...]), expect)
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("compressor", [numcodecs.Zstd(1), numcodecs.GZip(1), numcodecs.LZ4()])
+def test_gpu_write_v2(tmp_path, order, compressor):
+    data = _data((130, 90), ">i4")
+    a = cuzarr.create_array(LocalStore(tmp_path / "a"), shape=data.shape, dtype=">i4",
+                            chunks=(32, 32), compressors=compressor, zarr_format=2, order=order)
+    a[...] = cp.asarray(data.astype("<i4"))
+    np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "a"), mode="r")[...], data)
+
+
+def test_gpu_write_sharded_falls_back(tmp_path):
+    data = _data((64, 64), "<u2")
+    a = cuzarr.create_array(LocalStore(tmp_path / "a"), shape=data.shape, dtype="<u2",
+                            chunks=(8, 8), shards=(32, 32))
+    a[...] = cp.asarray(data)
+    np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "a"), mode="r")[...], data)
