@@ -312,3 +312,41 @@ def test_random_slices_match_numpy(data):
     with cuzarr.config.set({"gpu.emulate": True}):
         got = a[sel]
     np.testing.assert_array_equal(got, arr[sel])
+
+
+@pytest.mark.parametrize("zarr_format, order", [(3, "C"), (2, "C"), (2, "F")])
+def test_direct_file_reads(tmp_path, emulate, zarr_format, order):
+    """``gpu.gds``: uncompressed chunks of a local store are read from their files
+    into the staging slots by the executor (kvikio on a GPU; pread here)."""
+    data = _data((40, 30), "<f8")
+    kw = {"order": order} if zarr_format == 2 else {}
+    a = cuzarr.create_array(LocalStore(tmp_path / "a"), shape=data.shape, dtype=data.dtype,
+                            chunks=(16, 16), compressors=None, zarr_format=zarr_format, **kw)
+    a[...] = data
+    a[:16, :16] = 0  # chunk (0, 0) all fill: not stored, read as missing
+    data = data.copy()
+    data[:16, :16] = 0
+    with cuzarr.config.set({"gpu.gds": True}):
+        _check(a, data, emulate, SELECTIONS[:4])
+    assert emulate["direct"] > 0 and not any(k.startswith("stream:") for k in emulate)
+    # a truncated chunk file is refused, naming the key
+    key = "c/1/1" if zarr_format == 3 else "1.1"
+    path = tmp_path / "a" / key
+    path.write_bytes(path.read_bytes()[:-8])
+    with cuzarr.config.set({"gpu.gds": True}), pytest.raises(cuzarr.errors.CodecError,
+                                                             match=key):
+        a[...]
+
+
+def test_direct_reads_refuse_symlinks_out_of_root(tmp_path, emulate):
+    import os
+
+    a = cuzarr.create_array(LocalStore(tmp_path / "a"), shape=(8,), dtype="u1", chunks=(4,),
+                            compressors=None)
+    a[...] = np.arange(8, dtype="u1")
+    outside = tmp_path / "outside"
+    outside.write_bytes(b"\xff" * 4)
+    os.remove(tmp_path / "a" / "c" / "1")
+    os.symlink(outside, tmp_path / "a" / "c" / "1")
+    with cuzarr.config.set({"gpu.gds": True}), pytest.raises(cuzarr.errors.StoreKeyError):
+        a[...]

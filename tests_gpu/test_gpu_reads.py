@@ -186,3 +186,15 @@ def test_torch_dlpack_zero_copy():
     t = torch.from_dlpack(x)
     assert t.device.type == "cuda" and t.data_ptr() == x.data.ptr
     np.testing.assert_array_equal(t.cpu().numpy(), data)
+
+
+@pytest.mark.parametrize("gds", [True, "auto"])
+def test_gds_uncompressed_local(tmp_path, gds):
+    """Uncompressed local chunks read from disk into device memory (kvikio: GDS or
+    its compat mode; without kvikio, gds=True reads on the host and uploads)."""
+    data = _data((300, 200), "<f4")
+    a = cuzarr.create_array(LocalStore(tmp_path / "a"), shape=data.shape, dtype=data.dtype,
+                            chunks=(64, 64), compressors=None)
+    a[...] = data
+    with cuzarr.config.set({"gpu.gds": gds}):
+        _check(a, data)

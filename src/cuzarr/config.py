@@ -56,7 +56,9 @@ defaults: list[dict[str, Any]] = [
         "buffer": "cpu",
         # Run the device read path's plans on the host (numpy twin of the GPU
         # executor): a check of the GPU code path on machines without one.
-        "gpu": {"emulate": False},
+        # gds: read uncompressed local chunks from disk straight into device
+        # memory ("auto": when kvikio is installed; True; False).
+        "gpu": {"emulate": False, "gds": "auto"},
         "json_indent": 2,
     }
 ]

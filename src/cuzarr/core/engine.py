@@ -201,7 +201,7 @@ def _read_job(
     keys = chunk_keys(store_path, meta, items)
     fill = meta.read_fill
     grid = meta.chunk_grid
-    device = device_reader_for(pipeline, out, fill, grid.stored_chunk_shape)
+    device = device_reader_for(pipeline, out, fill, grid.stored_chunk_shape, store_path.store)
     if device is not None:
 
         def device_batch(lo: int, datas: list[bytes | None]) -> None:
@@ -255,7 +255,8 @@ def read_items_small_sync(
         return False
     if items and out.size:
         keys, decode_batch, device = _read_job(store_path, meta, pipeline, items, out)
-        decode_batch(0, sio.get_many(keys))
+        direct = device.fetch(keys) if device is not None else None
+        decode_batch(0, direct if direct is not None else sio.get_many(keys))
         if device is not None:
             device.executor.synchronize()
     return True
@@ -281,7 +282,8 @@ async def read_items(
     if sio is not None:
         # Local, cheap I/O: one worker hop fetches, decodes and scatters a batch.
         def fetch_decode(lo: int, hi: int) -> None:
-            decode_batch(lo, sio.get_many(keys[lo:hi]))
+            direct = device.fetch(keys[lo:hi]) if device is not None else None
+            decode_batch(lo, direct if direct is not None else sio.get_many(keys[lo:hi]))
 
         async def work(lo: int, hi: int) -> None:
             await loop.run_in_executor(pool, fetch_decode, lo, hi)

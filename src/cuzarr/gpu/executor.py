@@ -19,6 +19,7 @@ exercised by the CPU tests.
 from __future__ import annotations
 
 import math
+import os
 import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -36,6 +37,7 @@ from cuzarr.gpu.plan import (
     check_plan_bounds,
     fill_bytes,
 )
+from cuzarr.storage.local import LocalFile
 
 __all__ = [
     "GpuBatch",
@@ -107,6 +109,9 @@ class GpuBatch:
     scratch_nbytes: int = 0
     # chunks decoded on the host: (staging offset, decoded bytes)
     host_decoded: list[tuple[int, np.ndarray]] = field(default_factory=list)
+    # uncompressed chunks read from files straight into their slots (GPUDirect
+    # Storage): (staging offset, path, file offset, bytes)
+    direct: list[tuple[int, str, int, int]] = field(default_factory=list)
 
 
 def prepare_batch(
@@ -143,6 +148,14 @@ def prepare_batch(
             continue
         slot = int(plan.slots[i])
         nbytes = int(plan.slot_nbytes[i])
+        if isinstance(data, LocalFile):  # read by the executor, from disk to the slot
+            if kind != "none" or data.size != nbytes:
+                raise _named(
+                    CodecError(f"uncompressed chunk has {data.size} bytes, expected {nbytes}"),
+                    names, i,
+                )
+            batch.direct.append((slot, data.path, 0, nbytes))
+            continue
         try:
             if kind is None:
                 raise formats.UnsupportedStream("codec pipeline has no GPU decoder")
@@ -184,6 +197,14 @@ def prepare_batch(
     if unshuffle_rows:
         batch.unshuffle = np.concatenate(unshuffle_rows)
     return batch
+
+
+def _read_file(path: str, offset: int, n: int) -> bytes:
+    with open(path, "rb", buffering=0) as f:
+        data = os.pread(f.fileno(), n, offset)
+    if len(data) != n:
+        raise CodecError(f"{path}: read {len(data)} bytes, expected {n} (file changed?)")
+    return data
 
 
 def _named(e: CodecError, names: Sequence[str] | None, i: int) -> CodecError:
@@ -247,6 +268,10 @@ class HostExecutor:
                 (scratch if to_scratch else staging)[dst : dst + size] = dec
         for slot, raw in batch.host_decoded:
             staging[slot : slot + len(raw)] = raw
+        if batch.direct:
+            self._count(direct=len(batch.direct))
+            for slot, path, offset, n in batch.direct:
+                staging[slot : slot + n] = np.frombuffer(_read_file(path, offset, n), np.uint8)
         if len(batch.unshuffle):
             formats.unshuffle_numpy(batch.unshuffle, scratch, staging)
         execute_plan_numpy(plan.table, staging, out, fill)
@@ -305,6 +330,8 @@ class GpuExecutor:
                 self._decode_streams(batch, comp, staging, scratch)
             if batch.host_decoded:
                 self._upload_host_decoded(batch.host_decoded, staging)
+            if batch.direct:
+                self._read_direct(batch.direct, staging)
             if len(batch.unshuffle):
                 self._unshuffle(batch.unshuffle, scratch, staging)
             self.scatter(plan, staging, out, fill)
@@ -351,6 +378,34 @@ class GpuExecutor:
                 srcs = nvcomp.as_arrays(comp, [r[0] for r in sel], [r[1] for r in sel], sp)
                 outs = nvcomp.as_arrays(target, [r[2] for r in sel], [r[3] for r in sel], sp)
                 self._codec(codec).decode(srcs, out=outs)
+
+    def _read_direct(self, reads: list[tuple[int, str, int, int]], staging: Any) -> None:
+        """Files into staging slots: kvikio (GPUDirect Storage, or its POSIX compat
+        mode) when installed, else host reads and one pinned upload."""
+        try:
+            import kvikio
+        except ImportError:
+            chunks = [(slot, np.frombuffer(_read_file(p, off, n), np.uint8))
+                      for slot, p, off, n in reads]
+            self._upload_host_decoded(chunks, staging)
+            return
+        # kvikio reads on its own threads; the slots must not be used before the
+        # stream's earlier work (staging allocation) is done.
+        self.stream.synchronize()
+        files = []
+        futures = []
+        try:
+            for slot, path, off, n in reads:
+                f = kvikio.CuFile(path, "r")
+                files.append(f)
+                futures.append((f.pread(staging[slot : slot + n], n, off), n, path))
+            for fut, n, path in futures:
+                got = fut.get()
+                if got != n:
+                    raise CodecError(f"{path}: read {got} bytes, expected {n}")
+        finally:
+            for f in files:
+                f.close()
 
     def _upload_host_decoded(self, chunks: list[tuple[int, np.ndarray]], staging: Any) -> None:
         from cuzarr.buffer.gpu import pinned_prototype

@@ -31,7 +31,14 @@ from cuzarr.buffer.gpu import is_device_array
 from cuzarr.gpu.executor import GpuExecutor, HostExecutor, prepare_batch, stream_kind
 from cuzarr.gpu.plan import is_slice_only
 
-__all__ = ["DeviceReader", "device_codec", "device_reader_for", "emulating", "swap_unit"]
+__all__ = [
+    "DeviceReader",
+    "device_codec",
+    "device_reader_for",
+    "direct_reads",
+    "emulating",
+    "swap_unit",
+]
 
 _local = threading.local()
 
@@ -113,6 +120,8 @@ class DeviceReader:
         self.fill = fill
         self.chunk_shape = chunk_shape
         self.executor = executor
+        # A local store whose uncompressed chunk files the executor reads itself.
+        self.direct_store: Any = None
         self.out_dtype = np.dtype(out.dtype)
         kind, stored, self.order = device_codec(pipeline)
         if kind is not None and stored is not None and (
@@ -121,6 +130,13 @@ class DeviceReader:
             kind = None  # a dtype the raw bytes do not hold directly (e.g. a cast)
         self.kind = kind
         self.swap = swap_unit(stored, self.out_dtype) if kind is not None and stored is not None else 0
+
+    def fetch(self, keys: Sequence[str]) -> list[Any] | None:
+        """File references instead of bytes for direct reads (``None``: fetch the
+        bytes as usual)."""
+        if self.direct_store is None:
+            return None
+        return [self.direct_store.file_ref(k) for k in keys]
 
     def _host_decode(self, data: Any, shape: tuple[int, ...]) -> np.ndarray:
         # Host-decoded chunks enter the staging buffer in the output's byte order.
@@ -172,15 +188,44 @@ def device_reader_for(
     out: Any,
     fill: Any,
     chunk_shape: Callable[[tuple[int, ...]], tuple[int, ...]],
+    store: Any = None,
 ) -> DeviceReader | None:
     """A :class:`DeviceReader` for ``out`` when it is a device array (or when the
     host twin is asked for and the dtype can take the plan); ``None`` means the
-    ordinary host read."""
+    ordinary host read. ``store``: where the chunks come from (uncompressed
+    chunks of a local store are read from their files straight into device
+    memory, see :func:`direct_reads`)."""
     if is_device_array(out):
-        return DeviceReader(pipeline, out, fill, chunk_shape, _ThreadExecutor(True))
-    if emulating() and isinstance(out, np.ndarray) and not out.dtype.hasobject:
-        return DeviceReader(pipeline, out, fill, chunk_shape, _ThreadExecutor(False))
-    return None
+        reader = DeviceReader(pipeline, out, fill, chunk_shape, _ThreadExecutor(True))
+    elif emulating() and isinstance(out, np.ndarray) and not out.dtype.hasobject:
+        reader = DeviceReader(pipeline, out, fill, chunk_shape, _ThreadExecutor(False))
+    else:
+        return None
+    if reader.kind == "none" and direct_reads(store, device=is_device_array(out)):
+        reader.direct_store = store
+    return reader
+
+
+def direct_reads(store: Any, device: bool) -> bool:
+    """Whether uncompressed chunks of ``store`` are read from their files into
+    device memory by the executor (GPUDirect Storage through kvikio), per
+    ``cuzarr.config`` key ``gpu.gds``: ``"auto"`` (when kvikio is installed, on a
+    device), ``True`` (always; without kvikio the executor reads on the host and
+    uploads), ``False`` (never)."""
+    if store is None or not callable(getattr(store, "file_ref", None)):
+        return False
+    from cuzarr.config import config
+
+    mode = config.get("gpu.gds", "auto")
+    if mode == "auto":
+        if not device:
+            return False
+        try:
+            import kvikio  # noqa: F401
+        except ImportError:
+            return False
+        return True
+    return bool(mode)
 
 
 class _ThreadExecutor:

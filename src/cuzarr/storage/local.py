@@ -24,13 +24,14 @@ import errno
 import hashlib
 import os
 import shutil
+import stat
 import struct
 import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from cuzarr.errors import StoreKeyError
 from cuzarr.storage.base import (
@@ -48,7 +49,14 @@ try:
 except ImportError:  # pragma: no cover - Windows: no flock; locking is a no-op there
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["LOCK_NAME", "TEMP_PREFIX", "LocalStore"]
+__all__ = ["LOCK_NAME", "TEMP_PREFIX", "LocalFile", "LocalStore"]
+
+
+class LocalFile(NamedTuple):
+    """A stored value as a file: its path and size in bytes."""
+
+    path: str
+    size: int
 
 TEMP_PREFIX = ".cuzarr-tmp-"
 LOCK_NAME = ".cuzarr-lock"
@@ -341,6 +349,29 @@ class LocalStore(Store):
             if e.errno == errno.ENAMETOOLONG:
                 return None
             raise
+
+    def file_ref(self, key: str) -> LocalFile | None:
+        """Where ``key``'s bytes lie on disk (path and size), for readers that read
+        files themselves (GPUDirect Storage); ``None`` when the key is missing. The
+        same key checks as a read apply (no escaping the root, no symlinks out)."""
+        path = self._path(key)
+        try:
+            try:
+                fd = os.open(path, os.O_RDONLY | _NOFOLLOW)
+            except OSError as e:
+                if not _NOFOLLOW or e.errno != errno.ELOOP:
+                    raise
+                self._check_file(key, path)
+                fd = os.open(path, os.O_RDONLY)
+            try:
+                st = os.fstat(fd)
+            finally:
+                os.close(fd)
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return None
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        return LocalFile(path, st.st_size)
 
     def _read_batch(self, reqs: Sequence[tuple[str, ByteRequest | None]]) -> list[bytes | None]:
         return [self._read(k, r) for k, r in reqs]
