@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Creates (or refreshes) the project's virtual environment in .venv with Python 3.12
-# and installs cuzarr with the test and benchmark extras. Idempotent: a second run
+# and installs cuzarr with the test, benchmark, docs and kernels (CuPy + NVRTC, to
+# compile the CUDA kernels without a device) extras. Idempotent: a second run
 # only reinstalls when pyproject.toml changed. Source it or run it; it prints the
 # venv's python path on its last line.
 set -euo pipefail
@@ -40,8 +41,8 @@ fi
 stamp="$venv/.cuzarr-install-stamp"
 want="$(cat "$root/pyproject.toml" | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-    echo "bootstrap: installing cuzarr[test,bench,docs] into $venv" >&2
-    "$venv/bin/python" -m pip install -q --disable-pip-version-check -e "$root[test,bench,docs]" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+    echo "bootstrap: installing cuzarr[test,bench,docs,kernels] into $venv" >&2
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check -e "$root[test,bench,docs,kernels]" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
     echo "$want" > "$stamp"
 fi
 echo "$venv/bin/python"

@@ -2,7 +2,8 @@
 # The whole test suite, from nothing: creates/refreshes .venv (scripts/bootstrap.sh), then
 #   1. ruff check        (src tests tests_gpu benchmarks scripts)
 #   2. kernel compile    (every kernels/**/*.cu through nvcc, scripts/compile_kernels.sh)
-#   3. pytest tests      (CPU tests, in parallel with pytest-xdist)
+#   3. pytest tests      (CPU tests, in parallel with pytest-xdist; includes the NVRTC
+#                         compile of every kernel and the GPU plans run on the host)
 #   4. pytest tests_torch (PyTorch tests in a Python 3.11 env, scripts/bootstrap_torch.sh)
 #   5. mkdocs build --strict
 # Exits non-zero if any step fails -- including pytest collecting no tests (exit code 5).
@@ -38,7 +39,9 @@ CUZARR_PYTHON_BIN="$py" bash scripts/compile_kernels.sh
 
 step "pytest tests"
 rc=0
-timeout --foreground --kill-after=30 "${CUZARR_TEST_TIMEOUT:-1500}" \
+# The environment has CuPy + NVRTC (the kernels extra): the NVRTC compile checks
+# must run, not skip.
+CUZARR_REQUIRE_NVRTC=1 timeout --foreground --kill-after=30 "${CUZARR_TEST_TIMEOUT:-1500}" \
     "$py" -m pytest tests -n "${CUZARR_TEST_WORKERS:-2}" -q "$@" || rc=$?
 case "$rc" in
     0) ;;

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from _gpu_helpers import require_nvrtc, skip_or_fail
 from cuzarr.gpu import checksums as cs
 from cuzarr.gpu import kernels
 
@@ -172,13 +173,13 @@ def test_random_batches(lengths, block, start, seed):
 
 @pytest.mark.parametrize("arch", ["80", "90"])
 def test_kernel_compiles_with_nvrtc(arch):
-    pytest.importorskip("cupy", reason="CuPy (the gpu extra) is not installed")
+    require_nvrtc()
     try:
         from cupy.cuda import nvrtc
 
         nvrtc.getVersion()
     except Exception as e:  # pragma: no cover - depends on the environment
-        pytest.skip(f"NVRTC library not found ({e}); pip install nvidia-cuda-nvrtc")
+        skip_or_fail(f"NVRTC library not found ({e}); pip install nvidia-cuda-nvrtc")
     assert "checksum.cu" in kernels.SOURCES
     sizes = kernels.compile_check(arch, names=("checksum.cu",))
     assert sizes["checksum.cu"] > 0

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from _gpu_helpers import require_nvrtc, skip_or_fail
 from cuzarr.core.engine import chunk_items, coordinate_items
 from cuzarr.gpu.plan import (
     PLAN_DTYPE,
@@ -234,7 +235,7 @@ def test_many_chunks_product():
 def test_kernels_compile_with_nvrtc(arch):
     """Every kernel compiles with CuPy's NVRTC (no device needed); nvcc compiles
     them in CI too (scripts/compile_kernels.sh)."""
-    pytest.importorskip("cupy", reason="CuPy (the gpu extra) is not installed")
+    require_nvrtc()
     from cuzarr.gpu import kernels
 
     try:
@@ -242,7 +243,7 @@ def test_kernels_compile_with_nvrtc(arch):
 
         nvrtc.getVersion()
     except Exception as e:  # pragma: no cover - depends on the environment
-        pytest.skip(f"NVRTC library not found ({e}); pip install nvidia-cuda-nvrtc")
+        skip_or_fail(f"NVRTC library not found ({e}); pip install nvidia-cuda-nvrtc")
     sizes = kernels.compile_check(arch)
     assert set(sizes) == set(kernels.SOURCES) and all(sizes.values())
 
