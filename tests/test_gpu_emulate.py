@@ -350,3 +350,11 @@ def test_direct_reads_refuse_symlinks_out_of_root(tmp_path, emulate):
     os.symlink(outside, tmp_path / "a" / "c" / "1")
     with cuzarr.config.set({"gpu.gds": True}), pytest.raises(cuzarr.errors.StoreKeyError):
         a[...]
+
+
+def test_enable_gpu_toggle_restores_stream():
+    assert cuzarr.config.get("gpu.stream") is None
+    with cuzarr.config.enable_gpu(stream=1234):
+        assert cuzarr.config.get("buffer") == "gpu"
+        assert cuzarr.config.get("gpu.stream") == 1234
+    assert cuzarr.config.get("buffer") == "cpu" and cuzarr.config.get("gpu.stream") is None

@@ -67,3 +67,19 @@ def test_gpu_write_sharded_falls_back(tmp_path):
                             chunks=(8, 8), shards=(32, 32))
     a[...] = cp.asarray(data)
     np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "a"), mode="r")[...], data)
+
+
+def test_write_orders_after_user_stream(tmp_path):
+    """A value still being computed on the caller's non-blocking stream is written
+    only once it is done (enable_gpu(stream=...))."""
+    s = cp.cuda.Stream(non_blocking=True)
+    a = cuzarr.create_array(LocalStore(tmp_path / "a"), shape=(2048, 2048), dtype="f4",
+                            chunks=(256, 256))
+    with s:
+        x = cp.ones((2048, 2048), "f4")
+        for _ in range(20):  # keep the stream busy
+            x = x * 1.0001
+    with cuzarr.config.enable_gpu(stream=s):
+        a[...] = x
+    s.synchronize()
+    np.testing.assert_array_equal(a[...], cp.asnumpy(x))

@@ -2,7 +2,10 @@
 
 Keys: ``async.concurrency`` (global limit on in-flight store requests),
 ``threading.max_workers`` (codec thread pool size; ``None`` = CPU count),
-``array.write_empty_chunks``, ``array.order``, ``buffer`` (``"cpu"`` or ``"gpu"``).
+``array.write_empty_chunks``, ``array.order``, ``buffer`` (``"cpu"`` or ``"gpu"``),
+``gpu.emulate`` (run the device paths' plans on the host), ``gpu.gds`` (read
+uncompressed local chunks straight into device memory), ``gpu.stream`` (the
+caller's CUDA stream).
 Environment variables such as ``CUZARR_ASYNC__CONCURRENCY=32`` override defaults.
 """
 
@@ -18,14 +21,18 @@ from donfig import Config as _DonfigConfig
 class Config(_DonfigConfig):
     """donfig configuration with the GPU switch as setter and context manager."""
 
-    def enable_gpu(self) -> _GpuToggle:
+    def enable_gpu(self, stream: Any = None) -> _GpuToggle:
         """Make device (CuPy) buffers the default output.
 
         Works as a plain call (``cuzarr.config.enable_gpu()``) and as a context
         manager (``with cuzarr.config.enable_gpu(): ...``) that restores the
-        previous setting on exit.
+        previous setting on exit. ``stream`` (a CuPy stream, a PyTorch CUDA
+        stream, or a raw ``cudaStream_t`` as an int) is the caller's stream:
+        device reads and writes start after the work queued on it so far (a
+        value it computes, an ``out=`` it fills); without it they order after
+        the legacy default stream.
         """
-        return _GpuToggle(self, "gpu")
+        return _GpuToggle(self, "gpu", stream)
 
     def enable_cpu(self) -> _GpuToggle:
         """Make host (numpy) buffers the default output (the initial state)."""
@@ -33,16 +40,19 @@ class Config(_DonfigConfig):
 
 
 class _GpuToggle:
-    def __init__(self, cfg: Config, value: str) -> None:
+    def __init__(self, cfg: Config, value: str, stream: Any = None) -> None:
         self._previous = cfg.get("buffer")
+        self._previous_stream = cfg.get("gpu.stream", None)
         self._cfg = cfg
         cfg.set({"buffer": value})
+        if stream is not None or value == "cpu":
+            cfg.set({"gpu.stream": stream})
 
     def __enter__(self) -> Config:
         return self._cfg
 
     def __exit__(self, *exc: object) -> None:
-        self._cfg.set({"buffer": self._previous})
+        self._cfg.set({"buffer": self._previous, "gpu.stream": self._previous_stream})
 
 
 defaults: list[dict[str, Any]] = [
@@ -58,7 +68,9 @@ defaults: list[dict[str, Any]] = [
         # executor): a check of the GPU code path on machines without one.
         # gds: read uncompressed local chunks from disk straight into device
         # memory ("auto": when kvikio is installed; True; False).
-        "gpu": {"emulate": False, "gds": "auto"},
+        # stream: the caller's CUDA stream that device work orders after (see
+        # Config.enable_gpu).
+        "gpu": {"emulate": False, "gds": "auto", "stream": None},
         "json_indent": 2,
     }
 ]

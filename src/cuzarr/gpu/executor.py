@@ -290,8 +290,8 @@ class HostExecutor:
 class GpuExecutor:
     """Runs prepared batches on the current CUDA device (CuPy + nvCOMP).
 
-    Work is queued on one CUDA stream per executor (``stream``; a new
-    non-blocking stream by default) and :meth:`synchronize` waits for it, so a
+    Work is queued on one CUDA stream per executor (``stream``; a new blocking
+    stream by default, after the caller's ``gpu.stream`` if one is set) and :meth:`synchronize` waits for it, so a
     read returns only once its output is complete, whatever stream the caller
     then uses. Host buffers a queued copy reads from are kept alive until then.
     """
@@ -303,7 +303,9 @@ class GpuExecutor:
         from cuzarr.buffer.gpu import import_cupy
 
         self.cp = import_cupy()
-        self.stream = stream if stream is not None else self.cp.cuda.Stream(non_blocking=True)
+        # A blocking stream: it orders after work on the legacy default stream
+        # (where CuPy and PyTorch queue by default) without a device-wide sync.
+        self.stream = stream if stream is not None else self.cp.cuda.Stream(non_blocking=False)
         self._codecs: dict[str, Any] = {}
         self._keep: list[Any] = []
 
@@ -320,8 +322,11 @@ class GpuExecutor:
 
     def run(self, batch: GpuBatch, out: Any, fill: Any) -> None:
         """Decode and scatter ``batch`` into the CuPy array ``out``."""
+        from cuzarr.gpu.reader import wait_for_user_stream
+
         cp = self.cp
         plan = batch.plan
+        wait_for_user_stream(self.stream)
         with self.stream:
             staging = cp.empty(max(plan.staging_nbytes, 1), dtype=cp.uint8)
             scratch = cp.empty(max(batch.scratch_nbytes, 1), dtype=cp.uint8)

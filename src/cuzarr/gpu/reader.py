@@ -38,6 +38,7 @@ __all__ = [
     "direct_reads",
     "emulating",
     "swap_unit",
+    "wait_for_user_stream",
 ]
 
 _local = threading.local()
@@ -49,6 +50,26 @@ def emulating() -> bool:
     from cuzarr.config import config
 
     return bool(config.get("gpu.emulate", False))
+
+
+def wait_for_user_stream(stream: Any) -> None:
+    """Make ``stream`` (ours) wait for the work queued so far on the caller's stream
+    (``cuzarr.config`` key ``gpu.stream``: a CuPy or PyTorch stream, or a raw
+    ``cudaStream_t``). Our streams are blocking streams, which already order
+    after the legacy default stream."""
+    from cuzarr.config import config
+
+    user = config.get("gpu.stream", None)
+    if user is None:
+        return
+    from cuzarr.buffer.gpu import import_cupy
+
+    cp = import_cupy()
+    if not isinstance(user, cp.cuda.Stream):
+        ptr = getattr(user, "cuda_stream", None)  # torch.cuda.Stream
+        ptr = int(ptr if ptr is not None else getattr(user, "ptr", user))
+        user = cp.cuda.ExternalStream(ptr)
+    stream.wait_event(user.record())
 
 
 def _executor(device: bool) -> Any:

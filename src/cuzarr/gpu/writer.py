@@ -334,11 +334,14 @@ class GpuEncoder(_Encoder):
         from cuzarr.buffer.gpu import import_cupy
 
         self.cp = import_cupy()
-        self.stream = self.cp.cuda.Stream(non_blocking=True)
+        self.stream = self.cp.cuda.Stream(non_blocking=False)  # orders after the default stream
         self._codecs: dict[str, Any] = {}
         self._keep: list[Any] = []
 
     def encode(self, batch: EncodeBatch, value: Any) -> list[bytes | None]:
+        from cuzarr.gpu.reader import wait_for_user_stream
+
+        wait_for_user_stream(self.stream)  # the value may still be computed there
         with self.stream:
             return super().encode(batch, value)
 
