@@ -1,128 +1,239 @@
 """GPU read benchmark (needs a CUDA device, CuPy, nvCOMP; optionally zarr-python).
 
-Writes >= 4 GiB (``--gib``) of float32 in ~1 MiB chunks, zstd and lz4, plain and
-sharded, then times reading it all into device memory with:
+Writes ``--gib`` (default 4) of float32 in ~1 MiB chunks per codec (zstd,
+numcodecs LZ4, blosc-lz4 with byte shuffle), plain and sharded (64 chunks per
+shard), then reads it all into device memory with:
 
-* cuzarr with ``cuzarr.config.enable_gpu()`` (nvCOMP decode + batched scatter);
-* cuzarr CPU decode + one ``cupy.asarray`` copy;
-* zarr-python with ``zarr.config.enable_gpu()``;
-* nvCOMP's raw batched decode of the same compressed chunks (the ceiling).
+* ``cuzarr gpu``: ``cuzarr.config.enable_gpu()`` (nvCOMP decode + batched scatter);
+* ``cuzarr cpu+copy``: cuzarr's CPU decode, then one ``cupy.asarray`` copy;
+* ``zarr gpu``: zarr-python with ``zarr.config.enable_gpu()``;
+* ``nvcomp ceiling``: nvCOMP's batched RAW decode of the same raw streams already
+  in device memory (parsed out of their containers and shards by
+  ``cuzarr.gpu.formats``; no I/O, no unshuffle, no scatter) — what decoding
+  alone costs, the ceiling for an end-to-end read.
+
+Medians of ``--repeats`` runs, contenders interleaved. Prints one line per
+(codec, layout, contender): GiB/s of decoded data, and the ratio to cuzarr gpu;
+then cuzarr gpu as a fraction of the ceiling.
 
     python benchmarks/gpu.py --gib 4 --dir /tmp/cuzarr-gpu-bench
-Prints one line per (codec, layout, method) with GiB/s and the ratio to cuzarr.
+
+``--emulate`` runs everything that needs no device (build, stream extraction,
+cuzarr's device path on the host via ``gpu.emulate``) on a small array, to
+check the script itself on a machine without a GPU.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import time
 from pathlib import Path
 
 import numpy as np
 
+CODECS = {
+    "zstd": {"name": "zstd", "configuration": {"level": 1}},
+    "lz4": {"name": "numcodecs.lz4", "configuration": {"acceleration": 1}},
+    "blosc-lz4": {"name": "blosc", "configuration": {"cname": "lz4", "clevel": 5,
+                                                     "shuffle": "shuffle", "typesize": 4}},
+}
+SIDE = 1 << 18  # columns: one chunk = 1 x 262144 float32 = 1 MiB
 
-def _sync():
-    import cupy
 
-    cupy.cuda.runtime.deviceSynchronize()
+def _sync(device: bool) -> None:
+    if device:
+        import cupy
 
-
-def _timed(fn, repeat=3):
-    best = float("inf")
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        _sync()
-        best = min(best, time.perf_counter() - t)
-    return best
+        cupy.cuda.runtime.deviceSynchronize()
 
 
 def build(root: Path, gib: float, codec: str, sharded: bool):
     import cuzarr
 
     n = int(gib * (1 << 30)) // 4
-    side = 1 << 18  # columns; one 1 MiB chunk = 1 x 262144 float32
-    rows = max(1, n // side)
-    comp = {"zstd": {"name": "zstd", "configuration": {"level": 1}},
-            "lz4": {"name": "blosc", "configuration": {"cname": "lz4", "clevel": 5,
-                                                         "shuffle": "shuffle", "typesize": 4}}}[codec]
+    rows = max(1, n // SIDE)
     path = root / f"{codec}-{'sharded' if sharded else 'plain'}"
     if (path / "zarr.json").exists():
-        return cuzarr.open_array(str(path), mode="r")
-    a = cuzarr.create_array(str(path), shape=(rows, side), dtype="f4", chunks=(1, side),
-                            shards=(64, side) if sharded else None, compressors=[comp],
-                            overwrite=True)
+        a = cuzarr.open_array(str(path), mode="r")
+        if a.shape == (rows, SIDE):
+            return a
+    a = cuzarr.create_array(str(path), shape=(rows, SIDE), dtype="f4", chunks=(1, SIDE),
+                            shards=(64, SIDE) if sharded else None,
+                            compressors=[CODECS[codec]], overwrite=True)
     rng = np.random.default_rng(0)
     step = 256
     for r in range(0, rows, step):
-        blk = np.cumsum(rng.standard_normal((min(step, rows - r), side), dtype="f4"), axis=1)
+        blk = np.cumsum(rng.standard_normal((min(step, rows - r), SIDE), dtype="f4"), axis=1)
         a[r : r + step] = blk.round(2)
     return a
 
 
-def raw_nvcomp_ceiling(a) -> float:
-    """Batched nvCOMP decode of every stored chunk already on the device."""
+def raw_streams(a) -> dict[str, tuple[list[bytes], list[int]]]:
+    """Every raw compressed stream of the array, per nvCOMP codec: (streams,
+    decoded sizes). Sharded arrays are split into their inner chunks."""
+    from cuzarr.codecs.sharding import EMPTY
+    from cuzarr.core.sync import sync
+    from cuzarr.gpu.executor import _parse
+    from cuzarr.gpu.reader import device_codec
+
+    arr = a.async_array
+    pipeline = arr._pipeline
+    shard = arr._shard_codec
+    inner_shape = shard.chunk_shape if shard else a.chunks
+    if shard is not None:
+        from cuzarr.codecs.base import ChunkSpec
+
+        meta = a.metadata
+        inner = shard.inner_pipeline(ChunkSpec(meta.chunk_shape, meta.dtype, meta.read_fill))
+    else:
+        inner = None
+    kind, _stored, _order = device_codec(inner if inner is not None else pipeline)
+    nbytes = int(np.prod(inner_shape)) * a.dtype.itemsize
+    out: dict[str, tuple[list[bytes], list[int]]] = {}
+    keys = sorted(sync(_list(a.store, a.path + "/" if a.path else "")))
+    for key in keys:
+        if key.endswith("zarr.json"):
+            continue
+        blob = sync(a.store.get(key))
+        chunks = [blob]
+        if shard is not None:
+            index, mv = shard.split(blob, a.metadata.chunk_shape)
+            chunks = [bytes(mv[int(o) : int(o) + int(n)]) for o, n in index.reshape(-1, 2)
+                      if o != EMPTY]
+        for c in chunks:
+            streams, _blosc = _parse(kind, c, nbytes)
+            mv = memoryview(c)
+            for st in streams:
+                s, d = out.setdefault(st.codec, ([], []))
+                s.append(bytes(mv[st.offset : st.offset + st.length]))
+                d.append(st.decoded_size)
+    return out
+
+
+async def _list(store, prefix):
+    return [k async for k in store.list_prefix(prefix)]
+
+
+def nvcomp_ceiling(streams: dict[str, tuple[list[bytes], list[int]]], repeats: int) -> float:
+    """Median seconds for nvCOMP to decode every raw stream (one batch per codec)."""
     import cupy
     from nvidia import nvcomp
 
-    from cuzarr.gpu import formats
+    from cuzarr.gpu.executor import NVCOMP_ALGORITHMS
 
-    store = Path(a.store.root) / a.path if hasattr(a.store, "root") else None
-    if store is None:
-        return float("nan")
-    files = sorted(p for p in store.rglob("*") if p.is_file() and p.name != "zarr.json")
-    blobs = [p.read_bytes() for p in files]
-    if any(b[:4] == b"\x28\xb5\x2f\xfd" for b in blobs[:1]):
-        streams = [formats.parse_zstd(b) for b in blobs]
-        algo = "Zstd"
-    else:
-        return float("nan")  # blosc/sharded: parsed per block; left for the GPU session
-    offs = np.cumsum([0] + [len(b) for b in blobs])
-    comp = cupy.asarray(np.frombuffer(b"".join(blobs), np.uint8))
-    sizes = [s.decoded_size for s in streams]
-    outoffs = np.cumsum([0] + sizes)
-    out = cupy.empty(int(outoffs[-1]), cupy.uint8)
-    codec = nvcomp.Codec(algorithm=algo, bitstream_kind=nvcomp.BitstreamKind.RAW)
-    srcs = nvcomp.as_arrays(comp, offs[:-1].tolist(), [len(b) for b in blobs])
-    outs = nvcomp.as_arrays(out, outoffs[:-1].tolist(), sizes)
-    return _timed(lambda: codec.decode(srcs, out=outs))
+    jobs = []
+    for codec, (blobs, sizes) in streams.items():
+        if codec == "copy":
+            continue
+        align = 16
+        offs, p = [], 0
+        for b in blobs:
+            offs.append(p)
+            p += -(-len(b) // align) * align
+        packed = np.zeros(p, np.uint8)
+        for o, b in zip(offs, blobs, strict=True):
+            packed[o : o + len(b)] = np.frombuffer(b, np.uint8)
+        outoffs, q = [], 0
+        for s in sizes:
+            outoffs.append(q)
+            q += -(-s // align) * align
+        comp = cupy.asarray(packed)
+        out = cupy.empty(q, cupy.uint8)
+        codec_obj = nvcomp.Codec(algorithm=NVCOMP_ALGORITHMS[codec],
+                                 bitstream_kind=nvcomp.BitstreamKind.RAW)
+        srcs = nvcomp.as_arrays(comp, offs, [len(b) for b in blobs])
+        outs = nvcomp.as_arrays(out, outoffs, sizes)
+        jobs.append((codec_obj, srcs, outs))
+
+    def run():
+        for codec_obj, srcs, outs in jobs:
+            codec_obj.decode(srcs, out=outs)
+
+    times = []
+    for _ in range(repeats):
+        cupy.cuda.runtime.deviceSynchronize()
+        t = time.perf_counter()
+        run()
+        cupy.cuda.runtime.deviceSynchronize()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--gib", type=float, default=4.0)
     ap.add_argument("--dir", default="/tmp/cuzarr-gpu-bench")
-    ap.add_argument("--codecs", default="zstd,lz4")
+    ap.add_argument("--codecs", default="zstd,lz4,blosc-lz4")
+    ap.add_argument("--layouts", default="plain,sharded")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--emulate", action="store_true",
+                    help="no device: host twin of the GPU path, small array, no nvCOMP")
     args = ap.parse_args()
-    import cupy
-
     import cuzarr
 
+    device = not args.emulate
+    if args.emulate:
+        args.gib = min(args.gib, 0.02)
     root = Path(args.dir)
     root.mkdir(parents=True, exist_ok=True)
     for codec in args.codecs.split(","):
-        for sharded in (False, True):
+        for layout in args.layouts.split(","):
+            sharded = layout == "sharded"
             a = build(root, args.gib, codec, sharded)
             gib = a.nbytes / (1 << 30)
-            results = {}
-            with cuzarr.config.enable_gpu():
-                results["cuzarr gpu"] = _timed(lambda a=a: a[...])
-            results["cuzarr cpu+copy"] = _timed(lambda a=a: cupy.asarray(a[...]))
-            try:
-                import zarr
+            contenders = {}
+            if device:
+                import cupy
 
-                z = zarr.open_array(str(root / f"{codec}-{'sharded' if sharded else 'plain'}"),
-                                    mode="r")
-                with zarr.config.enable_gpu():
-                    results["zarr-python gpu"] = _timed(lambda z=z: z[...])
-            except Exception as e:  # zarr's GPU path needs its own extras
-                print(f"  zarr-python gpu: skipped ({e})")
-            if not sharded:
-                results["nvcomp raw ceiling"] = raw_nvcomp_ceiling(a)
-            base = results["cuzarr gpu"]
-            for name, t in results.items():
-                print(f"{codec:5s} {'sharded' if sharded else 'plain':8s} {name:20s} "
-                      f"{gib / t:8.2f} GiB/s  x{base / t:5.2f} vs cuzarr gpu")
+                def gpu_read(a=a):
+                    with cuzarr.config.enable_gpu():
+                        return a[...]
+
+                contenders["cuzarr gpu"] = gpu_read
+                contenders["cuzarr cpu+copy"] = lambda a=a: cupy.asarray(a[...])
+                try:
+                    import zarr
+
+                    z = zarr.open_array(str(root / f"{codec}-{layout}"), mode="r")
+
+                    def zarr_gpu(z=z):
+                        with zarr.config.enable_gpu():
+                            return z[...]
+
+                    zarr_gpu()  # fails here, not in the timed loop, without zarr's GPU extras
+                    contenders["zarr gpu"] = zarr_gpu
+                except Exception as e:
+                    print(f"  zarr gpu: skipped ({type(e).__name__}: {e})")
+            else:
+
+                def emulated(a=a):
+                    with cuzarr.config.set({"gpu.emulate": True}):
+                        return a[...]
+
+                contenders["cuzarr gpu (emulated)"] = emulated
+                contenders["cuzarr cpu"] = lambda a=a: a[...]
+            times: dict[str, list[float]] = {k: [] for k in contenders}
+            for _ in range(args.repeats):
+                for name, fn in contenders.items():  # interleaved
+                    _sync(device)
+                    t = time.perf_counter()
+                    res = fn()
+                    _sync(device)
+                    times[name].append(time.perf_counter() - t)
+                    del res
+            med = {k: statistics.median(v) for k, v in times.items()}
+            streams = raw_streams(a)
+            nstreams = sum(len(s) for s, _ in streams.values())
+            if device:
+                med["nvcomp ceiling"] = nvcomp_ceiling(streams, args.repeats)
+            base = med[next(iter(contenders))]
+            print(f"{codec} {layout}: {a.nchunks} chunks, {nstreams} raw streams "
+                  f"({', '.join(sorted(streams))}), {gib:.3f} GiB")
+            for name, t in med.items():
+                print(f"  {name:24s} {t:8.4f} s {gib / t:8.2f} GiB/s  x{base / t:5.2f}")
+            if "nvcomp ceiling" in med:
+                print(f"  cuzarr gpu at {med['nvcomp ceiling'] / base:.0%} of the nvCOMP ceiling")
 
 
 if __name__ == "__main__":
