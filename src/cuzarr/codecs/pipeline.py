@@ -25,7 +25,7 @@ from cuzarr.codecs.base import (
     Codec,
 )
 from cuzarr.codecs.bytes_codec import BytesCodec
-from cuzarr.codecs.compressors import ZstdCodec, zstd_decompress
+from cuzarr.codecs.compressors import ZstdCodec, _dctx, zstd_decompress
 from cuzarr.codecs.vlen import decode_vlen, encode_vlen
 from cuzarr.errors import CodecError, MetadataError
 from cuzarr.metadata.dtypes import DataType
@@ -35,6 +35,47 @@ __all__ = ["V2Pipeline", "V3Pipeline"]
 # numcodecs' zstd can decompress into a caller's buffer (python-zstandard cannot).
 _NC_ZSTD = numcodecs.Zstd()
 _tls = threading.local()
+
+
+# Chunks at most this large are decoded in batches by decode_many: for them the
+# per-chunk Python wrapping costs about as much as the decompression.
+BATCH_DECODE_MAX = 64 << 10
+
+
+def _plain_raws(datas: Sequence[Any], n: int, zstd: bool) -> bytes | None:
+    """The decoded bytes of every chunk, concatenated (``n`` bytes each: raw
+    chunks, or zstd frames declaring exactly ``n`` bytes); ``None`` if any chunk
+    is otherwise (the caller's one-chunk path reports it)."""
+    if n > BATCH_DECODE_MAX or n == 0:
+        return None
+    if not zstd:
+        if any(len(d) != n for d in datas):
+            return None
+        return b"".join(datas)
+    frame_params = zstandard.get_frame_parameters
+    decompress = _dctx().decompress
+    out = []
+    try:
+        for d in datas:
+            # A declared size is checked before any allocation: no bombs.
+            if frame_params(d).content_size != n:
+                return None
+            out.append(decompress(d))
+    except zstandard.ZstdError:
+        return None
+    raws = b"".join(out)
+    return raws if len(raws) == n * len(datas) else None
+
+
+def _plain_encode(chunks: np.ndarray, zstd: Any) -> list[bytes]:
+    """Each row of the C-contiguous ``chunks`` as raw bytes or a zstd frame."""
+    if len(chunks) == 0:
+        return []
+    flat = chunks.reshape(len(chunks), -1).view(np.uint8)
+    if zstd is None:
+        return [row.tobytes() for row in flat]
+    encode = zstd.encode
+    return [encode(memoryview(row), None) for row in flat]
 
 
 class V3Pipeline:
@@ -147,6 +188,30 @@ class V3Pipeline:
         for i in range(len(self.array_array) - 1, -1, -1):
             arr = self.array_array[i].decode(arr, chain[i])
         return arr
+
+    def decode_many(self, datas: Sequence[Any], shape: tuple[int, ...]) -> np.ndarray | None:
+        """Decode several small chunks of one shape at once: an array of shape
+        ``(len(datas), *shape)`` in the stored dtype, or ``None`` when this
+        pipeline (or any of the chunks) needs the one-chunk path (which also
+        explains errors). Saves the per-chunk array wrapping of :meth:`decode`."""
+        if not (self._plain_zstd or self._plain_none) or self._stored_dtype is None:
+            return None
+        n = self.dtype.item_size
+        for s in shape:
+            n *= s
+        raws = _plain_raws(datas, n, zstd=self._plain_zstd)
+        if raws is None:
+            return None
+        return np.frombuffer(raws, dtype=self._stored_dtype).reshape((len(datas), *shape))
+
+    def encode_many(self, chunks: np.ndarray, shape: tuple[int, ...]) -> list[bytes] | None:
+        """Encode ``chunks`` (shape ``(k, *shape)``) to their stored bytes, or
+        ``None`` when this pipeline needs the one-chunk path."""
+        if not (self._plain_zstd or self._plain_none) or self._stored_dtype is None:
+            return None
+        if chunks.dtype != self._stored_dtype or not chunks.flags.c_contiguous:
+            chunks = np.ascontiguousarray(chunks, dtype=self._stored_dtype)
+        return _plain_encode(chunks, self.bytes_bytes[0] if self._plain_zstd else None)
 
     @staticmethod
     def _decode_scratch(data: Any, n: int) -> np.ndarray:
@@ -284,6 +349,40 @@ class V2Pipeline:
         if buf.nbytes != nbytes:
             raise CodecError(f"chunk decodes to {buf.nbytes} bytes, expected {nbytes}")
         return buf.reshape(shape, order=self.order)
+
+    def decode_many(self, datas: Sequence[Any], shape: tuple[int, ...]) -> np.ndarray | None:
+        """Several small chunks at once, as :meth:`V3Pipeline.decode_many` (F-order
+        chunks come back as a transposed view)."""
+        dt = self.dtype.dtype
+        if self.filters or self.dtype.is_vlen or dt.fields or dt.hasobject:
+            return None
+        if self.compressor is not None and self._zstd is None:
+            return None
+        n = self.dtype.item_size
+        for s in shape:
+            n *= s
+        raws = _plain_raws(datas, n, zstd=self._zstd is not None)
+        if raws is None:
+            return None
+        flat = np.frombuffer(raws, dtype=dt)
+        if self.order == "F":
+            nd = len(shape)
+            arr = flat.reshape((len(datas), *shape[::-1]))
+            return arr.transpose(0, *range(nd, 0, -1))
+        return flat.reshape((len(datas), *shape))
+
+    def encode_many(self, chunks: np.ndarray, shape: tuple[int, ...]) -> list[bytes] | None:
+        """As :meth:`V3Pipeline.encode_many`."""
+        dt = self.dtype.dtype
+        if self.filters or self.dtype.is_vlen or dt.fields or dt.hasobject:
+            return None
+        if self.compressor is not None and self._zstd is None:
+            return None
+        if self.order == "F":
+            nd = chunks.ndim - 1
+            chunks = chunks.transpose(0, *range(nd, 0, -1))
+        chunks = np.ascontiguousarray(chunks, dtype=dt)
+        return _plain_encode(chunks, self._zstd)
 
     def encode(self, arr: np.ndarray, shape: tuple[int, ...]) -> bytes:
         flat = arr.ravel(order=self.order)
