@@ -54,6 +54,9 @@ NVCOMP_ALGORITHMS = {"lz4": "LZ4", "zstd": "Zstd", "deflate": "Deflate"}
 # nvCOMP's batched RAW decoders take chunks of at most 16 MiB decoded; larger
 # streams are decoded on the host (and uploaded with the batch).
 MAX_DEVICE_STREAM = 16 << 20
+# Output alignment nvCOMP requires per raw stream codec (nvcomp/lz4.h, zstd.h,
+# deflate.h: get_required_decompression_alignment).
+OUTPUT_ALIGN = {"lz4": 4, "zstd": 8, "deflate": 4, "copy": 1}
 
 
 def stream_kind(compressor: Any) -> str | None:
@@ -82,6 +85,9 @@ def _parse(kind: str, data: Any, nbytes: int) -> tuple[list[formats.RawStream], 
             raise CodecError(f"uncompressed chunk has {len(data)} bytes, expected {nbytes}")
         return [formats.RawStream("copy", 0, nbytes, nbytes)], None
     if kind == "zstd":
+        if formats.zstd_frame_info(data).content_size is None:
+            # nvCOMP's RAW Zstd takes the output size from the frame header.
+            raise formats.UnsupportedStream("zstd frame without a content size")
         return [formats.parse_zstd(data, nbytes)], None
     if kind == "lz4":
         return [formats.parse_lz4(data, nbytes)], None
@@ -162,6 +168,10 @@ def prepare_batch(
             streams, blosc = _parse(kind, data, nbytes)
             if any(st.decoded_size > MAX_DEVICE_STREAM for st in streams):
                 raise formats.UnsupportedStream("stream larger than nvCOMP's batch limit")
+            if any(st.dst_offset % OUTPUT_ALIGN.get(st.codec, 1) for st in streams):
+                # nvCOMP wants every output aligned; blosc splits blocks at
+                # type-size steps (slots themselves are 16-byte aligned).
+                raise formats.UnsupportedStream("misaligned stream output")
         except formats.UnsupportedStream:
             shape = tuple(int(s) for s in plan.table["chunk_shape"][i][: plan.table["ndim"][i]])
             try:
@@ -290,10 +300,12 @@ class HostExecutor:
 class GpuExecutor:
     """Runs prepared batches on the current CUDA device (CuPy + nvCOMP).
 
-    Work is queued on one CUDA stream per executor (``stream``; a new blocking
-    stream by default, after the caller's ``gpu.stream`` if one is set) and :meth:`synchronize` waits for it, so a
-    read returns only once its output is complete, whatever stream the caller
-    then uses. Host buffers a queued copy reads from are kept alive until then.
+    One executor serves one thread on one device. Work is queued on its CUDA
+    stream (``stream``; a new blocking stream by default, after the caller's
+    ``gpu.stream`` if one is set). :meth:`run` returns an event recorded after
+    the batch; the read waits for the events of its batches before it returns,
+    so its output is complete whatever stream the caller then uses. Host
+    buffers a queued copy reads from are kept until their copy's event is done.
     """
 
     threads = 256
@@ -307,21 +319,35 @@ class GpuExecutor:
         # (where CuPy and PyTorch queue by default) without a device-wide sync.
         self.stream = stream if stream is not None else self.cp.cuda.Stream(non_blocking=False)
         self._codecs: dict[str, Any] = {}
-        self._keep: list[Any] = []
+        # (host buffer, event after the copy that reads it)
+        self._keep: list[tuple[Any, Any]] = []
 
     def _codec(self, name: str) -> Any:
         if name not in self._codecs:
             from nvidia import nvcomp
 
+            kw: dict[str, Any] = {}
+            if name in ("lz4", "deflate"):
+                # Never the hardware decompression engine: chunk bodies are
+                # untrusted, and nvCOMP documents corrupt input to it as undefined
+                # behaviour (nvcomp/lz4.h).
+                kw["decompress_backend"] = nvcomp.DecompressBackend.NVCOMP_DECOMPRESS_BACKEND_CUDA
             self._codecs[name] = nvcomp.Codec(
                 algorithm=NVCOMP_ALGORITHMS[name],
                 bitstream_kind=nvcomp.BitstreamKind.RAW,
                 cuda_stream=int(self.stream.ptr),
+                **kw,
             )
         return self._codecs[name]
 
-    def run(self, batch: GpuBatch, out: Any, fill: Any) -> None:
-        """Decode and scatter ``batch`` into the CuPy array ``out``."""
+    def _hold(self, host: Any) -> None:
+        """Keep ``host`` until the work queued so far on the stream is done."""
+        self._keep = [(h, e) for h, e in self._keep if not e.done]
+        self._keep.append((host, self.stream.record()))
+
+    def run(self, batch: GpuBatch, out: Any, fill: Any) -> Any:
+        """Decode and scatter ``batch`` into the CuPy array ``out``; returns an
+        event recorded after it."""
         from cuzarr.gpu.reader import wait_for_user_stream
 
         cp = self.cp
@@ -342,13 +368,17 @@ class GpuExecutor:
             self.scatter(plan, staging, out, fill)
             # Buffers freed here go back to CuPy's pool, which orders their reuse
             # on this stream.
+            return self.stream.record()
 
-    def scatter_fancy(self, items: Sequence[Any], chunks: Sequence[Any], out: Any, fill: Any) -> None:
+    def scatter_fancy(self, items: Sequence[Any], chunks: Sequence[Any], out: Any, fill: Any) -> Any:
         """Selections with integer arrays: decoded host chunks are uploaded in one
-        copy, then assigned chunk by chunk with CuPy fancy indexing."""
+        copy, then assigned chunk by chunk with CuPy fancy indexing; returns an
+        event recorded after it."""
         from cuzarr.gpu.plan import scatter_fancy
+        from cuzarr.gpu.reader import wait_for_user_stream
 
         cp = self.cp
+        wait_for_user_stream(self.stream)
         with self.stream:
             present = [np.ascontiguousarray(c) for c in chunks if c is not None]
             dev: list[Any] = []
@@ -360,11 +390,13 @@ class GpuExecutor:
                     p += c.size
             it = iter(dev)
             scatter_fancy(items, [None if c is None else next(it) for c in chunks], out, fill)
+            return self.stream.record()
 
     def synchronize(self) -> None:
-        """Wait for everything queued on this executor's stream."""
+        """Wait for everything queued on this executor's stream (call it from the
+        executor's own thread)."""
         self.stream.synchronize()
-        self._keep.clear()
+        self._keep = []
 
     def _decode_streams(self, batch: GpuBatch, comp: Any, staging: Any, scratch: Any) -> None:
         from nvidia import nvcomp
@@ -382,7 +414,16 @@ class GpuExecutor:
                 sp = int(self.stream.ptr)
                 srcs = nvcomp.as_arrays(comp, [r[0] for r in sel], [r[1] for r in sel], sp)
                 outs = nvcomp.as_arrays(target, [r[2] for r in sel], [r[3] for r in sel], sp)
-                self._codec(codec).decode(srcs, out=outs)
+                res = self._codec(codec).decode(srcs, out=outs)
+                # A stream decoding to another size than its header promised is
+                # corrupt (the host twin checks the same); buffer_sizes waits.
+                got = [int(n) for n in res.buffer_sizes]
+                want = [r[3] for r in sel]
+                if got != want:
+                    bad = next(j for j, (g, w) in enumerate(zip(got, want)) if g != w)
+                    raise CodecError(
+                        f"{codec} stream decoded to {got[bad]} bytes, expected {want[bad]}"
+                    )
 
     def _read_direct(self, reads: list[tuple[int, str, int, int]], staging: Any) -> None:
         """Files into staging slots: kvikio (GPUDirect Storage, or its POSIX compat
@@ -399,18 +440,27 @@ class GpuExecutor:
         self.stream.synchronize()
         files = []
         futures = []
+        error: BaseException | None = None
         try:
             for slot, path, off, n in reads:
                 f = kvikio.CuFile(path, "r")
                 files.append(f)
                 futures.append((f.pread(staging[slot : slot + n], n, off), n, path))
-            for fut, n, path in futures:
+        except Exception as e:
+            error = CodecError(f"GPUDirect read failed: {e}")
+        # Every started read finishes before its file closes or its buffer goes.
+        for fut, n, path in futures:
+            try:
                 got = fut.get()
-                if got != n:
-                    raise CodecError(f"{path}: read {got} bytes, expected {n}")
-        finally:
-            for f in files:
-                f.close()
+            except Exception as e:
+                error = error or CodecError(f"{path}: GPUDirect read failed: {e}")
+                continue
+            if got != n and error is None:
+                error = CodecError(f"{path}: read {got} bytes, expected {n}")
+        for f in files:
+            f.close()
+        if error is not None:
+            raise error
 
     def _upload_host_decoded(self, chunks: list[tuple[int, np.ndarray]], staging: Any) -> None:
         from cuzarr.buffer.gpu import pinned_prototype
@@ -425,7 +475,7 @@ class GpuExecutor:
             p += -(-len(c) // STAGING_ALIGN) * STAGING_ALIGN
         dev = self.cp.empty(total, dtype=self.cp.uint8)
         dev.set(pinned, stream=self.stream)  # one pinned, asynchronous copy per batch
-        self._keep.append(pinned)  # must outlive the copy: freed at synchronize()
+        self._hold(pinned)  # must outlive the copy
         for (slot, c), p in zip(chunks, offsets):
             staging[slot : slot + len(c)] = dev[p : p + len(c)]
 

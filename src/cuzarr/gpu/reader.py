@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -66,19 +67,39 @@ def wait_for_user_stream(stream: Any) -> None:
 
     cp = import_cupy()
     if not isinstance(user, cp.cuda.Stream):
-        ptr = getattr(user, "cuda_stream", None)  # torch.cuda.Stream
-        ptr = int(ptr if ptr is not None else getattr(user, "ptr", user))
-        user = cp.cuda.ExternalStream(ptr)
+        user = _external_stream(cp, user)
     stream.wait_event(user.record())
 
 
-def _executor(device: bool) -> Any:
-    """This thread's executor: one CUDA stream and nvCOMP codec set per thread."""
-    attr = "gpu" if device else "host"
-    ex = getattr(_local, attr, None)
+def _external_stream(cp: Any, user: Any) -> Any:
+    """A CuPy stream object for a foreign stream (``__cuda_stream__`` protocol,
+    a ``torch.cuda.Stream``, or a raw ``cudaStream_t``)."""
+    from_external = getattr(cp.cuda.Stream, "from_external", None)
+    if from_external is not None and hasattr(user, "__cuda_stream__"):
+        return from_external(user)
+    ptr = getattr(user, "cuda_stream", None)  # torch.cuda.Stream
+    ptr = int(ptr if ptr is not None else getattr(user, "ptr", user))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # CuPy 14 prefers from_external
+        return cp.cuda.ExternalStream(ptr)
+
+
+def _executor(device: int | None) -> Any:
+    """This thread's executor for CUDA device ``device`` (``None``: the host
+    twin): one stream and one nvCOMP codec set per thread and device."""
+    cache = getattr(_local, "executors", None)
+    if cache is None:
+        cache = _local.executors = {}
+    ex = cache.get(device)
     if ex is None:
-        ex = GpuExecutor() if device else HostExecutor()
-        setattr(_local, attr, ex)
+        if device is None:
+            ex = HostExecutor()
+        else:
+            from cuzarr.buffer.gpu import import_cupy
+
+            with import_cupy().cuda.Device(device):
+                ex = GpuExecutor()
+        cache[device] = ex
     return ex
 
 
@@ -250,28 +271,40 @@ def direct_reads(store: Any, device: bool) -> bool:
 
 
 class _ThreadExecutor:
-    """Forwards to the calling thread's executor (batches run in pool threads),
-    remembering every executor used so the read can wait for all of them."""
+    """Forwards each batch to the calling thread's executor for the output's
+    device (batches run in pool threads) and keeps the events they return, so
+    the read can wait for its own batches, and only those."""
 
     def __init__(self, device: bool) -> None:
         self.device = device
-        self.used: set[Any] = set()
+        self.events: list[Any] = []
         self._lock = threading.Lock()
 
-    def _get(self) -> Any:
-        ex = _executor(self.device)
-        with self._lock:
-            self.used.add(ex)
-        return ex
+    def _executor_for(self, out: Any) -> Any:
+        return _executor(out.device.id if self.device else None)
+
+    def _keep(self, ev: Any) -> None:
+        if ev is not None:
+            with self._lock:
+                self.events.append(ev)
 
     def run(self, batch: Any, out: Any, fill: Any) -> None:
-        self._get().run(batch, out, fill)
+        if not self.device:
+            _executor(None).run(batch, out, fill)
+            return
+        with out.device:
+            self._keep(self._executor_for(out).run(batch, out, fill))
 
     def scatter_fancy(self, items: Any, chunks: Any, out: Any, fill: Any) -> None:
-        self._get().scatter_fancy(items, chunks, out, fill)
+        if not self.device:
+            _executor(None).scatter_fancy(items, chunks, out, fill)
+            return
+        with out.device:
+            self._keep(self._executor_for(out).scatter_fancy(items, chunks, out, fill))
 
     def synchronize(self) -> None:
+        """Wait for this read's batches."""
         with self._lock:
-            used = list(self.used)
-        for ex in used:
-            ex.synchronize()
+            events, self.events = self.events, []
+        for ev in events:
+            ev.synchronize()

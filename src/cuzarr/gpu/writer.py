@@ -20,6 +20,7 @@ CPU test suite checks the plans and the containers the GPU path produces.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import zlib
 from collections import Counter
@@ -377,7 +378,7 @@ class GpuEncoder(_Encoder):
             places.append((slot, p, len(c)))
             p += _aligned(len(c))
         dev.set(pinned, stream=self.stream)
-        self._keep.append(pinned)
+        self._keep.append(pinned)  # released once encode() has synchronized
         for slot, p, n in places:
             staging[slot : slot + n] = dev[p : p + n]
 
@@ -424,15 +425,21 @@ class GpuEncoder(_Encoder):
         cp = self.cp
         codec = self._codec(stream)
         sp = int(self.stream.ptr)
-        cap = _aligned(int(codec.get_max_comp_buffer_size(max(sizes))))
+        j = sizes.index(max(sizes))
+        largest = nvcomp.as_array(staging[offsets[j] : offsets[j] + sizes[j]], sp)
+        cap = _aligned(int(codec.get_max_comp_buffer_size(largest)))
         out = cp.empty(cap * len(sizes), dtype=cp.uint8)
         srcs = nvcomp.as_arrays(staging, offsets, sizes, sp)
         outs = nvcomp.as_arrays(out, [i * cap for i in range(len(sizes))], [cap] * len(sizes), sp)
         res = codec.encode(srcs, out=outs)
-        used = [int(n) for n in res.buffer_sizes]
-        host = cp.asnumpy(out, stream=self.stream)
-        self.stream.synchronize()
-        return [host[i * cap : i * cap + n].tobytes() for i, n in enumerate(used)]
+        used = [int(n) for n in res.buffer_sizes]  # waits for the encode
+        if any(n > cap for n in used):
+            raise CodecError("nvCOMP reported a compressed size above its own bound")
+        # Only the compressed bytes cross to the host: pack them, one copy.
+        starts = np.cumsum([0, *used])
+        packed = cp.concatenate([out[i * cap : i * cap + n] for i, n in enumerate(used)])
+        host = cp.asnumpy(packed, stream=self.stream)  # blocking
+        return [host[int(a) : int(b)].tobytes() for a, b in itertools.pairwise(starts)]
 
     def _checksums(self, kind: str, staging: Any, offsets: list[int], sizes: list[int]) -> list[int]:
         from cuzarr.gpu import checksums
@@ -444,12 +451,21 @@ class GpuEncoder(_Encoder):
 _local = threading.local()
 
 
-def _encoder(device: bool) -> _Encoder:
-    attr = "gpu" if device else "host"
-    enc = getattr(_local, attr, None)
+def _encoder(device: int | None) -> _Encoder:
+    """This thread's encoder for CUDA device ``device`` (``None``: the host twin)."""
+    cache = getattr(_local, "encoders", None)
+    if cache is None:
+        cache = _local.encoders = {}
+    enc = cache.get(device)
     if enc is None:
-        enc = GpuEncoder() if device else HostEncoder()
-        setattr(_local, attr, enc)
+        if device is None:
+            enc = HostEncoder()
+        else:
+            from cuzarr.buffer.gpu import import_cupy
+
+            with import_cupy().cuda.Device(device):
+                enc = GpuEncoder()
+        cache[device] = enc
     return enc
 
 
@@ -518,7 +534,11 @@ class DeviceWriter:
             plan, self.kind, self.level, self.fill, self.dtype, self.swap,
             not self.write_empty_chunks, host_old,
         )
-        results = _encoder(self.device).encode(batch, self.value)
+        if self.device:
+            with self.value.device:
+                results = _encoder(self.value.device.id).encode(batch, self.value)
+        else:
+            results = _encoder(None).encode(batch, self.value)
         to_set: list[tuple[str, bytes]] = []
         to_delete: list[str] = []
         for i, res in enumerate(results):
