@@ -20,6 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import cuzarr
+from _gpu_helpers import sample
 from cuzarr.gpu.executor import HostExecutor
 from cuzarr.storage import LocalStore, MemoryStore
 
@@ -32,16 +33,7 @@ def emulate():
 
 
 def _data(shape, dtype, seed=0):
-    rng = np.random.default_rng(seed)
-    dt = np.dtype(dtype)
-    n = int(np.prod(shape))
-    if dt.kind == "b":
-        return (rng.random(n) > 0.5).reshape(shape)
-    if dt.kind == "c":
-        return (np.arange(n) * 0.5 + 1j * np.arange(n)[::-1]).astype(dt).reshape(shape)
-    if dt.kind == "f":
-        return (np.cumsum(rng.standard_normal(n)) * 3).astype(dt).reshape(shape)
-    return (np.arange(n) % 251 * 7).astype(dt).reshape(shape)
+    return sample(shape, dtype, seed, offset=0)
 
 
 SELECTIONS = [

@@ -14,6 +14,8 @@ import zarr
 
 cp = pytest.importorskip("cupy")
 
+from _data import sample  # noqa: E402
+
 import cuzarr  # noqa: E402
 from cuzarr.storage import LocalStore, MemoryStore  # noqa: E402
 
@@ -28,16 +30,7 @@ SELECTIONS = [
 
 
 def _data(shape, dtype, seed=0):
-    rng = np.random.default_rng(seed)
-    dt = np.dtype(dtype)
-    n = int(np.prod(shape))
-    if dt.kind == "b":
-        return (rng.random(n) > 0.5).reshape(shape)
-    if dt.kind == "c":
-        return (np.arange(n) * 0.5 + 1j * np.arange(n)[::-1]).astype(dt).reshape(shape)
-    if dt.kind == "f":
-        return (np.cumsum(rng.standard_normal(n)) * 3).astype(dt).reshape(shape)
-    return (np.arange(n) % 251 * 7).astype(dt).reshape(shape)
+    return sample(shape, dtype, seed, offset=0)
 
 
 def _check(a, data, selections=SELECTIONS):

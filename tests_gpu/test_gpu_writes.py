@@ -10,19 +10,14 @@ import zarr
 
 cp = pytest.importorskip("cupy")
 
+from _data import sample  # noqa: E402
+
 import cuzarr  # noqa: E402
 from cuzarr.storage import LocalStore  # noqa: E402
 
 
 def _data(shape, dtype, seed=0):
-    rng = np.random.default_rng(seed)
-    dt = np.dtype(dtype)
-    n = int(np.prod(shape))
-    if dt.kind == "b":
-        return (rng.random(n) > 0.5).reshape(shape)
-    if dt.kind == "f":
-        return (np.cumsum(rng.standard_normal(n)) + 1000).astype(dt).reshape(shape)
-    return (np.arange(n) % 251 * 7 + 1).astype(dt).reshape(shape)
+    return sample(shape, dtype, seed, offset=1000)
 
 
 @pytest.mark.parametrize(

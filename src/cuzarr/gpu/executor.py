@@ -223,6 +223,68 @@ def _named(e: CodecError, names: Sequence[str] | None, i: int) -> CodecError:
     return type(e)(f"{names[i]}: {e}")
 
 
+def nvcomp_codec(name: str, stream: Any) -> Any:
+    """An nvCOMP RAW codec for raw stream codec ``name``, queued on ``stream``."""
+    from nvidia import nvcomp
+
+    kw: dict[str, Any] = {}
+    if name in ("lz4", "deflate"):
+        # Never the hardware decompression engine: chunk bodies are untrusted,
+        # and nvCOMP documents corrupt input to it as undefined behaviour
+        # (nvcomp/lz4.h).
+        kw["decompress_backend"] = nvcomp.DecompressBackend.NVCOMP_DECOMPRESS_BACKEND_CUDA
+    return nvcomp.Codec(
+        algorithm=NVCOMP_ALGORITHMS[name],
+        bitstream_kind=nvcomp.BitstreamKind.RAW,
+        cuda_stream=int(stream.ptr),
+        **kw,
+    )
+
+
+def upload_to_slots(cp: Any, stream: Any, chunks: list[tuple[int, np.ndarray]], staging: Any) -> Any:
+    """Copy host byte arrays into their staging slots (``(slot, bytes)`` pairs)
+    with one pinned, asynchronous host-to-device copy on ``stream``. Returns the
+    pinned buffer, which must outlive the copy."""
+    from cuzarr.buffer.gpu import pinned_prototype
+
+    total = sum(-(-len(c) // STAGING_ALIGN) * STAGING_ALIGN for _, c in chunks)
+    pinned = pinned_prototype.empty((total,), np.uint8)
+    offsets = []
+    p = 0
+    for _slot, c in chunks:
+        pinned[p : p + len(c)] = c
+        offsets.append(p)
+        p += -(-len(c) // STAGING_ALIGN) * STAGING_ALIGN
+    with stream:
+        dev = cp.empty(total, dtype=cp.uint8)
+        dev.set(pinned, stream=stream)
+        for (slot, c), q in zip(chunks, offsets, strict=True):
+            staging[slot : slot + len(c)] = dev[q : q + len(c)]
+    return pinned
+
+
+_local = threading.local()
+
+
+def per_thread(kind: str, device: int | None, make_host: Callable[[], Any],
+               make_device: Callable[[], Any]) -> Any:
+    """This thread's ``kind`` object for CUDA device ``device`` (``None``: the
+    host twin), made on first use (one stream and codec set per thread and
+    device)."""
+    cache = _local.__dict__.setdefault(kind, {})
+    obj = cache.get(device)
+    if obj is None:
+        if device is None:
+            obj = make_host()
+        else:
+            from cuzarr.buffer.gpu import import_cupy
+
+            with import_cupy().cuda.Device(device):
+                obj = make_device()
+        cache[device] = obj
+    return obj
+
+
 def copy_word(table: np.ndarray, itemsize: int, ptrs: Sequence[int]) -> int:
     """The widest copy word (16, 8, 4, 2, 1 bytes) dividing the item size, every
     offset and stride of the table and the base pointers; 1 when a row swaps."""
@@ -324,20 +386,7 @@ class GpuExecutor:
 
     def _codec(self, name: str) -> Any:
         if name not in self._codecs:
-            from nvidia import nvcomp
-
-            kw: dict[str, Any] = {}
-            if name in ("lz4", "deflate"):
-                # Never the hardware decompression engine: chunk bodies are
-                # untrusted, and nvCOMP documents corrupt input to it as undefined
-                # behaviour (nvcomp/lz4.h).
-                kw["decompress_backend"] = nvcomp.DecompressBackend.NVCOMP_DECOMPRESS_BACKEND_CUDA
-            self._codecs[name] = nvcomp.Codec(
-                algorithm=NVCOMP_ALGORITHMS[name],
-                bitstream_kind=nvcomp.BitstreamKind.RAW,
-                cuda_stream=int(self.stream.ptr),
-                **kw,
-            )
+            self._codecs[name] = nvcomp_codec(name, self.stream)
         return self._codecs[name]
 
     def _hold(self, host: Any) -> None:
@@ -463,21 +512,7 @@ class GpuExecutor:
             raise error
 
     def _upload_host_decoded(self, chunks: list[tuple[int, np.ndarray]], staging: Any) -> None:
-        from cuzarr.buffer.gpu import pinned_prototype
-
-        total = sum(-(-len(c) // STAGING_ALIGN) * STAGING_ALIGN for _, c in chunks)
-        pinned = pinned_prototype.empty((total,), np.uint8)
-        offsets = []
-        p = 0
-        for _slot, c in chunks:
-            pinned[p : p + len(c)] = c
-            offsets.append(p)
-            p += -(-len(c) // STAGING_ALIGN) * STAGING_ALIGN
-        dev = self.cp.empty(total, dtype=self.cp.uint8)
-        dev.set(pinned, stream=self.stream)  # one pinned, asynchronous copy per batch
-        self._hold(pinned)  # must outlive the copy
-        for (slot, c), p in zip(chunks, offsets):
-            staging[slot : slot + len(c)] = dev[p : p + len(c)]
+        self._hold(upload_to_slots(self.cp, self.stream, chunks, staging))
 
     def _unshuffle(self, rows: np.ndarray, scratch: Any, staging: Any) -> None:
         from cuzarr.gpu import kernels

@@ -29,7 +29,13 @@ from typing import Any
 import numpy as np
 
 from cuzarr.buffer.gpu import is_device_array
-from cuzarr.gpu.executor import GpuExecutor, HostExecutor, prepare_batch, stream_kind
+from cuzarr.gpu.executor import (
+    GpuExecutor,
+    HostExecutor,
+    per_thread,
+    prepare_batch,
+    stream_kind,
+)
 from cuzarr.gpu.plan import is_slice_only
 
 __all__ = [
@@ -41,9 +47,6 @@ __all__ = [
     "swap_unit",
     "wait_for_user_stream",
 ]
-
-_local = threading.local()
-
 
 def emulating() -> bool:
     """True when ``cuzarr.config`` key ``gpu.emulate`` asks for the device read
@@ -85,22 +88,8 @@ def _external_stream(cp: Any, user: Any) -> Any:
 
 
 def _executor(device: int | None) -> Any:
-    """This thread's executor for CUDA device ``device`` (``None``: the host
-    twin): one stream and one nvCOMP codec set per thread and device."""
-    cache = getattr(_local, "executors", None)
-    if cache is None:
-        cache = _local.executors = {}
-    ex = cache.get(device)
-    if ex is None:
-        if device is None:
-            ex = HostExecutor()
-        else:
-            from cuzarr.buffer.gpu import import_cupy
-
-            with import_cupy().cuda.Device(device):
-                ex = GpuExecutor()
-        cache[device] = ex
-    return ex
+    """This thread's executor for CUDA device ``device`` (``None``: the host twin)."""
+    return per_thread("executors", device, HostExecutor, GpuExecutor)
 
 
 def _little(dt: np.dtype) -> bool:

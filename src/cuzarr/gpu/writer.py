@@ -33,7 +33,7 @@ import numpy as np
 from cuzarr.buffer.gpu import is_device_array
 from cuzarr.errors import CodecError
 from cuzarr.gpu import formats
-from cuzarr.gpu.executor import NVCOMP_ALGORITHMS, copy_word
+from cuzarr.gpu.executor import copy_word, nvcomp_codec, per_thread, upload_to_slots
 from cuzarr.gpu.plan import (
     FLAG_PAD,
     STAGING_ALIGN,
@@ -353,34 +353,15 @@ class GpuEncoder(_Encoder):
 
     def _codec(self, name: str) -> Any:
         if name not in self._codecs:
-            from nvidia import nvcomp
-
-            self._codecs[name] = nvcomp.Codec(
-                algorithm=NVCOMP_ALGORITHMS[name],
-                bitstream_kind=nvcomp.BitstreamKind.RAW,
-                cuda_stream=int(self.stream.ptr),
-            )
+            self._codecs[name] = nvcomp_codec(name, self.stream)
         return self._codecs[name]
 
     def _staging(self, nbytes: int) -> Any:
         return self.cp.empty(max(nbytes, 1), dtype=self.cp.uint8)
 
     def _upload(self, chunks: list[tuple[int, np.ndarray]], staging: Any) -> None:
-        from cuzarr.buffer.gpu import pinned_prototype
-
-        total = sum(_aligned(len(c)) for _, c in chunks)
-        pinned = pinned_prototype.empty((total,), np.uint8)
-        dev = self.cp.empty(total, dtype=self.cp.uint8)
-        p = 0
-        places = []
-        for slot, c in chunks:
-            pinned[p : p + len(c)] = c
-            places.append((slot, p, len(c)))
-            p += _aligned(len(c))
-        dev.set(pinned, stream=self.stream)
-        self._keep.append(pinned)  # released once encode() has synchronized
-        for slot, p, n in places:
-            staging[slot : slot + n] = dev[p : p + n]
+        # released once encode() has synchronized
+        self._keep.append(upload_to_slots(self.cp, self.stream, chunks, staging))
 
     def _gather(self, plan: ScatterPlan, staging: Any, value: Any, fill: Any, dtype: Any) -> None:
         from cuzarr.gpu import kernels
@@ -448,25 +429,9 @@ class GpuEncoder(_Encoder):
             staging, offsets, sizes, kind, stream=self.stream, block=CHECKSUM_BLOCK)]
 
 
-_local = threading.local()
-
-
 def _encoder(device: int | None) -> _Encoder:
     """This thread's encoder for CUDA device ``device`` (``None``: the host twin)."""
-    cache = getattr(_local, "encoders", None)
-    if cache is None:
-        cache = _local.encoders = {}
-    enc = cache.get(device)
-    if enc is None:
-        if device is None:
-            enc = HostEncoder()
-        else:
-            from cuzarr.buffer.gpu import import_cupy
-
-            with import_cupy().cuda.Device(device):
-                enc = GpuEncoder()
-        cache[device] = enc
-    return enc
+    return per_thread("encoders", device, HostEncoder, GpuEncoder)
 
 
 class DeviceWriter:

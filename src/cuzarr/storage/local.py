@@ -315,16 +315,20 @@ class LocalStore(Store):
         return _KeyLocks(self, keys)
 
     # -- blocking helpers (run in threads) --------------------------------------
+    def _open_checked(self, key: str, path: str) -> int:
+        """A read descriptor for ``path``; a symlink is followed only inside the root."""
+        try:
+            return os.open(path, os.O_RDONLY | _NOFOLLOW)
+        except OSError as e:
+            if not _NOFOLLOW or e.errno != errno.ELOOP:
+                raise
+        self._check_file(key, path)
+        return os.open(path, os.O_RDONLY)
+
     def _read(self, key: str, byte_range: ByteRequest | None) -> bytes | None:
         path = self._path(key)
         try:
-            try:
-                fd = os.open(path, os.O_RDONLY | _NOFOLLOW)
-            except OSError as e:
-                if not _NOFOLLOW or e.errno != errno.ELOOP:
-                    raise
-                self._check_file(key, path)  # a symlink: follow it only inside the root
-                fd = os.open(path, os.O_RDONLY)
+            fd = self._open_checked(key, path)
             try:
                 # pread on the raw descriptor: no buffered-reader object, no seeks.
                 if byte_range is None:
@@ -356,13 +360,7 @@ class LocalStore(Store):
         same key checks as a read apply (no escaping the root, no symlinks out)."""
         path = self._path(key)
         try:
-            try:
-                fd = os.open(path, os.O_RDONLY | _NOFOLLOW)
-            except OSError as e:
-                if not _NOFOLLOW or e.errno != errno.ELOOP:
-                    raise
-                self._check_file(key, path)
-                fd = os.open(path, os.O_RDONLY)
+            fd = self._open_checked(key, path)
             try:
                 st = os.fstat(fd)
             finally:
