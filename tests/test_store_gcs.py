@@ -272,7 +272,7 @@ def test_consolidated(gcs, zarr_format):
     for i in range(3):
         g.create_array(f"a{i}", shape=(6,), dtype="i4", chunks=(3,))[:] = np.arange(6) + i
     g.create_group("sub").create_array("b", shape=(2, 2), dtype="f4", chunks=(2, 2))[:] = 1.5
-    cuzarr.consolidate_metadata(FsspecStore.from_url(url, storage_options=gcs["opts"]))
+    cuzarr.consolidate_metadata(url, storage_options=gcs["opts"])
     if zarr_format == 2:
         assert ".zmetadata" in _keys(gcs, url)
 

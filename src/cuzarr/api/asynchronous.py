@@ -205,10 +205,14 @@ async def open(
 
 
 async def consolidate_metadata(
-    store: Any, path: str | None = None, zarr_format: int | None = None
+    store: Any,
+    path: str | None = None,
+    zarr_format: int | None = None,
+    *,
+    storage_options: dict[str, Any] | None = None,
 ) -> AsyncGroup:
     """Store the metadata of every node below the group at ``path`` in one place."""
-    sp = make_store_path(store, path, mode="a")
+    sp = make_store_path(store, path, mode="a", storage_options=storage_options)
     group = await AsyncGroup.open(sp, zarr_format, use_consolidated=False)
     return await group.consolidate()
 

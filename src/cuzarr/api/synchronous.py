@@ -231,14 +231,21 @@ def open(
 
 
 def consolidate_metadata(
-    store: Any, path: str | None = None, zarr_format: int | None = None
+    store: Any,
+    path: str | None = None,
+    zarr_format: int | None = None,
+    *,
+    storage_options: dict[str, Any] | None = None,
 ) -> Group:
     """Store the metadata of every node below a group in one place.
 
     v2 writes ``.zmetadata``; v3 writes it inline in the group's ``zarr.json``.
     Groups opened later use it automatically (one request for the hierarchy).
+    ``storage_options`` go to the filesystem when ``store`` is a URL.
     """
-    return Group(sync(_async.consolidate_metadata(store, path, zarr_format)))
+    return Group(
+        sync(_async.consolidate_metadata(store, path, zarr_format, storage_options=storage_options))
+    )
 
 
 def open_consolidated(

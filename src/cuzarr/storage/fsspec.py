@@ -518,6 +518,15 @@ class _HTTPStatusError(OSError):
         self.status = status
 
 
+async def _http_client(**kwargs: Any) -> Any:
+    """An aiohttp session whose connection pool does not cap concurrency (the
+    global ``async.concurrency`` limit does)."""
+    import aiohttp
+
+    kwargs.setdefault("connector", aiohttp.TCPConnector(limit=0))
+    return aiohttp.ClientSession(**kwargs)
+
+
 class HTTPStore(FsspecStore):
     """A read-only store over HTTP(S), for plain static file servers.
 
@@ -550,12 +559,16 @@ class HTTPStore(FsspecStore):
         read_only: bool = True,
     ) -> None:
         protocol = url.split("://", 1)[0]
+        opts = dict(storage_options or {})
+        # aiohttp's default pool holds 100 connections: async.concurrency above
+        # that would queue inside aiohttp. cuzarr's own limit bounds requests.
+        opts.setdefault("get_client", _http_client)
         super().__init__(
             None,
             url.rstrip("/"),
             read_only=True,
             protocol=protocol,
-            storage_options=storage_options,
+            storage_options=opts,
             retry=retry,
         )
         self.forbidden_is_missing = forbidden_is_missing
