@@ -615,9 +615,13 @@ async def write_items(
         elif lock_keys is not None:
             # Per-key locks (LocalStore: fcntl locks) around the read-modify-write of
             # partly covered chunks, and around whole-chunk writes so they serialize
-            # with it: concurrent writers never lose each other's updates.
+            # with it: concurrent writers never lose each other's updates. Taken on
+            # the loop; the batch's read, encode and write then run in one hop.
             async with lock_keys(keys[lo:hi]):
-                await rmw(lo, hi, need_old)
+                if sio is not None:
+                    await loop.run_in_executor(pool, rmw_sync, lo, hi, need_old)
+                else:
+                    await rmw(lo, hi, need_old)
         else:
             await rmw(lo, hi, need_old)
 

@@ -292,11 +292,23 @@ class LocalStore(Store):
         """Refuse a key whose directory resolves (through symlinks) outside the root."""
         if self._real_root is None:
             self._real_root = os.path.realpath(self._root_str)
-        real = os.path.realpath(directory)
+        # Only existing components can be symlinks: check the deepest existing
+        # ancestor (a new array's chunk directories do not exist yet, and a full
+        # realpath of them on every write cost ~8% of a write's CPU time).
+        existing = directory
+        while (
+            existing not in self._safe_dirs
+            and len(existing) > len(self._root_str)
+            and not os.path.lexists(existing)
+        ):
+            existing = os.path.dirname(existing)
+        if existing in self._safe_dirs:
+            return
+        real = os.path.realpath(existing)
         if real != self._real_root and not real.startswith(self._real_root + os.sep):
             raise StoreKeyError(f"key {key!r} resolves outside the store root (symlink)")
-        if os.path.isdir(directory):  # cache only what exists: it cannot change under us
-            self._safe_dirs.add(directory)
+        if os.path.isdir(existing):  # cache only what exists: it cannot change under us
+            self._safe_dirs.add(existing)
 
     def _check_file(self, key: str, path: str) -> None:
         """A symlinked file is followed only if it stays below the root."""
