@@ -74,6 +74,10 @@ def _plain_encode(chunks: np.ndarray, zstd: Any) -> list[bytes]:
     flat = chunks.reshape(len(chunks), -1).view(np.uint8)
     if zstd is None:
         return [row.tobytes() for row in flat]
+    cctx = getattr(zstd, "_cctx", None)
+    if cctx is not None and flat.shape[1] < (64 << 10):
+        compress = cctx().compress  # small chunks: python-zstandard, one lookup per batch
+        return [compress(row) for row in flat]
     encode = zstd.encode
     return [encode(memoryview(row), None) for row in flat]
 
