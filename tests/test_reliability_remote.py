@@ -556,7 +556,10 @@ def test_s3_persistent_fault_names_the_key(s3, fault, s3_single_try):
         _s3_store(s3, retry=RetryPolicy(retries=2, backoff=0.005)), path="zstd", mode="r"
     )
     _fails_cleanly(lambda: a[:], key, RemoteStoreError)
-    assert 3 <= sched.requests[path] <= 6
+    # Retried, and bounded. Counted at the server: after a reset, a retry can die
+    # on a pooled connection the reset broke before the server sees it, so 3
+    # client attempts may show as 2 requests here.
+    assert 2 <= sched.requests[path] <= 6
     sched.set(path, [])
     _check(a[:], s3["data"])
 
