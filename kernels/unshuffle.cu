@@ -27,3 +27,29 @@ extern "C" __global__ void cuzarr_unshuffle(const cuzarr_unshuffle_row* __restri
         }
     }
 }
+
+// The reverse, for writes: byte-shuffle each block (same rows, src = plain bytes,
+// dst = shuffled bytes) before it is compressed into a blosc chunk.
+extern "C" __global__ void cuzarr_shuffle(const cuzarr_unshuffle_row* __restrict__ rows,
+                                          long long nrows,
+                                          const unsigned char* __restrict__ src,
+                                          unsigned char* __restrict__ dst) {
+    for (long long r = blockIdx.y; r < nrows; r += gridDim.y) {
+        const cuzarr_unshuffle_row row = rows[r];
+        const long long ts = row.typesize;
+        const long long neblock = row.nbytes / ts;
+        const long long shuffled = neblock * ts;
+        const unsigned char* s = src + row.src_offset;
+        unsigned char* d = dst + row.dst_offset;
+        for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < row.nbytes;
+             j += (long long)gridDim.x * blockDim.x) {
+            if (j < shuffled) {
+                const long long i = j / ts;
+                const long long b = j - i * ts;
+                d[b * neblock + i] = s[j];
+            } else {
+                d[j] = s[j];
+            }
+        }
+    }
+}

@@ -59,7 +59,18 @@ V3_CASES = [
     pytest.param(numcodecs.Zlib(level=1), "zlib", id="numcodecs-zlib"),
     pytest.param({"name": "blosc", "configuration": {"cname": "lz4", "clevel": 5,
                                                      "shuffle": "shuffle", "typesize": 4,
-                                                     "blocksize": 0}}, None, id="blosc-host"),
+                                                     "blocksize": 0}}, "blosc", id="blosc-lz4"),
+    pytest.param({"name": "blosc", "configuration": {"cname": "zstd", "clevel": 3,
+                                                     "shuffle": "noshuffle", "typesize": 4,
+                                                     "blocksize": 256}}, "blosc",
+                 id="blosc-zstd-small-blocks"),
+    pytest.param({"name": "blosc", "configuration": {"cname": "lz4", "clevel": 5,
+                                                     "shuffle": "bitshuffle", "typesize": 4,
+                                                     "blocksize": 0}}, None,
+                 id="blosc-bitshuffle-host"),
+    pytest.param({"name": "blosc", "configuration": {"cname": "blosclz", "clevel": 5,
+                                                     "shuffle": "shuffle", "typesize": 4,
+                                                     "blocksize": 0}}, None, id="blosclz-host"),
     pytest.param([{"name": "zstd", "configuration": {"level": 1}}, {"name": "crc32c"}], None,
                  id="crc32c-host"),
     pytest.param({"name": "zstd", "configuration": {"level": 1, "checksum": True}}, None,
@@ -88,7 +99,9 @@ def test_v3_written_on_device_read_by_zarr(tmp_path, emulate, compressor, contai
     "compressor, container",
     [(None, "none"), (numcodecs.Zstd(level=1), "zstd"), (numcodecs.Zlib(level=6), "zlib"),
      (numcodecs.GZip(level=1), "gzip"), (numcodecs.LZ4(), "lz4"),
-     (numcodecs.Blosc("zstd", shuffle=1), None)],
+     (numcodecs.Blosc("zstd", shuffle=1), "blosc"),
+     (numcodecs.Blosc("lz4", shuffle=numcodecs.Blosc.AUTOSHUFFLE), "blosc"),
+     (numcodecs.Blosc("zlib", shuffle=1), None)],
 )
 @pytest.mark.parametrize("dtype", [">i4", "<f8", "|u1"])
 def test_v2_written_on_device_read_by_zarr(tmp_path, emulate, order, compressor, container,
@@ -100,6 +113,8 @@ def test_v2_written_on_device_read_by_zarr(tmp_path, emulate, order, compressor,
     expect = _writes(a, data)
     z = zarr.open_array(str(tmp_path / "a"), mode="r")
     np.testing.assert_array_equal(z[...], expect)
+    if getattr(compressor, "shuffle", None) == numcodecs.Blosc.AUTOSHUFFLE and dtype == "|u1":
+        container = None  # blosc's auto shuffle is a bit shuffle for 1-byte items: host
     assert emulate[f"container:{container}"] > 0
 
 
@@ -147,7 +162,8 @@ def test_zstd_frames_decode_with_numcodecs(tmp_path, emulate):
     """Chunks written by the device path decode with plain numcodecs codecs."""
     data = _data((16, 16), "<i4")
     for name, codec in [("zstd", numcodecs.Zstd()), ("zlib", numcodecs.Zlib()),
-                        ("gzip", numcodecs.GZip()), ("lz4", numcodecs.LZ4())]:
+                        ("gzip", numcodecs.GZip()), ("lz4", numcodecs.LZ4()),
+                        ("blosc", numcodecs.Blosc("lz4", shuffle=1))]:
         a = cuzarr.create_array(LocalStore(tmp_path / name), shape=data.shape, dtype="<i4",
                                 chunks=(8, 8), compressors=codec, zarr_format=2)
         a[...] = data

@@ -35,6 +35,9 @@ __all__ = [
     "BloscChunk",
     "RawStream",
     "UnsupportedStream",
+    "block_rows",
+    "blosc_blocks",
+    "blosc_blocksize",
     "blosc_unshuffle_rows",
     "decode_streams_cpu",
     "parse_blosc",
@@ -42,7 +45,9 @@ __all__ = [
     "parse_lz4",
     "parse_zlib",
     "parse_zstd",
+    "shuffle_numpy",
     "unshuffle_numpy",
+    "wrap_blosc",
     "wrap_gzip",
     "wrap_lz4",
     "wrap_zlib",
@@ -402,6 +407,77 @@ def unshuffle_numpy(rows: np.ndarray, src: np.ndarray, dst: np.ndarray) -> None:
         block = src[s0 : s0 + ne * ts]
         dst[d0 : d0 + ne * ts] = block.reshape(ts, ne).T.reshape(-1)
         dst[d0 + ne * ts : d0 + nb] = src[s0 + ne * ts : s0 + nb]
+
+
+def shuffle_numpy(rows: np.ndarray, src: np.ndarray, dst: np.ndarray) -> None:
+    """The CPU twin of ``cuzarr_shuffle`` (the reverse of :func:`unshuffle_numpy`)."""
+    for row in rows:
+        ts, nb = int(row["typesize"]), int(row["nbytes"])
+        s0, d0 = int(row["src_offset"]), int(row["dst_offset"])
+        ne = nb // ts
+        dst[d0 : d0 + ne * ts] = src[s0 : s0 + ne * ts].reshape(ne, ts).T.reshape(-1)
+        dst[d0 + ne * ts : d0 + nb] = src[s0 + ne * ts : s0 + nb]
+
+
+def blosc_blocksize(nbytes: int, blocksize: int, typesize: int) -> int:
+    """The block size a blosc chunk of ``nbytes`` is written with: ``blocksize``
+    (a multiple of the type size), never above ``nbytes`` (c-blosc refuses it)."""
+    bs = max(typesize, blocksize - blocksize % max(1, typesize))
+    return max(1, min(bs, nbytes))
+
+
+def blosc_blocks(nbytes: int, blocksize: int) -> list[tuple[int, int]]:
+    """``(offset, size)`` of the blocks of a blosc chunk of ``nbytes``."""
+    return [(o, min(blocksize, nbytes - o)) for o in range(0, nbytes, blocksize)]
+
+
+def block_rows(blocks: list[tuple[int, int]], typesize: int, src_base: int,
+               dst_base: int) -> np.ndarray:
+    """``UNSHUFFLE_DTYPE`` rows (shuffle or unshuffle) for blocks of one chunk."""
+    rows = np.zeros(len(blocks), dtype=UNSHUFFLE_DTYPE)
+    if len(rows):
+        offs = np.array([b[0] for b in blocks], dtype=np.int64)
+        rows["src_offset"] = src_base + offs
+        rows["dst_offset"] = dst_base + offs
+        rows["nbytes"] = [b[1] for b in blocks]
+        rows["typesize"] = typesize
+    return rows
+
+
+BLOSC_CODE = {v: k for k, v in BLOSC_CODECS.items()}
+BLOSC_VERSIONLZ = {"blosclz": 1, "lz4": 1, "snappy": 1, "zlib": 1, "zstd": 1}
+
+
+def wrap_blosc(blocks: list[bytes | None], raw_blocks: list[Any], nbytes: int, blocksize: int,
+               typesize: int, codec: str, shuffle: bool) -> bytes:
+    """A c-blosc 1.x chunk (format version 2, one stream per block: the
+    ``BLOSC_DONT_SPLIT`` layout) from compressed blocks. ``blocks[b]`` is block
+    ``b`` compressed; when it is ``None`` or no smaller than the block, the block
+    is stored as is, from ``raw_blocks[b]`` (its bytes as they were compressed,
+    i.e. shuffled; only those entries are read)."""
+    flags = BLOSC_DONT_SPLIT | (BLOSC_CODE[codec] << 5) | (BLOSC_DOSHUFFLE if shuffle else 0)
+    sizes = [n for _o, n in blosc_blocks(nbytes, blocksize)]
+    nblocks = len(sizes)
+    if len(blocks) != nblocks or len(raw_blocks) != nblocks:
+        raise ValueError(f"a blosc chunk of {nbytes} bytes in blocks of {blocksize} has "
+                         f"{nblocks} blocks, not {len(blocks)}")
+    parts: list[bytes] = []
+    starts = []
+    pos = BLOSC_MAX_OVERHEAD + 4 * nblocks
+    for comp, raw, n in zip(blocks, raw_blocks, sizes, strict=True):
+        if comp is None or len(comp) >= n:
+            body = bytes(_mv(raw))
+            if len(body) != n:
+                raise ValueError(f"raw blosc block has {len(body)} bytes, expected {n}")
+        else:
+            body = bytes(comp)
+        starts.append(pos)
+        parts.append(struct.pack("<i", len(body)) + body)
+        pos += 4 + len(body)
+    header = struct.pack(
+        "<BBBBIII", 2, BLOSC_VERSIONLZ[codec], flags, typesize & 0xFF, nbytes, blocksize, pos
+    )
+    return header + struct.pack(f"<{nblocks}i", *starts) + b"".join(parts)
 
 
 # -- CPU reference decode of raw streams ----------------------------------------------

@@ -19,6 +19,7 @@ __all__ = [
     "GATHER",
     "NAME_EXPRESSIONS",
     "SCATTER",
+    "SHUFFLE",
     "UNSHUFFLE",
     "compile_check",
     "get_function",
@@ -38,6 +39,7 @@ WORD_TYPES = {
 SCATTER = "cuzarr_scatter<{}>"
 GATHER = "cuzarr_gather<{}>"
 UNSHUFFLE = "cuzarr_unshuffle"
+SHUFFLE = "cuzarr_shuffle"
 CHECKSUMS = "cuzarr_block_checksums"
 SOURCES = ("scatter.cu", "unshuffle.cu", "checksum.cu")
 NAME_EXPRESSIONS = {

@@ -11,8 +11,15 @@ host, where each raw stream gets the container numcodecs writes: a zstd frame
 as is, LZ4 with its 4-byte size prefix, zlib with header and Adler-32, gzip with
 header, CRC-32 and size (checksums computed on the device, ``gpu.checksums``).
 
-Codecs nvCOMP does not encode (blosc, filters, transpose, crc32c, zstd with
-checksums) and chunks larger than nvCOMP's batch limit take the host route:
+Blosc with lz4 or zstd inside (byte shuffle or none) is written on the device
+too: each chunk's blocks are byte-shuffled by ``cuzarr_shuffle``, every block of
+the batch is compressed in the same batched call, and the host assembles the
+c-blosc 1.x container (one stream per block, ``BLOSC_DONT_SPLIT``; blocks that
+do not shrink are stored raw).
+
+Codecs nvCOMP does not encode (bit shuffle, blosclz/zlib/snappy blosc, filters,
+transpose, crc32c, zstd with checksums) and chunks larger than nvCOMP's batch
+limit take the host route:
 the gathered chunks come back in one copy per batch and the pipeline encodes
 them. :class:`HostEncoder` runs every step with numpy (``gpu.emulate``), so the
 CPU test suite checks the plans and the containers the GPU path produces.
@@ -62,17 +69,53 @@ CHECKSUM_BLOCK = 4096
 ENCODE_MAX_CHUNK = {"copy": 1 << 62, "zstd": 16 << 20, "lz4": 16 << 20, "deflate": 64 << 10}
 
 
-def encode_kind(pipeline: Any) -> tuple[str | None, int]:
-    """``(container, level)`` the device writes for ``pipeline``'s chunks, or
-    ``(None, 0)`` when the pipeline encodes on the host."""
+@dataclass(frozen=True)
+class BloscParams:
+    """How the device writes blosc chunks: one ``cname`` stream per block
+    (``blocksize`` bytes), byte-shuffled first when ``shuffle``."""
+
+    cname: str
+    shuffle: bool
+    typesize: int
+    blocksize: int
+
+
+# Blocks of a device-written blosc chunk when the codec leaves the size to blosc.
+BLOSC_BLOCKSIZE = 256 << 10
+
+
+def encode_kind(pipeline: Any, itemsize: int = 1) -> tuple[str | None, int, BloscParams | None]:
+    """``(container, level, blosc parameters)`` the device writes for
+    ``pipeline``'s chunks, or ``(None, 0, None)`` when the pipeline encodes on
+    the host."""
     kind, _stored, _order = device_codec(pipeline)
-    if kind not in ENCODE_STREAM:
-        return None, 0
     comp = _compressor(pipeline)
-    if kind == "zstd" and _config(comp).get("checksum"):
-        return None, 0  # nvCOMP writes no content checksum
-    level = _config(comp).get("level", _config(comp).get("clevel", 1)) if comp is not None else 0
-    return kind, int(level or 0)
+    conf = _config(comp)
+    if kind == "blosc":
+        params = _blosc_params(conf, itemsize)
+        if params is None:
+            return None, 0, None
+        return "blosc", int(conf.get("clevel", 5)), params
+    if kind not in ENCODE_STREAM:
+        return None, 0, None
+    if kind == "zstd" and conf.get("checksum"):
+        return None, 0, None  # nvCOMP writes no content checksum
+    level = conf.get("level", conf.get("clevel", 1)) if comp is not None else 0
+    return kind, int(level or 0), None
+
+
+def _blosc_params(conf: dict[str, Any], itemsize: int) -> BloscParams | None:
+    cname = conf.get("cname")
+    if cname not in ("lz4", "zstd"):
+        return None  # blosclz, lz4hc, zlib, snappy: host
+    shuffle = conf.get("shuffle", 0)
+    typesize = int(conf.get("typesize") or itemsize or 1)
+    if shuffle in ("bitshuffle", 2) or (shuffle == -1 and typesize == 1):
+        return None  # bit shuffle: host
+    byte = shuffle in ("shuffle", 1, -1) and typesize > 1
+    step = 16 * typesize  # blocks start nvCOMP-aligned and on whole items
+    req = int(conf.get("blocksize") or BLOSC_BLOCKSIZE)
+    return BloscParams(cname, byte, typesize, max(step, req - req % step))
 
 
 def _compressor(pipeline: Any) -> Any:
@@ -107,6 +150,7 @@ class EncodeBatch:
     check_empty: bool
     # (slot, stored bytes) of old chunks a partial write updates
     host_old: list[tuple[int, np.ndarray]] = field(default_factory=list)
+    blosc: BloscParams | None = None
 
 
 def _aligned(n: int) -> int:
@@ -141,6 +185,11 @@ class _Encoder:
             return self._done(result)
         ko = [offsets[i] for i in keep]
         ks = [sizes[i] for i in keep]
+        if batch.kind == "blosc" and batch.blosc is not None:
+            self._count(**{"container__blosc": len(keep)})
+            for i, chunk in zip(keep, self._blosc(staging, ko, ks, batch), strict=True):
+                result[i] = chunk
+            return self._done(result)
         stream = ENCODE_STREAM.get(batch.kind or "none", "copy")
         if batch.kind is None or batch.kind == "none" or max(ks) > ENCODE_MAX_CHUNK[stream]:
             self._count(**{"downloaded": len(keep), f"container__{batch.kind}": len(keep)})
@@ -163,6 +212,53 @@ class _Encoder:
 
     def _count(self, **kw: int) -> None:
         """Statistics hook (the host twin counts what it ran)."""
+
+    def _blosc(self, staging: Any, offsets: list[int], sizes: list[int],
+               batch: EncodeBatch) -> list[bytes]:
+        """Blosc chunks: each chunk's blocks byte-shuffled into scratch (when
+        asked), every block of the batch compressed in one batched call, the
+        containers assembled on the host (incompressible blocks stored as is)."""
+        p = batch.blosc
+        assert p is not None
+        layout = []  # per chunk: (blocksize, blocks)
+        rows = []
+        scratch_off = []
+        pos = 0
+        for off, n in zip(offsets, sizes, strict=True):
+            bs = formats.blosc_blocksize(n, p.blocksize, p.typesize)
+            blocks = formats.blosc_blocks(n, bs)
+            layout.append((bs, blocks))
+            if p.shuffle:
+                rows.append(formats.block_rows(blocks, p.typesize, off, pos))
+            scratch_off.append(pos)
+            pos += _aligned(n)
+        if p.shuffle:
+            src = self._staging(pos)
+            self._shuffle(np.concatenate(rows), staging, src)
+            bases = scratch_off
+        else:
+            src = staging
+            bases = offsets
+        s_off = [b + o for b, (_bs, blocks) in zip(bases, layout, strict=True) for o, _n in blocks]
+        s_len = [n for _bs, blocks in layout for _o, n in blocks]
+        comp = self._compress(p.cname, src, s_off, s_len, batch.level) if s_off else []
+        # Blocks that did not shrink are stored raw: fetch just those.
+        raw_idx = [j for j, (c, n) in enumerate(zip(comp, s_len, strict=True)) if len(c) >= n]
+        raws = dict(zip(raw_idx, self._download(src, [s_off[j] for j in raw_idx],
+                                                [s_len[j] for j in raw_idx]), strict=True)) \
+            if raw_idx else {}
+        out = []
+        j = 0
+        for n, (bs, blocks) in zip(sizes, layout, strict=True):
+            cs = comp[j : j + len(blocks)]
+            rb = [raws.get(j + k, b"") for k in range(len(blocks))]
+            fixed = [None if (j + k) in raws else cs[k] for k in range(len(blocks))]
+            out.append(formats.wrap_blosc(fixed, rb, n, bs, p.typesize, p.cname, p.shuffle))
+            j += len(blocks)
+        return out
+
+    def _shuffle(self, rows: np.ndarray, src: Any, dst: Any) -> None:
+        raise NotImplementedError
 
     # -- primitives (subclasses) --------------------------------------------------
     def _staging(self, nbytes: int) -> Any:
@@ -305,6 +401,9 @@ class HostEncoder(_Encoder):
     def _rows(self, staging: np.ndarray, offsets: list[int], size: int) -> np.ndarray:
         return np.stack([staging[o : o + size] for o in offsets])
 
+    def _shuffle(self, rows: np.ndarray, src: np.ndarray, dst: np.ndarray) -> None:
+        formats.shuffle_numpy(rows, src, dst)
+
     def _download(self, staging: np.ndarray, offsets: list[int], sizes: list[int]) -> list[bytes]:
         return [staging[o : o + s].tobytes() for o, s in zip(offsets, sizes, strict=True)]
 
@@ -380,6 +479,14 @@ class GpuEncoder(_Encoder):
         words = max(1, int(table["chunk_count"].max()) * plan.itemsize // w)
         grid = (min(1024, max(1, -(-words // self.threads))), min(len(table), 65535))
         fn(grid, (self.threads,), (rows, np.int64(len(table)), staging, value, fill_dev))
+
+    def _shuffle(self, rows: np.ndarray, src: Any, dst: Any) -> None:
+        from cuzarr.gpu import kernels
+
+        table = self.cp.asarray(rows.view(np.uint8))
+        fn = kernels.get_function("unshuffle.cu", kernels.SHUFFLE)
+        bx = min(1024, max(1, -(-int(rows["nbytes"].max()) // self.threads)))
+        fn((bx, min(len(rows), 65535)), (self.threads,), (table, np.int64(len(rows)), src, dst))
 
     def _rows(self, staging: Any, offsets: list[int], size: int) -> Any:
         cp = self.cp
@@ -459,7 +566,7 @@ class DeviceWriter:
         self.device = device
         self.dtype = np.dtype(value.dtype)
         _kind, stored, self.order = device_codec(pipeline)
-        self.kind, self.level = encode_kind(pipeline)
+        self.kind, self.level, self.blosc = encode_kind(pipeline, self.dtype.itemsize)
         if (
             self.kind is not None
             and stored is not None
@@ -497,7 +604,7 @@ class DeviceWriter:
             host_old.append((int(plan.slots[i]), raw))
         batch = EncodeBatch(
             plan, self.kind, self.level, self.fill, self.dtype, self.swap,
-            not self.write_empty_chunks, host_old,
+            not self.write_empty_chunks, host_old, self.blosc,
         )
         if self.device:
             with self.value.device:
