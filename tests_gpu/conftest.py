@@ -1,5 +1,11 @@
 """Skip the whole directory (collect nothing) without CuPy or a CUDA device."""
 
+import sys
+from pathlib import Path
+
+# Test data helpers are shared with the CPU suite (tests/_gpu_helpers.py).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
 
 def _device_reason() -> str | None:
     try:

@@ -14,9 +14,8 @@ import zarr
 
 cp = pytest.importorskip("cupy")
 
-from _data import sample  # noqa: E402
-
 import cuzarr  # noqa: E402
+from _gpu_helpers import sample  # noqa: E402  (tests/, see conftest)
 from cuzarr.storage import LocalStore, MemoryStore  # noqa: E402
 
 SELECTIONS = [
