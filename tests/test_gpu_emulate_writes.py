@@ -199,3 +199,19 @@ def test_random_slice_writes_match_numpy(tmp_path_factory, data):
         a[...] = base
         a[sel] = val
     np.testing.assert_array_equal(zarr.open_array(str(path), mode="r")[...], expect)
+
+
+def test_blosc_parameters_the_device_takes():
+    """Blosc chunks the device cannot write (blocks over nvCOMP's 16 MiB, bit
+    shuffle, other inner codecs, type sizes a header byte cannot hold) take the
+    host route."""
+    from cuzarr.gpu.writer import _blosc_params
+
+    p = _blosc_params({"cname": "lz4", "shuffle": "shuffle", "blocksize": 0}, 4)
+    assert p is not None and p.shuffle and p.blocksize % 64 == 0 and p.typesize == 4
+    assert _blosc_params({"cname": "zstd", "shuffle": 0, "blocksize": 1000}, 8).blocksize == 896
+    assert _blosc_params({"cname": "lz4", "shuffle": 1, "blocksize": 32 << 20}, 4) is None
+    assert _blosc_params({"cname": "lz4", "shuffle": "bitshuffle"}, 4) is None
+    assert _blosc_params({"cname": "lz4", "shuffle": -1}, 1) is None  # auto: bit shuffle
+    assert _blosc_params({"cname": "blosclz", "shuffle": 1}, 4) is None
+    assert _blosc_params({"cname": "lz4", "shuffle": 1, "typesize": 300}, 4) is None

@@ -401,6 +401,7 @@ class GpuExecutor:
 
         cp = self.cp
         plan = batch.plan
+        self._keep = [(h, e) for h, e in self._keep if not e.done]  # copies finished
         wait_for_user_stream(self.stream)
         with self.stream:
             staging = cp.empty(max(plan.staging_nbytes, 1), dtype=cp.uint8)

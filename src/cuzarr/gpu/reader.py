@@ -69,9 +69,25 @@ def wait_for_user_stream(stream: Any) -> None:
     from cuzarr.buffer.gpu import import_cupy
 
     cp = import_cupy()
+    device = _stream_device(user)
     if not isinstance(user, cp.cuda.Stream):
         user = _external_stream(cp, user)
-    stream.wait_event(user.record())
+    if device is not None and device >= 0 and device != cp.cuda.runtime.getDevice():
+        # Events are recorded on the stream's own device; waiting on one from
+        # another device's stream is allowed.
+        with cp.cuda.Device(device):
+            event = user.record()
+    else:
+        event = user.record()
+    stream.wait_event(event)
+
+
+def _stream_device(user: Any) -> int | None:
+    """The device a foreign stream belongs to, where the object says
+    (``torch.cuda.Stream.device``); ``None`` when unknown (the current one)."""
+    dev = getattr(user, "device", None)
+    index = getattr(dev, "index", None)
+    return int(index) if index is not None else None
 
 
 def _external_stream(cp: Any, user: Any) -> Any:

@@ -110,11 +110,15 @@ def _blosc_params(conf: dict[str, Any], itemsize: int) -> BloscParams | None:
         return None  # blosclz, lz4hc, zlib, snappy: host
     shuffle = conf.get("shuffle", 0)
     typesize = int(conf.get("typesize") or itemsize or 1)
+    if typesize > 255:
+        return None  # the blosc header holds one byte of it
     if shuffle in ("bitshuffle", 2) or (shuffle == -1 and typesize == 1):
         return None  # bit shuffle: host
     byte = shuffle in ("shuffle", 1, -1) and typesize > 1
     step = 16 * typesize  # blocks start nvCOMP-aligned and on whole items
     req = int(conf.get("blocksize") or BLOSC_BLOCKSIZE)
+    if req > ENCODE_MAX_CHUNK[cname]:
+        return None  # blocks above nvCOMP's batch limit: host
     return BloscParams(cname, byte, typesize, max(step, req - req % step))
 
 
@@ -499,11 +503,13 @@ class GpuEncoder(_Encoder):
         return staging[idx]
 
     def _download(self, staging: Any, offsets: list[int], sizes: list[int]) -> list[bytes]:
-        lo = min(offsets)
-        hi = max(o + s for o, s in zip(offsets, sizes, strict=True))
-        host = self.cp.asnumpy(staging[lo:hi], stream=self.stream)
-        self.stream.synchronize()
-        return [host[o - lo : o - lo + s].tobytes() for o, s in zip(offsets, sizes, strict=True)]
+        # Pack the wanted ranges on the device: one copy of just those bytes.
+        packed = self.cp.concatenate(
+            [staging[o : o + n] for o, n in zip(offsets, sizes, strict=True)]
+        )
+        host = self.cp.asnumpy(packed, stream=self.stream)  # blocking
+        starts = np.cumsum([0, *sizes])
+        return [host[int(a) : int(b)].tobytes() for a, b in itertools.pairwise(starts)]
 
     def _compress(
         self, stream: str, staging: Any, offsets: list[int], sizes: list[int], level: int
