@@ -30,6 +30,7 @@ from __future__ import annotations
 import itertools
 import threading
 import zlib
+from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -161,7 +162,7 @@ def _aligned(n: int) -> int:
     return -(-n // STAGING_ALIGN) * STAGING_ALIGN
 
 
-class _Encoder:
+class _Encoder(ABC):
     """The flow of a device write, shared by the GPU and its host twin; the
     subclasses supply the memory and the primitive steps."""
 
@@ -214,7 +215,7 @@ class _Encoder:
             result[i] = _wrap(batch.kind, comp[j], ks[j], sums[j], batch.level)
         return self._done(result)
 
-    def _count(self, **kw: int) -> None:
+    def _count(self, **kw: int) -> None:  # noqa: B027 - optional hook, not a step
         """Statistics hook (the host twin counts what it ran)."""
 
     def _blosc(self, staging: Any, offsets: list[int], sizes: list[int],
@@ -261,21 +262,26 @@ class _Encoder:
             j += len(blocks)
         return out
 
+    @abstractmethod
     def _shuffle(self, rows: np.ndarray, src: Any, dst: Any) -> None:
-        raise NotImplementedError
+        """A primitive step (see the subclasses)."""
 
     # -- primitives (subclasses) --------------------------------------------------
+    @abstractmethod
     def _staging(self, nbytes: int) -> Any:
-        raise NotImplementedError
+        """A primitive step (see the subclasses)."""
 
+    @abstractmethod
     def _upload(self, chunks: list[tuple[int, np.ndarray]], staging: Any) -> None:
-        raise NotImplementedError
+        """A primitive step (see the subclasses)."""
 
+    @abstractmethod
     def _gather(self, plan: ScatterPlan, staging: Any, value: Any, fill: Any, dtype: Any) -> None:
-        raise NotImplementedError
+        """A primitive step (see the subclasses)."""
 
+    @abstractmethod
     def _rows(self, staging: Any, offsets: list[int], size: int) -> Any:
-        raise NotImplementedError
+        """A primitive step (see the subclasses)."""
 
     def _empty(self, staging: Any, offsets: list[int], sizes: list[int], batch: EncodeBatch) -> Any:
         """Per chunk: does it hold only the fill value? (bytes compared with the
@@ -308,16 +314,19 @@ class _Encoder:
             out[idx] = _to_host(eq)
         return out
 
+    @abstractmethod
     def _download(self, staging: Any, offsets: list[int], sizes: list[int]) -> list[bytes]:
-        raise NotImplementedError
+        """A primitive step (see the subclasses)."""
 
+    @abstractmethod
     def _compress(
         self, stream: str, staging: Any, offsets: list[int], sizes: list[int], level: int
     ) -> list[bytes]:
-        raise NotImplementedError
+        """A primitive step (see the subclasses)."""
 
+    @abstractmethod
     def _checksums(self, kind: str, staging: Any, offsets: list[int], sizes: list[int]) -> list[int]:
-        raise NotImplementedError
+        """A primitive step (see the subclasses)."""
 
     def _done(self, result: list[bytes | None]) -> list[bytes | None]:
         return result
