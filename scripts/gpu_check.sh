@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The device checks, in one run on a GPU machine (no network): install the wheels
+# from .whl/ (scripts/fetch_gpu_wheels.sh), compile the kernels with NVRTC and
+# nvcc, run tests_gpu/, then benchmarks/gpu.py. Logs go to $OUT (or ./gpu-out).
+#
+#   device run, carry [".whl"]:  bash scripts/gpu_check.sh
+#   GIB=4 (benchmark size), TESTS_ONLY=1 (skip the benchmark)
+set -uo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+out="${OUT:-$root/gpu-out}"
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1
+if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target /tmp/site .whl/*.whl || exit 1
+    export PYTHONPATH="/tmp/site:$root/src${PYTHONPATH:+:$PYTHONPATH}"
+else
+    export PYTHONPATH="$root/src${PYTHONPATH:+:$PYTHONPATH}"
+fi
+{
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+    python3 -c 'import sys, cupy, cuzarr; print(sys.version.split()[0], "cupy", cupy.__version__, "devices", cupy.cuda.runtime.getDeviceCount(), "cuzarr", cuzarr.__file__)'
+    python3 -c 'from nvidia import nvcomp; print("nvcomp", getattr(nvcomp, "__version__", "?"))' || true
+    python3 -c 'import kvikio; print("kvikio", kvikio.__version__)' || true
+    python3 -c 'from cuzarr.gpu import kernels; print("nvrtc", kernels.compile_check("90"))'
+    if command -v nvcc >/dev/null; then CUZARR_PYTHON_BIN=python3 bash scripts/compile_kernels.sh; fi
+} 2>&1 | tee "$out/env.log"
+rc=0
+timeout 420 python3 -m pytest tests_gpu -q -p no:cacheprovider -o addopts="" --timeout 120 \
+    2>&1 | tee "$out/tests_gpu.log" || rc=1
+if [ "${TESTS_ONLY:-0}" != "1" ]; then
+    timeout 600 python3 benchmarks/gpu.py --gib "${GIB:-4}" --repeats 3 --dir /tmp/cuzarr-gpu-bench \
+        2>&1 | tee "$out/gpu_bench.log" || rc=1
+fi
+exit "$rc"
