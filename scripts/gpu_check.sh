@@ -14,9 +14,15 @@ export PYTHONUNBUFFERED=1
 if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
         --target /tmp/site .whl/*.whl || exit 1
-    export PYTHONPATH="/tmp/site:$root/src${PYTHONPATH:+:$PYTHONPATH}"
+fi
+# cuzarr itself, built offline with the image's setuptools: its entry points
+# (xarray's engine="cuzarr") need the installed metadata.
+if python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-cache-dir \
+    --upgrade --target /tmp/site "$root"; then
+    export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
 else
-    export PYTHONPATH="$root/src${PYTHONPATH:+:$PYTHONPATH}"
+    echo "gpu_check: could not build cuzarr offline; importing it from src/" >&2
+    export PYTHONPATH="/tmp/site:$root/src${PYTHONPATH:+:$PYTHONPATH}"
 fi
 {
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true

@@ -17,8 +17,11 @@ def test_xarray_variables_as_cupy(tmp_path):
                        dimension_names=["y", "x"])
     data = np.arange(1200, dtype="f4").reshape(40, 30)
     t[...] = data
-    ds = xr.open_dataset(str(tmp_path / "d.zarr"), engine="cuzarr", prototype="gpu",
-                         mask_and_scale=False)
+    from cuzarr.integrations.xarray import CuzarrBackendEntrypoint
+
+    # The class itself (engine="cuzarr" needs the installed entry point).
+    ds = xr.open_dataset(str(tmp_path / "d.zarr"), engine=CuzarrBackendEntrypoint,
+                         prototype="gpu", mask_and_scale=False)
     sub = ds["t"].isel(y=slice(5, 25), x=[1, 7, 29]).load()
     assert isinstance(sub.data, cp.ndarray)
     np.testing.assert_array_equal(cp.asnumpy(sub.data), data[5:25][:, [1, 7, 29]])
