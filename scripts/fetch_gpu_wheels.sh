@@ -3,7 +3,8 @@
 # network needs to run tests_gpu/ and benchmarks/gpu.py (scripts/gpu_check.sh
 # installs them there). Its image already has CuPy, NVRTC, cuFile, numpy, torch,
 # pytest, hypothesis, xarray, tensorstore, aiohttp and fsspec; what cuzarr adds:
-# its codecs (numcodecs, zstandard, crc32c, donfig), nvCOMP, kvikio, and
+# its codecs (numcodecs, zstandard, crc32c, donfig), nvCOMP, kvikio (with
+# rapids-logger; cuFile and cuda-pathfinder are in the image), and
 # zarr-python (the oracle and the GPU benchmark's peer). Into .whl/ (git-ignored).
 #
 #   bash scripts/fetch_gpu_wheels.sh          # then carry ".whl" to the device
@@ -25,7 +26,7 @@ pkgs=(
     "lz4==$("$py" -m pip show lz4 2>/dev/null | awk '/^Version/ {print $2}')"
     "nvidia-nvcomp-cu13==$("$py" -m pip show nvidia-nvcomp-cu13 2>/dev/null | awk '/^Version/ {print $2}')"
     "nvidia-libnvcomp-cu13==$("$py" -m pip show nvidia-libnvcomp-cu13 2>/dev/null | awk '/^Version/ {print $2}')"
-    kvikio-cu13 libkvikio-cu13
+    kvikio-cu13 libkvikio-cu13 "rapids-logger==0.3.*"
 )
 "$py" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
     --implementation cp "${platforms[@]}" -d .whl "${pkgs[@]}"

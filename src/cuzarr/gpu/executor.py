@@ -480,7 +480,7 @@ class GpuExecutor:
         mode) when installed, else host reads and one pinned upload."""
         try:
             import kvikio
-        except ImportError:
+        except Exception:  # not installed, or its libraries (cuFile) do not load
             chunks = [(slot, np.frombuffer(_read_file(p, off, n), np.uint8))
                       for slot, p, off, n in reads]
             self._upload_host_decoded(chunks, staging)

@@ -269,7 +269,7 @@ def direct_reads(store: Any, device: bool) -> bool:
             return False
         try:
             import kvikio  # noqa: F401
-        except ImportError:
+        except Exception:  # not installed, or its libraries (cuFile) do not load
             return False
         return True
     return bool(mode)
