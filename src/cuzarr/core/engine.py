@@ -472,9 +472,19 @@ async def read_items(
     sio = store.sync_io()
     if sio is not None:
         # Local, cheap I/O: one worker hop fetches, decodes and scatters a batch.
+        big = math.prod(meta.chunk_shape) * max(1, meta.dtype.item_size) >= (512 << 10)
+
         def fetch_decode(lo: int, hi: int) -> None:
             direct = device.fetch(keys[lo:hi]) if device is not None else None
-            decode_batch(lo, direct if direct is not None else sio.get_many(keys[lo:hi]))
+            if direct is not None:
+                decode_batch(lo, direct)
+            elif big and device is None:
+                # Large chunks: read each right before decoding it, so its
+                # compressed bytes are still in cache.
+                for k in range(lo, hi):
+                    decode_batch(k, sio.get_many(keys[k : k + 1]))
+            else:
+                decode_batch(lo, sio.get_many(keys[lo:hi]))
 
         async def work(lo: int, hi: int) -> None:
             await loop.run_in_executor(pool, fetch_decode, lo, hi)
