@@ -39,6 +39,7 @@ import statistics
 import tempfile
 import time
 import urllib.request
+from typing import Any
 
 import numpy as np
 
@@ -152,10 +153,12 @@ def main() -> None:
     server.start()
     url = f"http://127.0.0.1:{port_q.get(timeout=60)}/a.zarr"
 
-    def time_cuzarr(conc: int) -> float:
-        with cuzarr.config.set({"async.concurrency": conc}):
+    def time_library(lib: Any, conc: int) -> float:
+        """Open (timed only with --time-open) and read the whole array with
+        ``lib`` (cuzarr or zarr) at ``async.concurrency`` = ``conc``."""
+        with lib.config.set({"async.concurrency": conc}):
             t0 = time.perf_counter()
-            a = cuzarr.open_array(url, mode="r")
+            a = lib.open_array(url, mode="r")
             if not args.time_open:
                 t0 = time.perf_counter()
             out = a[:]
@@ -163,16 +166,11 @@ def main() -> None:
         assert np.array_equal(out, data)
         return t
 
+    def time_cuzarr(conc: int) -> float:
+        return time_library(cuzarr, conc)
+
     def time_zarr(conc: int) -> float:
-        with zarr.config.set({"async.concurrency": conc}):
-            t0 = time.perf_counter()
-            a = zarr.open_array(url, mode="r")
-            if not args.time_open:
-                t0 = time.perf_counter()
-            out = a[:]
-            t = time.perf_counter() - t0
-        assert np.array_equal(out, data)
-        return t
+        return time_library(zarr, conc)
 
     def time_aiohttp(conc: int) -> float:
         async def go() -> float:

@@ -44,6 +44,19 @@ __host__ __device__ inline void cuzarr_crc_tables(unsigned int* t, int phase, in
     }
 }
 
+// One byte into the running CRC (c) and Adler sums (a, b), unreduced.
+template <bool CRC, bool ADLER>
+__host__ __device__ inline void cuzarr_checksum_byte(unsigned int x,
+                                                     const unsigned int* __restrict__ t,
+                                                     unsigned int& c, unsigned int& a,
+                                                     unsigned int& b) {
+    if (CRC) c = (c >> 8) ^ t[(c ^ x) & 0xFFu];
+    if (ADLER) {
+        a += x;
+        b += a;
+    }
+}
+
 template <bool CRC, bool ADLER>
 __host__ __device__ inline void cuzarr_checksum_range(const unsigned char* __restrict__ p,
                                                       long long n,
@@ -54,12 +67,7 @@ __host__ __device__ inline void cuzarr_checksum_range(const unsigned char* __res
     unsigned int c = 0xFFFFFFFFu, a = 0, b = 0;
     // Head: single bytes up to an 8-byte aligned address (at most 7, no reduction).
     while (n > 0 && ((unsigned long long)p & 7ull) != 0) {
-        const unsigned int x = *p++;
-        if (CRC) c = (c >> 8) ^ t[(c ^ x) & 0xFFu];
-        if (ADLER) {
-            a += x;
-            b += a;
-        }
+        cuzarr_checksum_byte<CRC, ADLER>(*p++, t, c, a, b);
         --n;
     }
     // Body: aligned 8-byte words, in runs of at most NMAX bytes between reductions.
@@ -99,12 +107,7 @@ __host__ __device__ inline void cuzarr_checksum_range(const unsigned char* __res
     }
     // Tail: fewer than 8 bytes.
     while (n > 0) {
-        const unsigned int x = *p++;
-        if (CRC) c = (c >> 8) ^ t[(c ^ x) & 0xFFu];
-        if (ADLER) {
-            a += x;
-            b += a;
-        }
+        cuzarr_checksum_byte<CRC, ADLER>(*p++, t, c, a, b);
         --n;
     }
     crc_out = ~c;

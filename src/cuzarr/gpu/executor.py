@@ -43,6 +43,7 @@ __all__ = [
     "GpuBatch",
     "GpuExecutor",
     "HostExecutor",
+    "TwinStats",
     "copy_word",
     "prepare_batch",
     "stream_kind",
@@ -302,7 +303,24 @@ def copy_word(table: np.ndarray, itemsize: int, ptrs: Sequence[int]) -> int:
     return 1
 
 
-class HostExecutor:
+class TwinStats:
+    """What a host twin ran, summed over threads, in the class attribute
+    ``stats`` (one counter per twin class). ``_count(name=n)`` adds ``n`` to
+    ``name``; a double underscore in a name stands for ``:``."""
+
+    stats: Counter[str]
+    _stats_lock = threading.Lock()
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        cls.stats = Counter()
+
+    def _count(self, **kw: int) -> None:
+        with self._stats_lock:
+            self.stats.update({k.replace("__", ":"): v for k, v in kw.items()})
+
+
+class HostExecutor(TwinStats):
     """The host twin of :class:`GpuExecutor`: runs a prepared batch with numpy
     (staging buffer in host memory, raw streams decoded by lz4/zstandard/zlib,
     ``unshuffle_numpy``, ``execute_plan_numpy``). It exercises every step of the
@@ -313,13 +331,6 @@ class HostExecutor:
     # What every host twin ran, summed over threads: "batches", "stream:<codec>"
     # (raw streams the GPU would decode), "host_decoded" (chunks it would not),
     # "unshuffled", "fancy" (chunks assigned by fancy indexing).
-    stats: Counter[str] = Counter()
-    _stats_lock = threading.Lock()
-
-    def _count(self, **kw: int) -> None:
-        with self._stats_lock:
-            self.stats.update({k.replace("__", ":"): v for k, v in kw.items()})
-
     def run(self, batch: GpuBatch, out: np.ndarray, fill: Any) -> None:
         """Decode and scatter ``batch`` into the numpy array ``out``."""
         from cuzarr.gpu.plan import execute_plan_numpy

@@ -28,10 +28,8 @@ CPU test suite checks the plans and the containers the GPU path produces.
 from __future__ import annotations
 
 import itertools
-import threading
 import zlib
 from abc import ABC, abstractmethod
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,7 +39,13 @@ import numpy as np
 from cuzarr.buffer.gpu import is_device_array
 from cuzarr.errors import CodecError
 from cuzarr.gpu import formats
-from cuzarr.gpu.executor import copy_word, nvcomp_codec, per_thread, upload_to_slots
+from cuzarr.gpu.executor import (
+    TwinStats,
+    copy_word,
+    nvcomp_codec,
+    per_thread,
+    upload_to_slots,
+)
 from cuzarr.gpu.plan import (
     FLAG_PAD,
     STAGING_ALIGN,
@@ -383,7 +387,7 @@ def _host_compress(stream: str, data: memoryview, level: int) -> bytes:
     raise CodecError(f"unknown stream codec {stream!r}")
 
 
-class HostEncoder(_Encoder):
+class HostEncoder(TwinStats, _Encoder):
     """The numpy twin of :class:`GpuEncoder` (``gpu.emulate``): the same flow,
     with the staging buffer in host memory, ``execute_gather_numpy`` for the
     gather kernel, and lz4/zstandard/zlib producing the raw streams nvCOMP would.
@@ -391,13 +395,6 @@ class HostEncoder(_Encoder):
     (deleted), "rmw" (old chunks uploaded), "container:<kind>" (chunks written
     in that container; "container:None": encoded by the host pipeline),
     "downloaded" (chunks that came back raw)."""
-
-    stats: Counter[str] = Counter()
-    _stats_lock = threading.Lock()
-
-    def _count(self, **kw: int) -> None:
-        with self._stats_lock:
-            self.stats.update({k.replace("__", ":"): v for k, v in kw.items()})
 
     def _staging(self, nbytes: int) -> np.ndarray:
         return np.zeros(max(nbytes, 1), np.uint8)
