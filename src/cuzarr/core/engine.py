@@ -23,9 +23,9 @@ from cuzarr.codecs.base import ChunkSpec
 from cuzarr.codecs.pipeline import BATCH_DECODE_MAX
 from cuzarr.codecs.sharding import sharding_codec
 from cuzarr.core.sync import get_executor, max_workers
+from cuzarr.core.workers import pull_batches
 from cuzarr.errors import CodecError
-from cuzarr.gpu.reader import device_reader_for
-from cuzarr.gpu.writer import device_writer_for
+from cuzarr.gpu.dispatch import device_reader_for, device_writer_for
 from cuzarr.indexing.projection import DimProjection, ortho_index
 from cuzarr.metadata.array import ArrayMetadata
 from cuzarr.metadata.chunk_grid import RegularChunkGrid
@@ -115,6 +115,13 @@ def _batch_size(meta: ArrayMetadata, n: int, device: bool = False) -> int:
     by_bytes = max(1, (4 << 20) // chunk_bytes)
     by_count = max(1, -(-n // (max_workers() * 4)))
     return max(1, min(256, by_bytes, by_count))
+
+
+def _large_chunks(meta: ArrayMetadata) -> bool:
+    """Chunks large enough to be read one per batch (in worker loops): one
+    chunk's decode dwarfs the loop's per-batch cost, and its compressed bytes
+    are still in cache when it is decoded."""
+    return math.prod(meta.chunk_shape) * max(1, meta.dtype.item_size) >= (512 << 10)
 
 
 async def _run_batches(n: int, size: int, work: Callable[[int, int], Any]) -> None:
@@ -470,31 +477,25 @@ async def read_items(
     loop = asyncio.get_running_loop()
     pool = get_executor()
     sio = store.sync_io()
-    if sio is not None:
-        # Local, cheap I/O: one worker hop fetches, decodes and scatters a batch.
-        big = math.prod(meta.chunk_shape) * max(1, meta.dtype.item_size) >= (512 << 10)
+    try:
+        if sio is not None:
+            # Local, cheap I/O: worker loops fetch, decode and scatter batch after
+            # batch, with no trip through the event loop in between.
+            size = _batch_size(meta, len(items), device is not None)
+            if device is None and _large_chunks(meta):
+                size = 1
 
-        def fetch_decode(lo: int, hi: int) -> None:
-            direct = device.fetch(keys[lo:hi]) if device is not None else None
-            if direct is not None:
-                decode_batch(lo, direct)
-            elif big and device is None:
-                # Large chunks: read each right before decoding it, so its
-                # compressed bytes are still in cache.
-                for k in range(lo, hi):
-                    decode_batch(k, sio.get_many(keys[k : k + 1]))
-            else:
-                decode_batch(lo, sio.get_many(keys[lo:hi]))
+            def fetch_decode(lo: int, hi: int) -> None:
+                direct = device.fetch(keys[lo:hi]) if device is not None else None
+                decode_batch(lo, direct if direct is not None else sio.get_many(keys[lo:hi]))
 
-        async def work(lo: int, hi: int) -> None:
-            await loop.run_in_executor(pool, fetch_decode, lo, hi)
-    else:
+            await pull_batches(len(items), size, fetch_decode)
+            return
 
         async def work(lo: int, hi: int) -> None:
             datas = await store.get_many(keys[lo:hi])
             await loop.run_in_executor(pool, decode_batch, lo, datas)
 
-    try:
         await _run_batches(
             len(items), _batch_size(meta, len(items), device is not None), work
         )
@@ -616,24 +617,37 @@ async def write_items(
         if to_delete:
             sio.delete_many(to_delete)
 
+    def need_old(lo: int, hi: int) -> list[int]:
+        return [i for i in range(lo, hi) if not items[i][3]]
+
+    lock_keys = getattr(store, "lock_keys", None)
+
+    def rmw_pulled(lo: int, hi: int) -> bool:
+        if lock_keys is None:
+            rmw_sync(lo, hi, need_old(lo, hi))
+            return True
+        locks = lock_keys(keys[lo:hi])
+        if not locks.try_acquire():
+            return False  # busy: waited for on the loop instead
+        try:
+            rmw_sync(lo, hi, need_old(lo, hi))
+        finally:
+            locks.release()
+        return True
+
     async def work(lo: int, hi: int) -> None:
-        need_old = [i for i in range(lo, hi) if not items[i][3]]
-        lock_keys = getattr(store, "lock_keys", None)
-        if sio is not None and lock_keys is None:
-            # Local, cheap I/O: one worker hop reads, encodes and stores a batch.
-            await loop.run_in_executor(pool, rmw_sync, lo, hi, need_old)
-        elif lock_keys is not None:
+        if lock_keys is not None:
             # Per-key locks (LocalStore: fcntl locks) around the read-modify-write of
             # partly covered chunks, and around whole-chunk writes so they serialize
-            # with it: concurrent writers never lose each other's updates. Taken on
-            # the loop; the batch's read, encode and write then run in one hop.
+            # with it: concurrent writers never lose each other's updates. Waited
+            # for on the loop; the batch's read, encode and write then run in one hop.
             async with lock_keys(keys[lo:hi]):
                 if sio is not None:
-                    await loop.run_in_executor(pool, rmw_sync, lo, hi, need_old)
+                    await loop.run_in_executor(pool, rmw_sync, lo, hi, need_old(lo, hi))
                 else:
-                    await rmw(lo, hi, need_old)
+                    await rmw(lo, hi, need_old(lo, hi))
         else:
-            await rmw(lo, hi, need_old)
+            await rmw(lo, hi, need_old(lo, hi))
 
     async def rmw(lo: int, hi: int, need_old: list[int]) -> None:
         olds: list[bytes | None] = [None] * (hi - lo)
@@ -647,4 +661,11 @@ async def write_items(
         if to_delete:
             await store.delete_many(to_delete)
 
-    await _run_batches(len(items), _batch_size(meta, len(items), device is not None), work)
+    size = _batch_size(meta, len(items), device is not None)
+    if sio is not None:
+        # Local, cheap I/O: worker loops read, encode and store batch after batch;
+        # a batch whose locks are busy is handed back and waited for on the loop.
+        declined = await pull_batches(len(items), size, rmw_pulled)
+        await asyncio.gather(*(work(lo, hi) for lo, hi in declined))
+        return
+    await _run_batches(len(items), size, work)

@@ -20,8 +20,9 @@ from cuzarr.codecs.sharding import EMPTY, ShardingCodec, sharding_codec
 from cuzarr.config import config
 from cuzarr.core.engine import SMALL_READ_CHUNKS, ChunkItem, _run_batches, keyed
 from cuzarr.core.sync import get_executor, max_workers
+from cuzarr.core.workers import pull_batches
 from cuzarr.errors import CodecError
-from cuzarr.gpu.reader import device_reader_for
+from cuzarr.gpu.dispatch import device_reader_for
 from cuzarr.metadata.array import ArrayMetadata
 from cuzarr.storage.base import RangeByteRequest, SuffixByteRequest
 from cuzarr.storage.common import StorePath
@@ -241,30 +242,34 @@ async def read_sharded(
     loop = asyncio.get_running_loop()
     pool = get_executor()
     sio = store.sync_io()
+    per_batch = max(1, min(64, -(-n_shards // (max_workers() * (2 if device else 4)))))
     if sio is not None:
-        # Cheap local I/O: one worker hop runs the batch's reads, decodes and scatters.
+        # Cheap local I/O: worker loops run batch after batch of reads, decodes
+        # and scatters, with no trip through the event loop in between.
         def run_sync(lo: int, hi: int) -> None:
             scatter(_run_plan_sync(fetch_plan(lo, hi), sio))
 
-        async def work(lo: int, hi: int) -> None:
-            await loop.run_in_executor(pool, run_sync, lo, hi)
-    else:
+        try:
+            await pull_batches(n_shards, per_batch, run_sync)
+        finally:
+            if device is not None:
+                device.executor.synchronize()
+        return
 
-        async def work(lo: int, hi: int) -> None:
-            gen = fetch_plan(lo, hi)
-            answer: Any = None
-            try:
-                while True:
-                    kind, req = gen.send(answer)
-                    if kind == "many":
-                        answer = await store.get_many(req)
-                    else:
-                        answer = await store.get_partial_values(None, req)
-            except StopIteration as stop:
-                pairs = stop.value
-            await loop.run_in_executor(pool, scatter, pairs)
+    async def work(lo: int, hi: int) -> None:
+        gen = fetch_plan(lo, hi)
+        answer: Any = None
+        try:
+            while True:
+                kind, req = gen.send(answer)
+                if kind == "many":
+                    answer = await store.get_many(req)
+                else:
+                    answer = await store.get_partial_values(None, req)
+        except StopIteration as stop:
+            pairs = stop.value
+        await loop.run_in_executor(pool, scatter, pairs)
 
-    per_batch = max(1, min(64, -(-n_shards // (max_workers() * (2 if device else 4)))))
     try:
         await _run_batches(n_shards, per_batch, work)
     finally:

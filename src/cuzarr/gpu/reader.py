@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from cuzarr.buffer.gpu import is_device_array
+from cuzarr.gpu.dispatch import emulating
 from cuzarr.gpu.executor import (
     GpuExecutor,
     HostExecutor,
@@ -47,13 +48,6 @@ __all__ = [
     "swap_unit",
     "wait_for_user_stream",
 ]
-
-def emulating() -> bool:
-    """True when ``cuzarr.config`` key ``gpu.emulate`` asks for the device read
-    path run on the host (its numpy twin)."""
-    from cuzarr.config import config
-
-    return bool(config.get("gpu.emulate", False))
 
 
 def wait_for_user_stream(stream: Any) -> None:

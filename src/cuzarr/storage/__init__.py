@@ -6,7 +6,8 @@
 (the ndarrays of an ASDF file, read-only; needs the ``asdf`` package).
 """
 
-from cuzarr.storage.asdf import AsdfStore
+from typing import TYPE_CHECKING, Any
+
 from cuzarr.storage.base import (
     ByteRequest,
     OffsetByteRequest,
@@ -15,12 +16,44 @@ from cuzarr.storage.base import (
     SuffixByteRequest,
 )
 from cuzarr.storage.common import StorePath, make_store, make_store_path
-from cuzarr.storage.fsspec import FsspecStore, HTTPStore, RemoteStoreError, RetryPolicy
 from cuzarr.storage.local import LocalStore
 from cuzarr.storage.memory import MemoryStore
-from cuzarr.storage.n5 import N5Store
-from cuzarr.storage.reference import ReferenceStore
-from cuzarr.storage.zip import ZipStore
+
+if TYPE_CHECKING:
+    from cuzarr.storage.asdf import AsdfStore
+    from cuzarr.storage.fsspec import FsspecStore, HTTPStore, RemoteStoreError, RetryPolicy
+    from cuzarr.storage.n5 import N5Store
+    from cuzarr.storage.reference import ReferenceStore
+    from cuzarr.storage.zip import ZipStore
+
+# The other backends load when first named (PEP 562): a program that only reads
+# local files does not pay for them (import time, resident memory).
+_LAZY = {
+    "AsdfStore": "asdf",
+    "FsspecStore": "fsspec",
+    "HTTPStore": "fsspec",
+    "RemoteStoreError": "fsspec",
+    "RetryPolicy": "fsspec",
+    "N5Store": "n5",
+    "ReferenceStore": "reference",
+    "ZipStore": "zip",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'cuzarr.storage' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"cuzarr.storage.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "AsdfStore",

@@ -224,6 +224,26 @@ class _KeyLocks:
             raise
         return self
 
+    def try_acquire(self) -> bool:
+        """Take every lock now without waiting (for worker threads, which must
+        not block on a holder that may need them); False, holding none, if any
+        is busy."""
+        if fcntl is None:
+            return True
+        try:
+            for h in self.wanted:
+                if not self._try(h):
+                    self._release()
+                    return False
+        except BaseException:
+            self._release()
+            raise
+        return True
+
+    def release(self) -> None:
+        """Drop the locks taken by :meth:`try_acquire`."""
+        self._release()
+
     def _release(self) -> None:
         while self.held:
             path, fd = self.held.pop()

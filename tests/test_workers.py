@@ -1,0 +1,193 @@
+"""Worker loops (``cuzarr.core.workers.pull_batches``) and what runs on them:
+local reads and writes, busy locks handed back to the loop, and a host-only
+import that leaves the device and remote modules unloaded."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import cuzarr
+from cuzarr.core.sync import max_workers
+from cuzarr.core.workers import pull_batches
+from cuzarr.storage import LocalStore
+
+
+def _run(coro):
+    return asyncio.run(coro)
+
+
+@pytest.mark.parametrize(("n", "size"), [(1, 1), (10, 1), (10, 3), (100, 7), (5, 50)])
+def test_every_batch_runs_once(n, size):
+    seen: list[tuple[int, int]] = []
+    lock = threading.Lock()
+
+    def job(lo: int, hi: int) -> None:
+        with lock:
+            seen.append((lo, hi))
+
+    assert _run(pull_batches(n, size, job)) == []
+    covered = sorted(i for lo, hi in seen for i in range(lo, hi))
+    assert covered == list(range(n))
+    assert all(hi - lo <= size for lo, hi in seen)
+
+
+def test_nothing_to_do():
+    assert _run(pull_batches(0, 4, lambda lo, hi: pytest.fail("called"))) == []
+
+
+def test_loops_run_in_pool_threads_not_the_loop():
+    names: set[str] = set()
+
+    def job(lo: int, hi: int) -> None:
+        names.add(threading.current_thread().name)
+        time.sleep(0.002)
+
+    async def main() -> str:
+        await pull_batches(40, 1, job)
+        return threading.current_thread().name
+
+    loop_thread = _run(main())
+    assert loop_thread not in names
+    assert all(n.startswith("cuzarr-codec") for n in names)
+    assert 1 <= len(names) <= max_workers()
+
+
+def test_declined_batches_come_back_sorted():
+    def job(lo: int, hi: int) -> bool:
+        return lo % 2 == 0
+
+    assert _run(pull_batches(10, 1, job)) == [(i, i + 1) for i in range(1, 10, 2)]
+
+
+def test_first_error_raised_after_every_loop_ends():
+    started: list[int] = []
+    running = [0]
+    lock = threading.Lock()
+
+    def job(lo: int, hi: int) -> None:
+        with lock:
+            started.append(lo)
+            running[0] += 1
+        try:
+            if lo == 3:
+                raise ValueError("batch 3 is bad")
+            time.sleep(0.005)
+        finally:
+            with lock:
+                running[0] -= 1
+
+    with pytest.raises(ValueError, match="batch 3"):
+        _run(pull_batches(1000, 1, job))
+    assert running[0] == 0  # nothing still runs once the error is raised
+    # no batch starts after the failing one ended (each loop finishes at most
+    # the batch it was in)
+    assert len(started) <= 3 + 1 + max_workers()
+
+
+def test_time_slice_lets_other_work_in():
+    """A long job yields its pool thread between batches after each slice, so
+    work submitted meanwhile runs before the long job ends."""
+    events: list[str] = []
+
+    def long_job(lo: int, hi: int) -> None:
+        time.sleep(0.01)
+        if lo == 59:
+            events.append("long-done")
+
+    async def main() -> None:
+        from cuzarr.core.sync import get_executor
+
+        loop = asyncio.get_running_loop()
+        long = asyncio.ensure_future(pull_batches(60, 1, long_job, slice_s=0.02))
+        await asyncio.sleep(0.05)
+        futs = [loop.run_in_executor(get_executor(), events.append, "other")]
+        await asyncio.gather(long, *futs)
+
+    _run(main())
+    assert events.index("other") < events.index("long-done")
+
+
+def test_write_waits_for_a_busy_lock_then_lands(tmp_path):
+    """A batch whose key another writer has locked is handed back by the worker
+    loop, waited for on the event loop, and written once the lock is free."""
+    a = cuzarr.create_array(tmp_path / "a", shape=(64, 64), chunks=(8, 64), dtype="i4")
+    a[...] = 1
+    other = LocalStore(tmp_path / "a")
+    held = threading.Event()
+    release = threading.Event()
+
+    async def hold() -> None:
+        async with other.lock_keys(["c/3/0"]):
+            held.set()
+            while not release.is_set():
+                await asyncio.sleep(0.005)
+
+    t = threading.Thread(target=lambda: asyncio.run(hold()))
+    t.start()
+    assert held.wait(5)
+    done = threading.Event()
+
+    def write() -> None:
+        a[4:60, 1:63] = 7  # partial chunks: read-modify-write under the locks
+        done.set()
+
+    w = threading.Thread(target=write)
+    w.start()
+    time.sleep(0.2)
+    assert not done.is_set()  # chunk 3 is locked by the other writer
+    release.set()
+    t.join(5)
+    w.join(10)
+    assert done.is_set()
+    want = np.ones((64, 64), "i4")
+    want[4:60, 1:63] = 7
+    np.testing.assert_array_equal(cuzarr.open_array(tmp_path / "a", mode="r")[...], want)
+
+
+def test_try_acquire_is_all_or_nothing(tmp_path):
+    s1, s2 = LocalStore(tmp_path), LocalStore(tmp_path)
+    first = s1.lock_keys(["x/0"])
+    assert first.try_acquire()
+    try:
+        both = s2.lock_keys(["x/1", "x/0"])
+        assert not both.try_acquire()  # x/0 busy: x/1 is not kept either
+        lone = s2.lock_keys(["x/1"])
+        assert lone.try_acquire()
+        lone.release()
+    finally:
+        first.release()
+    again = s2.lock_keys(["x/0", "x/1"])
+    assert again.try_acquire()
+    again.release()
+
+
+@pytest.mark.parametrize("chunks", [(512, 512), (16, 16)])  # large (1 per batch), small
+def test_local_round_trip_through_worker_loops(tmp_path, chunks):
+    data = np.arange(1024 * 1024, dtype="u4").reshape(1024, 1024) % 977
+    a = cuzarr.create_array(tmp_path / "a", shape=data.shape, chunks=chunks, dtype="u4")
+    a[...] = data
+    np.testing.assert_array_equal(a[...], data)
+    np.testing.assert_array_equal(a[3:1000:3, ::-5], data[3:1000:3, ::-5])
+
+
+def test_host_import_leaves_device_and_remote_modules_unloaded():
+    code = (
+        "import sys, cuzarr, numpy as np\n"
+        "a = cuzarr.create_array({}, shape=(4,), dtype='i2'); a[...] = 1; a[...]\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('cuzarr.gpu.', 'cuzarr.storage.'))))\n"
+        "print(cuzarr.storage.FsspecStore.__module__, 'ZipStore' in dir(cuzarr.storage))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded, lazy = out.stdout.strip().splitlines()
+    assert "cuzarr.gpu.reader" not in loaded and "cuzarr.gpu.executor" not in loaded
+    assert "cuzarr.storage.fsspec" not in loaded and "cuzarr.storage.asdf" not in loaded
+    assert lazy == "cuzarr.storage.fsspec True"
+    with pytest.raises(AttributeError, match="NoSuchStore"):
+        cuzarr.storage.NoSuchStore  # noqa: B018
