@@ -75,7 +75,11 @@ ZSTD_V3 = {"name": "zstd", "configuration": {"level": 1}}
 
 LIB_CONTENDERS = ["cuzarr", "zarr", "zarr-fused", "zarrs", "tensorstore"]
 PEERS = ["zarr", "zarr-fused", "zarrs", "tensorstore"]
-LIMIT_CONTENDERS = ["limit:numcodecs", "limit:zstandard"]
+LIMIT_CONTENDERS = ["limit:numcodecs", "limit:zstandard", "limit:assemble"]
+# limit:assemble = limit:numcodecs plus what any full read must also do: copy each
+# decoded chunk into its place in one fresh output array (no Zarr machinery)
+ASSEMBLE = "limit:assemble"
+DECODE_LIMITS = ["limit:numcodecs", "limit:zstandard"]
 SEL_UNITS = ["sel-strided", "sel-rows", "sel-oindex", "sel-vindex"]
 SHARD_UNITS = ["shard-write", "shard-read", "shard-random"]
 # a "unit" is what one process measures (in --isolation measurement); "tiny" yields
@@ -100,6 +104,7 @@ NEEDS = {
     "shard-random": "shard-write",
 }
 LIMIT_UNITS = ["write", "read", "tiny", "shard-read"]  # units with limit:* rows
+
 FULL_READS = ["read", "tiny-read", "shard-read"]  # rows with an RSS/out column
 WRITE_UNITS = {"write": "", "shard-write": "_shard"}  # unit -> store suffix
 RESULT_TAG = "BENCH_RESULT "
@@ -110,6 +115,10 @@ PIPELINES = {
     "zarr-fused": "zarr.core.codec_pipeline.FusedCodecPipeline",
     "zarrs": "zarrs.ZarrsCodecPipeline",
 }
+
+
+def limit_units(contender: str) -> list[str]:
+    return ["read"] if contender == ASSEMBLE else LIMIT_UNITS
 
 
 def rows_of(unit: str) -> list[str]:
@@ -407,7 +416,7 @@ def make_adapter(contender: str, impl_module: str, cuzarr_mem: str = "dict") -> 
 
 
 def _codec_factories(kind: str):
-    if kind == "limit:numcodecs":
+    if kind in ("limit:numcodecs", ASSEMBLE):
         import numcodecs
 
         def enc():
@@ -545,6 +554,21 @@ def _limit_unit(kind: str, unit: str, spec: dict[str, Any], meter: Meter, res: d
         with meter.measure("write"):
             nbytes = _run_sliced(chunks, mk_enc, _decode_len, nthreads)
         res["stored_bytes"]["write"] = nbytes
+    elif unit == "read" and kind == ASSEMBLE:
+        cdir = Path(spec["chunk_dir"])
+        files = sorted(
+            (p, tuple(int(x) for x in p.relative_to(cdir).parts))
+            for p in cdir.rglob("*")
+            if p.is_file()
+        )
+        with meter.measure("read"):
+            out = _assemble(files, shape, mk_dec, nthreads)
+        if spec.get("verify"):
+            res["verified"]["read"] = bool(
+                np.array_equal(out, np.load(spec["source"], mmap_mode="r"))
+            )
+        res["info"]["chunk_dir"] = spec["chunk_dir"]
+        del out
     elif unit == "read":
         files = sorted(p for p in Path(spec["chunk_dir"]).rglob("*") if p.is_file())
         with meter.measure("read"):
@@ -581,6 +605,26 @@ def _limit_unit(kind: str, unit: str, spec: dict[str, Any], meter: Meter, res: d
         res["stored_bytes"]["tiny-write"] = sum(len(c) for c in comp)
     else:
         raise ValueError(f"no limit row for {unit}")
+
+
+def _assemble(files: list, shape: tuple[int, ...], mk_dec, nthreads: int) -> np.ndarray:
+    """Read and decode every chunk file on all cores (as limit:numcodecs does), each
+    into a per-thread buffer, and copy it into its place in a fresh output array."""
+    out = np.empty(shape, dtype=DTYPE)
+    c0, c1 = CHUNKS
+
+    def work(sl):
+        dec = mk_dec()
+        tmp = np.empty(CHUNKS, dtype=DTYPE)
+        for path, (i, j) in sl:
+            with open(path, "rb") as f:
+                dec(f.read(), out=tmp)
+            dst = out[i * c0 : (i + 1) * c0, j * c1 : (j + 1) * c1]
+            dst[...] = tmp[: dst.shape[0], : dst.shape[1]]
+
+    with ThreadPoolExecutor(nthreads) as ex:
+        list(ex.map(work, [files[k::nthreads] for k in range(nthreads)]))
+    return out
 
 
 def _same(out: Any, expected: np.ndarray) -> bool:
@@ -907,7 +951,9 @@ def print_table(rows, args, sizes) -> None:
     print(
         "limit:* rows = raw codec on all cores (thread per slice), no Zarr machinery, no "
         "assembly into an output array (read: file read + decode of the chunk files; "
-        "shard-read: shard file read + index parse + decode of the inner chunks)."
+        "shard-read: shard file read + index parse + decode of the inner chunks); "
+        "limit:assemble = limit:numcodecs plus the copy of each chunk into one fresh "
+        "output array, which every full read must do (read only)."
     )
     hdr = (
         f"{'workload':<12} {'contender':<18} {'median s':>9} {'(min)':>8} {'GB/s':>7} "
@@ -997,13 +1043,19 @@ def compute_summary(rows, args, sizes) -> list[dict[str, Any]]:
         lims = [
             (rows[(wl, lim)]["median"], lim)
             for lim in args.limits
-            if (wl, lim) in rows and rows[(wl, lim)]["median"] is not None
+            if lim in DECODE_LIMITS and (wl, lim) in rows and rows[(wl, lim)]["median"] is not None
         ]
         if lims and wl not in ("write", "tiny-write"):
             lt, lim = min(lims)
             ent["limit"] = lim
             ent["limit_s"] = lt
             ent["fraction_of_limit"] = lt / czm if czm else None
+        asm = rows.get((wl, ASSEMBLE))
+        if asm and asm["median"] is not None and czm and ASSEMBLE in args.limits:
+            ent["assemble_s"] = asm["median"]
+            ent["fraction_of_assemble"] = asm["median"] / czm
+            if ent.get("limit_s"):
+                ent["assemble_fraction_of_limit"] = ent["limit_s"] / asm["median"]
         if wl in FULL_READS and cz and cz.get("rss_peak"):
             nb = sizes["rows"][wl]["bytes"]
             ent["cuzarr_rss_per_out"] = rss_ratio(cz, nb)
@@ -1055,6 +1107,12 @@ def print_summary(summary: list[dict[str, Any]], args) -> None:
             print(
                 f"{e['workload']}: {cz} reaches {e['fraction_of_limit']:.2f} of the decode limit "
                 f"({e['limit']} {e['limit_s']:.3f}s vs {cz} {e['cuzarr_s']:.3f}s, same run)"
+            )
+        if e.get("fraction_of_assemble") is not None:
+            print(
+                f"{e['workload']}: {cz} reaches {e['fraction_of_assemble']:.2f} of the assemble "
+                f"limit ({ASSEMBLE} {e['assemble_s']:.3f}s, itself "
+                f"{e.get('assemble_fraction_of_limit', float('nan')):.2f} of the decode limit)"
             )
     for e in summary:
         if e.get("cuzarr_rss_per_out") is not None:
@@ -1307,7 +1365,7 @@ def main(argv: list[str] | None = None) -> int:
         tag = f"rep {rep + 1}/{args.repeats}"
         if args.isolation == "measurement":
             for unit in args.workloads:
-                lims = args.limits if unit in LIMIT_UNITS else []
+                lims = [c for c in args.limits if unit in limit_units(c)]
                 for c in order + lims:
                     r = run_one(c, [unit], verify, tag)
                     r["repeat"] = rep
@@ -1315,7 +1373,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             for c in order + args.limits:
                 units = [
-                    u for u in args.workloads if not c.startswith("limit:") or u in LIMIT_UNITS
+                    u for u in args.workloads if not c.startswith("limit:") or u in limit_units(c)
                 ]
                 if not units:
                     continue

@@ -400,6 +400,9 @@ def test_store_interface(gcs):
     assert sync(store.get("a/b", byte_range=RangeByteRequest(2, 5))) == b"234"
     assert sync(store.get("a/b", byte_range=OffsetByteRequest(7))) == b"789"
     assert sync(store.get("a/b", byte_range=SuffixByteRequest(4))) == b"6789"
+    assert sync(store.get("a/b", byte_range=SuffixByteRequest(99))) == b"0123456789"
+    assert sync(store.get("a/b", byte_range=SuffixByteRequest(0))) == b""
+    assert sync(store.get("nope", byte_range=SuffixByteRequest(4))) is None
     assert sync(store.exists("a/b"))
     assert not sync(store.exists("a"))
     assert sync(store.get("nope")) is None

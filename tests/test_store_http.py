@@ -25,6 +25,11 @@ class RangeHandler(http.server.SimpleHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     fail_paths: dict[str, int] = {}  # path -> remaining 503 answers
     ranges_served = 0
+    heads_served = 0
+
+    def do_HEAD(self):
+        type(self).heads_served += 1
+        return super().do_HEAD()
 
     def log_message(self, *args):  # keep test output quiet
         pass
@@ -172,3 +177,21 @@ def test_permanent_error_names_key(site):
     store = HTTPStore("http://127.0.0.1:1/nothing", retry=RetryPolicy(retries=0))
     with pytest.raises(RemoteStoreError, match=r"zarr\.json"):
         sync(store.get("zarr.json"))
+
+
+@pytest.mark.parametrize("n", [1, 5, 10**6])
+def test_fsspec_http_suffix_is_one_request(site, n):
+    """A suffix read through fsspec's HTTP filesystem is one ``Range: bytes=-N``
+    GET: no size lookup first (what a shard index read costs on S3, GCS, HTTP)."""
+    import fsspec
+
+    from cuzarr.storage import FsspecStore
+
+    fs = fsspec.filesystem("http", skip_instance_cache=True)
+    store = FsspecStore(fs, path=f"{site['range']}/v2.zarr", read_only=True)
+    raw = (site["root"] / "v2.zarr" / "b" / ".zarray").read_bytes()
+    heads, ranges = RangeHandler.heads_served, RangeHandler.ranges_served
+    assert sync(store.get("b/.zarray", byte_range=SuffixByteRequest(n))) == raw[-n:]
+    assert RangeHandler.heads_served == heads
+    assert RangeHandler.ranges_served == ranges + 1
+    assert sync(store.get("missing", byte_range=SuffixByteRequest(n))) is None

@@ -14,7 +14,12 @@ import zarr  # noqa: E402
 
 import cuzarr  # noqa: E402
 from cuzarr.core.sync import sync  # noqa: E402
-from cuzarr.storage import FsspecStore, RangeByteRequest  # noqa: E402
+from cuzarr.storage import (  # noqa: E402
+    FsspecStore,
+    OffsetByteRequest,
+    RangeByteRequest,
+    SuffixByteRequest,
+)
 
 BUCKET = "cuzarr-test-store-s3"
 
@@ -142,3 +147,24 @@ def test_store_interface(s3):
     ro = FsspecStore.from_url(f"s3://{BUCKET}/raw", storage_options=s3["opts"], read_only=True)
     with pytest.raises(PermissionError):
         sync(ro.set("k", b"v"))
+
+
+DATA = bytes(range(256)) * 4
+
+
+@pytest.mark.parametrize(
+    ("req", "expected"),
+    [
+        (RangeByteRequest(1000, 2000), DATA[1000:]),
+        (OffsetByteRequest(1000), DATA[1000:]),
+        (SuffixByteRequest(10), DATA[-10:]),
+        (SuffixByteRequest(1024), DATA),
+        (SuffixByteRequest(5000), DATA),  # longer than the object: all of it
+        (SuffixByteRequest(0), b""),
+    ],
+)
+def test_byte_ranges(s3, req, expected):
+    store = FsspecStore.from_url(f"s3://{BUCKET}/ranges", storage_options=s3["opts"])
+    sync(store.set("k", DATA))
+    assert sync(store.get("k", byte_range=req)) == expected
+    assert sync(store.get("missing", byte_range=req)) is None

@@ -294,10 +294,11 @@ class FsspecStore(Store):
         try:
             if self._async:
                 fs = await self._afs()
-                if isinstance(byte_range, SuffixByteRequest):
-                    size = await fs._size(path)
-                    start = max(0, size - byte_range.suffix)
-                    end = None
+                if isinstance(byte_range, SuffixByteRequest) and byte_range.suffix == 0:
+                    await fs._size(path)  # raises if missing
+                    return b""
+                # A suffix is start=-N: fsspec's contract for negative starts, sent
+                # by HTTP, S3 and GCS as one "Range: bytes=-N" request (no size lookup).
                 return bytes(await fs._cat_file(path, start=start, end=end))
             return await asyncio.to_thread(self._fetch_sync, path, byte_range)
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
@@ -305,9 +306,9 @@ class FsspecStore(Store):
 
     def _fetch_sync(self, path: str, byte_range: ByteRequest | None) -> bytes | None:
         try:
-            if isinstance(byte_range, SuffixByteRequest):
-                size = self._fs.size(path)
-                return bytes(self._fs.cat_file(path, start=max(0, size - byte_range.suffix)))
+            if isinstance(byte_range, SuffixByteRequest) and byte_range.suffix == 0:
+                self._fs.size(path)  # raises if missing
+                return b""
             start, end = _range_args(byte_range)
             return bytes(self._fs.cat_file(path, start=start, end=end))
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
