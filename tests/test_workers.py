@@ -191,3 +191,36 @@ def test_host_import_leaves_device_and_remote_modules_unloaded():
     assert lazy == "cuzarr.storage.fsspec True"
     with pytest.raises(AttributeError, match="NoSuchStore"):
         cuzarr.storage.NoSuchStore  # noqa: B018
+
+
+def test_get_reused_reads_whole_values_into_a_thread_buffer(tmp_path, monkeypatch):
+    from cuzarr.core.sync import sync
+    from cuzarr.storage import local
+
+    store = LocalStore(tmp_path)
+    sync(store.set("a/b", b"x" * 1000))
+    sync(store.set("c", b"0123456789"))
+    sio = store.sync_io()
+    first = sio.get_reused("a/b")
+    assert bytes(first) == b"x" * 1000
+    assert bytes(sio.get_reused("c")) == b"0123456789"
+    assert sio.get_reused("missing") is None
+    assert sio.get_reused("a") is None  # a directory
+    monkeypatch.setattr(local, "REUSE_MAX", 100)
+    big = sio.get_reused("a/b")  # over the limit: a value of its own
+    assert isinstance(big, bytes) and big == b"x" * 1000
+
+
+def test_large_chunk_corruption_names_the_key(tmp_path):
+    """Large chunks (read one per batch into the reused buffer) still report
+    a damaged chunk by its key, and the other chunks are not touched."""
+    from cuzarr.errors import CodecError
+
+    data = np.arange(512 * 1024, dtype="u4").reshape(512, 1024)
+    a = cuzarr.create_array(tmp_path / "a", shape=data.shape, chunks=(256, 512), dtype="u4")
+    a[...] = data
+    victim = tmp_path / "a" / "c" / "1" / "0"
+    victim.write_bytes(victim.read_bytes()[:-100])
+    with pytest.raises(CodecError, match="c/1/0"):
+        a[...]
+    np.testing.assert_array_equal(a[:256], data[:256])

@@ -482,10 +482,16 @@ async def read_items(
             # Local, cheap I/O: worker loops fetch, decode and scatter batch after
             # batch, with no trip through the event loop in between.
             size = _batch_size(meta, len(items), device is not None)
+            reused = None
             if device is None and _large_chunks(meta):
                 size = 1
+                # decoded (and copied out) before this thread reads the next chunk
+                reused = sio.get_reused
 
             def fetch_decode(lo: int, hi: int) -> None:
+                if reused is not None:
+                    decode_batch(lo, [reused(keys[lo])])
+                    return
                 direct = device.fetch(keys[lo:hi]) if device is not None else None
                 decode_batch(lo, direct if direct is not None else sio.get_many(keys[lo:hi]))
 

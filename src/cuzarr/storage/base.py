@@ -62,6 +62,9 @@ class SyncIO:
     set_many: Any  # (items) -> None
     delete_many: Any  # (keys) -> None
     get_ranges: Any  # ([(key, ByteRequest | None)]) -> list[bytes | None]
+    # (key) -> bytes-like | None: one whole value, possibly in a buffer of the
+    # calling thread's that its next get_reused call overwrites (None: not offered)
+    get_reused: Any = None
 
 
 def slice_bytes(data: bytes, byte_range: ByteRequest | None) -> bytes:

@@ -27,6 +27,7 @@ import shutil
 import stat
 import struct
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterable, Sequence
@@ -105,6 +106,30 @@ def _pread(fd: int, n: int, offset: int) -> bytes:
 
 def _read_all(fd: int) -> bytes:
     return _pread(fd, os.fstat(fd).st_size, 0)
+
+
+# Files up to this size are read by ``SyncIO.get_reused`` into one buffer per
+# thread: no fresh allocation (and page faults) per chunk, and a read of many
+# chunks holds one compressed chunk per worker, not one per allocator arena.
+REUSE_MAX = 16 << 20
+_tls = threading.local()
+
+
+def _read_all_reused(fd: int) -> memoryview | bytes:
+    size = os.fstat(fd).st_size
+    if size > REUSE_MAX:
+        return _pread(fd, size, 0)
+    buf = getattr(_tls, "buf", None)
+    if buf is None or len(buf) < size:
+        buf = _tls.buf = bytearray(max(size + size // 4, 64 << 10))
+    view = memoryview(buf)
+    got = 0
+    while got < size:
+        n = os.preadv(fd, [view[got:size]], got)
+        if n == 0:  # the file shrank under us: what is there
+            break
+        got += n
+    return view[:got]
 
 
 def _try_lock_path(path: str) -> int | None:
@@ -357,14 +382,16 @@ class LocalStore(Store):
         self._check_file(key, path)
         return os.open(path, os.O_RDONLY)
 
-    def _read(self, key: str, byte_range: ByteRequest | None) -> bytes | None:
+    def _read(
+        self, key: str, byte_range: ByteRequest | None, reuse: bool = False
+    ) -> bytes | memoryview | None:
         path = self._path(key)
         try:
             fd = self._open_checked(key, path)
             try:
                 # pread on the raw descriptor: no buffered-reader object, no seeks.
                 if byte_range is None:
-                    return _read_all(fd)
+                    return _read_all_reused(fd) if reuse else _read_all(fd)
                 if isinstance(byte_range, RangeByteRequest):
                     return _pread(fd, max(0, byte_range.end - byte_range.start), byte_range.start)
                 if isinstance(byte_range, OffsetByteRequest):
@@ -415,6 +442,7 @@ class LocalStore(Store):
             self._set_many_sync,
             self._delete_many_sync,
             self._read_batch,
+            lambda key: self._read(key, None, reuse=True),
         )
 
     def _set_many_sync(self, items: Sequence[tuple[str, bytes]]) -> None:
