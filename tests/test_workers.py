@@ -224,3 +224,25 @@ def test_large_chunk_corruption_names_the_key(tmp_path):
     with pytest.raises(CodecError, match="c/1/0"):
         a[...]
     np.testing.assert_array_equal(a[:256], data[:256])
+
+
+def test_writes_survive_the_lock_directory_being_removed(tmp_path, monkeypatch):
+    """The lock directory (under the system temp dir) is made once per store
+    object; a temp cleaner removing it later must not break writes."""
+    import shutil
+    import tempfile
+
+    from cuzarr.storage.local import _lock_dir
+
+    # a temp dir of this test's own: other test processes' locks stay untouched
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    a = cuzarr.create_array(tmp_path / "a", shape=(16, 16), chunks=(4, 4), dtype="i2")
+    a[1:15, 1:15] = 3
+    assert _lock_dir().startswith(str(tmp_path / "tmp"))
+    shutil.rmtree(_lock_dir())
+    a[2:14, 2:14] = 5
+    want = np.zeros((16, 16), "i2")
+    want[1:15, 1:15] = 3
+    want[2:14, 2:14] = 5
+    np.testing.assert_array_equal(a[...], want)

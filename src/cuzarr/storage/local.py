@@ -191,6 +191,28 @@ def _lock_dir() -> str:
     return d
 
 
+def _lock_base(store: LocalStore) -> str:
+    """Where ``store``'s lock files are named from (computed once per store
+    object: every batch of writes asks)."""
+    base = store._lock_base
+    if base is None:
+        if store._real_root is None:
+            store._real_root = os.path.realpath(store._root_str)
+        root_id = hashlib.blake2b(store._real_root.encode("utf-8", "surrogatepass"), digest_size=12)
+        base = store._lock_base = os.path.join(_lock_dir(), root_id.hexdigest())
+    return base
+
+
+def _open_created(path: str, flags: int) -> int:
+    """``os.open`` with ``O_CREAT``; recreates the lock directory once if a
+    temp cleaner removed it since ``_lock_base`` made it."""
+    try:
+        return os.open(path, flags | os.O_CREAT, 0o600)
+    except FileNotFoundError:
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        return os.open(path, flags | os.O_CREAT, 0o600)
+
+
 class _KeyLocks:
     """Async context manager holding exclusive locks on a set of keys.
 
@@ -205,10 +227,7 @@ class _KeyLocks:
     def __init__(self, store: LocalStore, keys: Iterable[str]) -> None:
         for k in keys:
             store._path(k)
-        if store._real_root is None:
-            store._real_root = os.path.realpath(store._root_str)
-        root_id = hashlib.blake2b(store._real_root.encode("utf-8", "surrogatepass"), digest_size=12)
-        self.base = os.path.join(_lock_dir(), root_id.hexdigest())
+        self.base = _lock_base(store)
         self.wanted = sorted(
             {
                 int.from_bytes(
@@ -224,7 +243,7 @@ class _KeyLocks:
     def _try(self, h: int) -> bool:
         if _OFD:
             if self.fd is None:
-                self.fd = os.open(self.base, os.O_RDWR | os.O_CREAT | _NOFOLLOW, 0o600)
+                self.fd = _open_created(self.base, os.O_RDWR | _NOFOLLOW)
             return _try_lock_range(self.fd, h)
         path = f"{self.base}-{h:014x}"
         fd = _try_lock_path(path)
@@ -297,6 +316,7 @@ class LocalStore(Store):
         self.root = Path(root).expanduser().absolute()
         self._root_str = os.path.normpath(str(self.root))
         self._real_root: str | None = None
+        self._lock_base: str | None = None
         # Directories checked to resolve inside the root; and those whose stale
         # temporaries this store object has already cleaned up.
         self._safe_dirs: set[str] = set()
