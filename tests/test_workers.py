@@ -246,3 +246,24 @@ def test_writes_survive_the_lock_directory_being_removed(tmp_path, monkeypatch):
     want[1:15, 1:15] = 3
     want[2:14, 2:14] = 5
     np.testing.assert_array_equal(a[...], want)
+
+
+def test_cancelled_loops_stop_after_their_current_batch():
+    ran: list[int] = []
+
+    def job(lo: int, hi: int) -> None:
+        ran.append(lo)
+        time.sleep(0.005)
+
+    async def main() -> None:
+        task = asyncio.ensure_future(pull_batches(10_000, 1, job, slice_s=10.0))
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        n = len(ran)
+        await asyncio.sleep(0.1)
+        assert len(ran) <= n + max_workers()  # at most the batches then running
+
+    _run(main())
+    assert len(ran) < 200

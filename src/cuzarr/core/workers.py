@@ -91,7 +91,8 @@ async def pull_batches(
         The declined batches, for the caller to run another way.
 
     Every loop has finished when this returns, also when a job raised: the first
-    error is raised then, and no batch starts after it.
+    error is raised then, and no batch starts after it. Cancelled, the loops
+    stop after the batch each is running.
     """
     if n <= 0:
         return []
@@ -104,7 +105,13 @@ async def pull_batches(
             pass
 
     n_loops = min(max_workers(), -(-n // batches._size))
-    results = await asyncio.gather(*(runner() for _ in range(n_loops)), return_exceptions=True)
+    try:
+        results = await asyncio.gather(
+            *(runner() for _ in range(n_loops)), return_exceptions=True
+        )
+    except BaseException:  # cancelled: the loops stop after their current batch
+        batches.stop = True
+        raise
     for r in results:
         if isinstance(r, BaseException):
             raise r
