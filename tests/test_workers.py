@@ -267,3 +267,61 @@ def test_cancelled_loops_stop_after_their_current_batch():
 
     _run(main())
     assert len(ran) < 200
+
+
+def test_get_ranges_reused(tmp_path, monkeypatch):
+    from cuzarr.core.sync import sync
+    from cuzarr.storage import OffsetByteRequest, RangeByteRequest, local
+
+    store = LocalStore(tmp_path)
+    sync(store.set("k", bytes(range(100))))
+    sio = store.sync_io()
+    reqs = [
+        ("k", RangeByteRequest(10, 20)),
+        ("missing", RangeByteRequest(0, 5)),
+        ("k", RangeByteRequest(95, 120)),  # runs past the end: what is there
+        ("k", RangeByteRequest(5, 5)),
+    ]
+    got = sio.get_ranges_reused(reqs)
+    assert [None if g is None else bytes(g) for g in got] == [
+        bytes(range(10, 20)),
+        None,
+        bytes(range(95, 100)),
+        b"",
+    ]
+    # other requests, or more than the buffer takes: get_ranges' own values
+    mixed = sio.get_ranges_reused([("k", OffsetByteRequest(98)), ("k", RangeByteRequest(0, 2))])
+    assert mixed == [bytes([98, 99]), bytes([0, 1])]
+    monkeypatch.setattr(local, "REUSE_MAX", 4)
+    assert sio.get_ranges_reused([("k", RangeByteRequest(0, 8))]) == [bytes(range(8))]
+
+
+@pytest.mark.parametrize("part", [1, 3000, 1 << 20])
+def test_sharded_local_reads_in_parts(tmp_path, monkeypatch, part):
+    """Local shards are read a part at a time (parts smaller than one inner
+    chunk included); missing inner chunks read as fill, and a shard cut short
+    is an error naming it."""
+    from cuzarr.core import shards
+    from cuzarr.errors import CodecError
+
+    monkeypatch.setattr(shards, "LOCAL_RANGE_MAX", part)
+    data = (np.arange(96 * 80, dtype="i4").reshape(96, 80) * 7) % 1013
+    a = cuzarr.create_array(
+        tmp_path / "s",
+        shape=data.shape,
+        chunks=(16, 16),
+        shards=(48, 32),
+        dtype="i4",
+        fill_value=-1,
+    )
+    a[...] = data
+    a[16:32, 0:16] = -1  # an inner chunk equal to the fill: not stored
+    want = data.copy()
+    want[16:32, 0:16] = -1
+    np.testing.assert_array_equal(a[...], want)
+    np.testing.assert_array_equal(a[5:90:3, 70:3:-2], want[5:90:3, 70:3:-2])
+    shard = tmp_path / "s" / "c" / "1" / "1"
+    raw = shard.read_bytes()
+    shard.write_bytes(raw[:100] + raw[-(16 * 6 + 4) :])  # data gone, index kept
+    with pytest.raises(CodecError, match="c/1/1"):
+        a[...]

@@ -65,6 +65,9 @@ class SyncIO:
     # (key) -> bytes-like | None: one whole value, possibly in a buffer of the
     # calling thread's that its next get_reused call overwrites (None: not offered)
     get_reused: Any = None
+    # ([(key, ByteRequest | None)]) -> list[bytes-like | None]: get_ranges, the
+    # values possibly in the calling thread's buffer, as get_reused
+    get_ranges_reused: Any = None
 
 
 def slice_bytes(data: bytes, byte_range: ByteRequest | None) -> bytes:

@@ -30,7 +30,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -58,6 +58,7 @@ class LocalFile(NamedTuple):
 
     path: str
     size: int
+
 
 TEMP_PREFIX = ".cuzarr-tmp-"
 LOCK_NAME = ".cuzarr-lock"
@@ -115,21 +116,30 @@ REUSE_MAX = 16 << 20
 _tls = threading.local()
 
 
+def _thread_buffer(size: int) -> memoryview:
+    """This thread's reusable read buffer, at least ``size`` bytes."""
+    buf = getattr(_tls, "buf", None)
+    if buf is None or len(buf) < size:
+        buf = _tls.buf = bytearray(max(size + size // 4, 64 << 10))
+    return memoryview(buf)
+
+
+def _pread_into(fd: int, view: memoryview, offset: int) -> memoryview:
+    """Fill ``view`` from ``offset``; the part filled (short only at EOF)."""
+    got = 0
+    while got < len(view):
+        n = os.preadv(fd, [view[got:]], offset + got)
+        if n == 0:  # the file ends (or shrank under us): what is there
+            break
+        got += n
+    return view[:got]
+
+
 def _read_all_reused(fd: int) -> memoryview | bytes:
     size = os.fstat(fd).st_size
     if size > REUSE_MAX:
         return _pread(fd, size, 0)
-    buf = getattr(_tls, "buf", None)
-    if buf is None or len(buf) < size:
-        buf = _tls.buf = bytearray(max(size + size // 4, 64 << 10))
-    view = memoryview(buf)
-    got = 0
-    while got < size:
-        n = os.preadv(fd, [view[got:size]], got)
-        if n == 0:  # the file shrank under us: what is there
-            break
-        got += n
-    return view[:got]
+    return _pread_into(fd, _thread_buffer(size)[:size], 0)
 
 
 def _try_lock_path(path: str) -> int | None:
@@ -402,36 +412,62 @@ class LocalStore(Store):
         self._check_file(key, path)
         return os.open(path, os.O_RDONLY)
 
-    def _read(
-        self, key: str, byte_range: ByteRequest | None, reuse: bool = False
-    ) -> bytes | memoryview | None:
+    def _read_fd(self, key: str, read: Callable[[int], Any]) -> Any:
+        """``read(fd)`` on ``key``'s file; ``None`` when the key is missing."""
         path = self._path(key)
         try:
             fd = self._open_checked(key, path)
             try:
-                # pread on the raw descriptor: no buffered-reader object, no seeks.
-                if byte_range is None:
-                    return _read_all_reused(fd) if reuse else _read_all(fd)
-                if isinstance(byte_range, RangeByteRequest):
-                    return _pread(fd, max(0, byte_range.end - byte_range.start), byte_range.start)
-                if isinstance(byte_range, OffsetByteRequest):
-                    size = os.fstat(fd).st_size
-                    return _pread(fd, max(0, size - byte_range.offset), byte_range.offset)
-                if isinstance(byte_range, SuffixByteRequest):
-                    size = os.fstat(fd).st_size
-                    start = max(0, size - byte_range.suffix)
-                    return _pread(fd, size - start, start)
-                raise TypeError(f"unsupported byte range {byte_range!r}")
+                return read(fd)
             finally:
                 os.close(fd)
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-        except IsADirectoryError:
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             return None
         except OSError as e:
             if e.errno == errno.ENAMETOOLONG:
                 return None
             raise
+
+    def _read(
+        self, key: str, byte_range: ByteRequest | None, reuse: bool = False
+    ) -> bytes | memoryview | None:
+        def read(fd: int) -> bytes | memoryview:
+            # pread on the raw descriptor: no buffered-reader object, no seeks.
+            if byte_range is None:
+                return _read_all_reused(fd) if reuse else _read_all(fd)
+            if isinstance(byte_range, RangeByteRequest):
+                return _pread(fd, max(0, byte_range.end - byte_range.start), byte_range.start)
+            if isinstance(byte_range, OffsetByteRequest):
+                size = os.fstat(fd).st_size
+                return _pread(fd, max(0, size - byte_range.offset), byte_range.offset)
+            if isinstance(byte_range, SuffixByteRequest):
+                size = os.fstat(fd).st_size
+                start = max(0, size - byte_range.suffix)
+                return _pread(fd, size - start, start)
+            raise TypeError(f"unsupported byte range {byte_range!r}")
+
+        return self._read_fd(key, read)
+
+    def _read_ranges_reused(
+        self, reqs: Sequence[tuple[str, ByteRequest | None]]
+    ) -> list[bytes | memoryview | None]:
+        """Like ``_read_batch``, with the values of explicit ranges in this
+        thread's reusable buffer (see ``SyncIO.get_ranges_reused``)."""
+        sizes = [
+            max(0, r.end - r.start) if isinstance(r, RangeByteRequest) else -1 for _, r in reqs
+        ]
+        if min(sizes, default=0) < 0 or sum(sizes) > REUSE_MAX:
+            return self._read_batch(reqs)
+        view = _thread_buffer(sum(sizes))
+        out: list[bytes | memoryview | None] = []
+        pos = 0
+        for (key, r), n in zip(reqs, sizes, strict=True):
+            part = view[pos : pos + n]
+            out.append(
+                self._read_fd(key, lambda fd, part=part, r=r: _pread_into(fd, part, r.start))
+            )
+            pos += n
+        return out
 
     def file_ref(self, key: str) -> LocalFile | None:
         """Where ``key``'s bytes lie on disk (path and size), for readers that read
@@ -455,7 +491,11 @@ class LocalStore(Store):
 
     def sync_io(self) -> SyncIO | None:
         cls = type(self)
-        if cls.get is not LocalStore.get or cls.set is not LocalStore.set or cls.delete is not LocalStore.delete:
+        if (
+            cls.get is not LocalStore.get
+            or cls.set is not LocalStore.set
+            or cls.delete is not LocalStore.delete
+        ):
             return None
         return SyncIO(
             lambda keys: [self._read(k, None) for k in keys],
@@ -463,6 +503,7 @@ class LocalStore(Store):
             self._delete_many_sync,
             self._read_batch,
             lambda key: self._read(key, None, reuse=True),
+            self._read_ranges_reused,
         )
 
     def _set_many_sync(self, items: Sequence[tuple[str, bytes]]) -> None:
