@@ -350,3 +350,51 @@ def test_enable_gpu_toggle_restores_stream():
         assert cuzarr.config.get("buffer") == "gpu"
         assert cuzarr.config.get("gpu.stream") == 1234
     assert cuzarr.config.get("buffer") == "cpu" and cuzarr.config.get("gpu.stream") is None
+
+
+@pytest.mark.parametrize("kind", ["regular", "sharded", "rectilinear"])
+@pytest.mark.parametrize("stage_max", [None, 1])
+def test_read_many_shared_chunks_staged(tmp_path, emulate, monkeypatch, kind, stage_max):
+    """Several views sharing chunks, bound for the device: each unique chunk is
+    decoded once by the device path into a staging array (split into several
+    when ``STAGE_MAX`` is small) and copied from there into every view."""
+    from cuzarr.core import lazy
+
+    if stage_max is not None:
+        monkeypatch.setattr(lazy, "STAGE_MAX", stage_max)
+    data = _data((50, 41), "<i4")
+    kw = {"compressors": {"name": "zstd", "configuration": {"level": 1}}, "fill_value": -7}
+    if kind == "sharded":
+        kw.update(chunks=(5, 8), shards=(10, 16))
+    elif kind == "rectilinear":
+        kw.update(chunks=[[10, 5, 20, 15], [8, 8, 25]])
+    else:
+        kw.update(chunks=(12, 9))
+    a = cuzarr.create_array(LocalStore(tmp_path), shape=data.shape, dtype=data.dtype, **kw)
+    a[...] = data
+    a[40:50, :] = -7  # chunks equal to the fill: missing, read back as fill
+    want = data.copy()
+    want[40:50, :] = -7
+    rows = np.array([3, 3, 49, 0, 17])
+    views = [
+        a.lazy[0:20],
+        a.lazy[10:30, 5:],
+        a.lazy[45:2:-3, ::-4],
+        a.lazy.oindex[rows, 1:40:6],
+        a.lazy.vindex[rows, np.array([0, 40, 2, 2, 9])],
+        a.lazy[0:20],  # repeated: an independent copy
+    ]
+    before = emulate["stream:zstd"]
+    got = cuzarr.read_many(views)
+    expect = [
+        want[0:20],
+        want[10:30, 5:],
+        want[45:2:-3, ::-4],
+        want[rows][:, 1:40:6],
+        want[rows, [0, 40, 2, 2, 9]],
+        want[0:20],
+    ]
+    for g, e in zip(got, expect, strict=True):
+        np.testing.assert_array_equal(g, e)
+    assert not np.shares_memory(got[0], got[5])
+    assert emulate["stream:zstd"] > before  # the device path decoded them

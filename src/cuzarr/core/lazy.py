@@ -30,10 +30,11 @@ from typing import Any
 
 import numpy as np
 
-from cuzarr.buffer import array_module
+from cuzarr.buffer import array_module, is_device_array
 from cuzarr.core.array import device_index
 from cuzarr.core.engine import ChunkItem, chunk_items, coordinate_items
 from cuzarr.core.sync import sync
+from cuzarr.gpu.dispatch import emulating
 from cuzarr.indexing.projection import project_array, project_slice
 from cuzarr.indexing.transform import ARRAY, CONSTANT, STRIDED, IndexTransform, _grid
 
@@ -171,8 +172,54 @@ async def _read_same_array(
                 consumers.append([])
             consumers[u].append((buf, csel, osel))
     if merged:
-        await array._read_items(merged, _Scatter(consumers, array.ndim))
+        if array.ndim and (is_device_array(bufs[0]) or emulating()):
+            await _read_merged_staged(array, merged, consumers, bufs[0])
+        else:
+            await array._read_items(merged, _Scatter(consumers, array.ndim))
     return [p.finish(b) for p, b in zip(plans, bufs, strict=True)]
+
+
+# Decoded bytes staged at a time when several device views share chunks.
+STAGE_MAX = 256 << 20
+
+
+def _shift(sel: Any, offset: int, n: int) -> Any:
+    """An in-chunk selection along axis 0 moved to a chunk stored ``offset``
+    rows down a staging array (``n``: the chunk's extent)."""
+    if isinstance(sel, slice):
+        start, stop, step = sel.indices(n)
+        stop += offset
+        return slice(start + offset, stop if stop >= 0 else None, step)
+    return np.asarray(sel) + offset
+
+
+async def _read_merged_staged(
+    array: Any, merged: list[ChunkItem], consumers: list[list[Any]], like: Any
+) -> None:
+    """Views bound for the device: their unique chunks go through the device
+    read path whole, stacked along axis 0 of a staging array on the device
+    (at most ``STAGE_MAX`` bytes at a time), and each view copies its parts
+    from there on the device. The host path decodes each chunk once, then
+    uploads it once per view that needs it."""
+    grid = array._read_grid
+    shapes = [tuple(grid.stored_chunk_shape(tuple(it[0]))) for it in merged]
+    block = tuple(max(sh[d] for sh in shapes) for d in range(array.ndim))
+    per = max(1, STAGE_MAX // max(1, math.prod(block) * like.dtype.itemsize))
+    xp = array_module(like)
+    for lo in range(0, len(merged), per):
+        part = range(lo, min(len(merged), lo + per))
+        stage = xp.empty((len(part) * block[0], *block[1:]), dtype=like.dtype)
+        items: list[ChunkItem] = []
+        for k, u in enumerate(part):
+            sh = shapes[u]
+            whole = tuple(slice(0, n) for n in sh)
+            at = (slice(k * block[0], k * block[0] + sh[0]), *whole[1:])
+            items.append((merged[u][0], whole, at, True))
+        await array._read_items(items, stage)
+        for k, u in enumerate(part):
+            for buf, csel, osel in consumers[u]:
+                src = (_shift(csel[0], k * block[0], shapes[u][0]), *csel[1:])
+                buf[device_index(buf, osel)] = stage[device_index(stage, src)]
 
 
 async def read_many_async(views: Iterable[LazyArray], prototype: Any = None) -> list[Any]:
