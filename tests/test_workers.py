@@ -360,3 +360,15 @@ def test_sharded_local_reads_in_parts(tmp_path, monkeypatch, part):
     shard.write_bytes(raw[:100] + raw[-(16 * 6 + 4) :])  # data gone, index kept
     with pytest.raises(CodecError, match="c/1/1"):
         a[...]
+
+
+def test_raise_mmap_threshold_is_monotonic_and_capped(monkeypatch):
+    from cuzarr.core import workers
+
+    monkeypatch.setattr(workers, "_primed", 0)
+    workers.raise_mmap_threshold(4 << 20)
+    assert workers._primed == 4 << 20
+    workers.raise_mmap_threshold(1 << 20)  # lower: nothing to do
+    assert workers._primed == 4 << 20
+    workers.raise_mmap_threshold(1 << 40)  # glibc's dynamic threshold stops at 32 MiB
+    assert workers._primed == 32 << 20

@@ -23,7 +23,7 @@ from cuzarr.codecs.base import ChunkSpec
 from cuzarr.codecs.pipeline import BATCH_DECODE_MAX
 from cuzarr.codecs.sharding import sharding_codec
 from cuzarr.core.sync import get_executor, max_workers
-from cuzarr.core.workers import pull_batches
+from cuzarr.core.workers import pull_batches, raise_mmap_threshold
 from cuzarr.errors import CodecError
 from cuzarr.gpu.dispatch import device_reader_for, device_writer_for
 from cuzarr.indexing.projection import DimProjection, ortho_index
@@ -668,6 +668,9 @@ async def write_items(
             await store.delete_many(to_delete)
 
     size = _batch_size(meta, len(items), device is not None)
+    chunk_nbytes = math.prod(meta.chunk_shape) * max(1, meta.dtype.item_size)
+    if device is None and chunk_nbytes >= (64 << 10):
+        raise_mmap_threshold(max(4 << 20, 2 * chunk_nbytes))
     if sio is not None:
         # Local, cheap I/O: worker loops read, encode and store batch after batch;
         # a batch whose locks are busy is handed back and waited for on the loop.

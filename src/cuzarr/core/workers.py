@@ -17,9 +17,11 @@ import threading
 import time
 from collections.abc import Callable
 
+import numpy as np
+
 from cuzarr.core.sync import get_executor, max_workers
 
-__all__ = ["SLICE_S", "pull_batches"]
+__all__ = ["SLICE_S", "pull_batches", "raise_mmap_threshold"]
 
 # How long a worker loop runs before it goes back to the end of the pool's queue.
 SLICE_S = 0.02
@@ -116,3 +118,26 @@ async def pull_batches(
         if isinstance(r, BaseException):
             raise r
     return sorted(batches.declined)
+
+
+# glibc serves allocations above its mmap threshold (128 KiB at start) with a
+# fresh mmap each, and raises the threshold to the size of any such block that
+# is freed (up to 32 MiB). A compressor allocates each chunk's output at the
+# codec's bound (about the chunk's size) and shrinks it: a write of 1 MiB chunks
+# did an mmap, ~90 page faults, an mremap and an munmap per chunk (the munmap
+# with the GIL held), ~7% of its time.
+_MMAP_MAX = 32 << 20
+_primed = 0
+
+
+def raise_mmap_threshold(nbytes: int) -> None:
+    """Let the allocator serve transient buffers of up to ``nbytes`` from its
+    heap: allocate and free one block of that size (a no-op where the threshold
+    is already that high, fixed by ``MALLOC_MMAP_THRESHOLD_``, or not glibc's)."""
+    global _primed
+    n = min(int(nbytes), _MMAP_MAX)
+    if n <= _primed:
+        return
+    _primed = n
+    block = np.empty(n, dtype=np.uint8)  # untouched: no pages are faulted in
+    del block
