@@ -171,3 +171,13 @@ def test_other_stores_with_hostile_names(sandbox, tmp_path):
     # absolute local file targets are how kerchunk works; record what happens
     print("reference store reads absolute file targets:", hostile_read)
     np.testing.assert_array_equal(np.zeros(1), np.zeros(1))
+
+
+def test_store_at_the_filesystem_root_resolves_keys_below_it():
+    """A store rooted at '/' (its real path has no separator to add) must not
+    take every key for one escaping the root."""
+    from cuzarr.storage import LocalStore
+
+    store = LocalStore("/")
+    assert store._path("tmp/x") == "/tmp/x"
+    assert store._path("proc/self") == "/proc/self"
