@@ -81,8 +81,9 @@ def _write_file(path: str, value: bytes) -> None:
             fcntl.flock(fd, fcntl.LOCK_EX)
             if os.fstat(fd).st_nlink == 0:  # a cleaner removed it before we locked
                 raise FileNotFoundError(path)
-        with open(fd, "wb", closefd=False) as f:
-            f.write(value)
+        view = memoryview(value).cast("B")
+        while view:  # os.write may write less than asked (signals, full disks)
+            view = view[os.write(fd, view) :]
     except BaseException:
         os.close(fd)
         raise
