@@ -372,3 +372,26 @@ def test_raise_mmap_threshold_is_monotonic_and_capped(monkeypatch):
     assert workers._primed == 4 << 20
     workers.raise_mmap_threshold(1 << 40)  # glibc's dynamic threshold stops at 32 MiB
     assert workers._primed == 32 << 20
+
+
+def test_short_os_writes_are_continued(tmp_path, monkeypatch):
+    """os.write may write less than asked: the rest is written, nothing lost."""
+    from cuzarr.core.sync import sync
+    from cuzarr.storage import local
+
+    real_write = local.os.write
+    calls = []
+
+    def short_write(fd, data):
+        calls.append(len(data))
+        return real_write(fd, bytes(memoryview(data)[:777]))
+
+    value = bytes(range(256)) * 40
+    store = LocalStore(tmp_path)
+    monkeypatch.setattr(local.os, "write", short_write)
+    try:
+        store._write("a/k", value)
+    finally:
+        monkeypatch.undo()
+    assert len(calls) == -(-len(value) // 777)
+    assert sync(store.get("a/k")) == value
