@@ -1,0 +1,31 @@
+"""benchmarks/bench_core.py runs end to end on a small array: cuzarr against the
+reference rows, including limit:assemble, with every result verified."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_bench_core_quick_read_with_assemble_limit(tmp_path):
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_core.py"), "--quick",
+         "--size-mib", "8", "--contenders", "cuzarr",
+         "--limits", "limit:numcodecs,limit:assemble", "--workloads", "read",
+         "--data-dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    report = json.loads(r.stdout.split("BENCH_JSON ", 1)[1])
+    res = report["results"]
+    for row in ("read/cuzarr", "read/limit:numcodecs", "read/limit:assemble"):
+        assert res[row]["verified"] is True, row
+        assert res[row]["median_s"] > 0
+    (summary,) = report["summary"]
+    assert summary["limit"] == "limit:numcodecs"  # assemble is not a decode limit
+    assert summary["fraction_of_assemble"] > 0
+    assert "of the assemble limit" in r.stdout
