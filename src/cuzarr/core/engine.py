@@ -125,13 +125,19 @@ def _large_chunks(meta: ArrayMetadata) -> bool:
 
 
 async def _run_batches(n: int, size: int, work: Callable[[int, int], Any]) -> None:
+    await _run_ranges([(lo, min(n, lo + size)) for lo in range(0, n, size)], work)
+
+
+async def _run_ranges(ranges: Sequence[tuple[int, int]], work: Callable[[int, int], Any]) -> None:
+    """``work(lo, hi)`` for every range, a bounded number at a time (each may
+    hold buffers, descriptors and locks while it waits)."""
     limit = asyncio.Semaphore(max_workers() * 2 + 2)
 
     async def one(lo: int, hi: int) -> None:
         async with limit:
             await work(lo, hi)
 
-    await asyncio.gather(*(one(lo, min(n, lo + size)) for lo in range(0, n, size)))
+    await asyncio.gather(*(one(lo, hi) for lo, hi in ranges))
 
 
 def keyed(e: CodecError, key: str) -> CodecError:
@@ -299,9 +305,13 @@ class _BlockLayout:
             residue = None
             for k, (cs, os_) in enumerate(zip(p.chunk_sels, p.out_sels, strict=True)):
                 if (
-                    type(cs) is slice and type(os_) is slice
-                    and cs.start == 0 and cs.stop == c and cs.step in (None, 1)
-                    and os_.step in (None, 1) and os_.stop - os_.start == c
+                    type(cs) is slice
+                    and type(os_) is slice
+                    and cs.start == 0
+                    and cs.stop == c
+                    and cs.step in (None, 1)
+                    and os_.step in (None, 1)
+                    and os_.stop - os_.start == c
                 ):
                     r = os_.start % c
                     if residue is None:
@@ -385,8 +395,15 @@ class _BlockEncoder:
     indexing operation, checked against the fill value together, and encoded in
     a tight loop (``pipeline.encode_many``)."""
 
-    def __init__(self, layout: _BlockLayout, value: np.ndarray, pipeline: Any, fill: Any,
-                 dtype: Any, write_empty: bool) -> None:
+    def __init__(
+        self,
+        layout: _BlockLayout,
+        value: np.ndarray,
+        pipeline: Any,
+        fill: Any,
+        dtype: Any,
+        write_empty: bool,
+    ) -> None:
         self.layout = layout
         self.pipeline = pipeline
         self.fill = fill
@@ -395,15 +412,29 @@ class _BlockEncoder:
         self.blocks = layout.blocks(value, writeable=False)
 
     @classmethod
-    def make(cls, items: Any, value: Any, grid: Any, pipeline: Any, fill: Any, dtype: Any,
-             write_empty: bool) -> _BlockEncoder | None:
+    def make(
+        cls,
+        items: Any,
+        value: Any,
+        grid: Any,
+        pipeline: Any,
+        fill: Any,
+        dtype: Any,
+        write_empty: bool,
+    ) -> _BlockEncoder | None:
         if getattr(pipeline, "encode_many", None) is None:
             return None
         layout = _BlockLayout.make(items, value, grid)
         return None if layout is None else cls(layout, value, pipeline, fill, dtype, write_empty)
 
-    def run(self, lo: int, n: int, keys: list[str], to_set: list[tuple[str, bytes]],
-            to_delete: list[str]) -> np.ndarray | None:
+    def run(
+        self,
+        lo: int,
+        n: int,
+        keys: list[str],
+        to_set: list[tuple[str, bytes]],
+        to_delete: list[str],
+    ) -> np.ndarray | None:
         idx, where = self.layout.select(lo, n, None)
         if len(idx) < 2:
             return None
@@ -502,9 +533,7 @@ async def read_items(
             datas = await store.get_many(keys[lo:hi])
             await loop.run_in_executor(pool, decode_batch, lo, datas)
 
-        await _run_batches(
-            len(items), _batch_size(meta, len(items), device is not None), work
-        )
+        await _run_batches(len(items), _batch_size(meta, len(items), device is not None), work)
     finally:
         if device is not None:
             device.executor.synchronize()
@@ -547,7 +576,12 @@ async def write_items(
     pool = get_executor()
     shard_codec = sharding_codec(pipeline)
     device = device_writer_for(
-        pipeline, value, fill, grid.stored_chunk_shape, items, write_empty_chunks,
+        pipeline,
+        value,
+        fill,
+        grid.stored_chunk_shape,
+        items,
+        write_empty_chunks,
         shard_codec is not None,
     )
     if device is None and is_device_array(value):
@@ -633,8 +667,9 @@ async def write_items(
             rmw_sync(lo, hi, need_old(lo, hi))
             return True
         locks = lock_keys(keys[lo:hi])
-        if not locks.try_acquire():
-            return False  # busy: waited for on the loop instead
+        if not hasattr(locks, "try_acquire") or not locks.try_acquire():
+            # busy (or a store's locks that can only be awaited): run on the loop
+            return False
         try:
             rmw_sync(lo, hi, need_old(lo, hi))
         finally:
@@ -675,6 +710,7 @@ async def write_items(
         # Local, cheap I/O: worker loops read, encode and store batch after batch;
         # a batch whose locks are busy is handed back and waited for on the loop.
         declined = await pull_batches(len(items), size, rmw_pulled)
-        await asyncio.gather(*(work(lo, hi) for lo, hi in declined))
+        if declined:
+            await _run_ranges(declined, work)
         return
     await _run_batches(len(items), size, work)

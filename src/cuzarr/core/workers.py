@@ -13,6 +13,8 @@ slice, so other requests queued on the shared pool still get their turn.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -92,32 +94,48 @@ async def pull_batches(
     list of (lo, hi)
         The declined batches, for the caller to run another way.
 
-    Every loop has finished when this returns, also when a job raised: the first
-    error is raised then, and no batch starts after it. Cancelled, the loops
-    stop after the batch each is running.
+    Every loop has finished when this returns, also when a job raised (the
+    first error is raised then, and no batch starts after it) and when the call
+    is cancelled (the loops stop after the batch each is running, and the
+    cancellation propagates once those batches are done).
     """
     if n <= 0:
         return []
     batches = _Batches(n, size)
-    loop = asyncio.get_running_loop()
     pool = get_executor()
+    running: set[concurrent.futures.Future[bool]] = set()
 
     async def runner() -> None:
-        while await loop.run_in_executor(pool, _drain, batches, job, slice_s):
-            pass
+        while True:
+            fut = pool.submit(_drain, batches, job, slice_s)
+            running.add(fut)
+            more = await asyncio.wrap_future(fut)
+            running.discard(fut)
+            if not more:
+                return
 
     n_loops = min(max_workers(), -(-n // batches._size))
     try:
-        results = await asyncio.gather(
-            *(runner() for _ in range(n_loops)), return_exceptions=True
-        )
-    except BaseException:  # cancelled: the loops stop after their current batch
+        results = await asyncio.gather(*(runner() for _ in range(n_loops)), return_exceptions=True)
+    except BaseException:
         batches.stop = True
+        await _settle(running)
         raise
     for r in results:
         if isinstance(r, BaseException):
             raise r
     return sorted(batches.declined)
+
+
+async def _settle(futures: set[concurrent.futures.Future[bool]]) -> None:
+    """Wait until the batches now running in ``futures`` end (a cancelled call
+    must not return while its jobs still write into its output or store)."""
+    pending = [f for f in futures if not f.done()]
+    while pending:
+        # cancelled again: the batches still have to end first
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.sleep(0.001)
+        pending = [f for f in pending if not f.done()]
 
 
 # glibc serves allocations above its mmap threshold (128 KiB at start) with a

@@ -338,6 +338,7 @@ class LocalStore(Store):
         state = self.__dict__.copy()
         state["_safe_dirs"] = set()
         state["_cleaned_dirs"] = set()
+        state["_lock_base"] = None  # under the temp dir of the process using it
         return state
 
     def __repr__(self) -> str:
