@@ -779,9 +779,9 @@ def dir_bytes(path: Path) -> int:
 
 
 def run_worker(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
-    # The worker imports this module (from its cached bytecode) rather than running
-    # it as a script: compiling this file as __main__ left ~4 MiB of parser
-    # garbage in every measuring process, counted in each contender's peak RSS.
+    # The worker imports this module rather than running it as a script: as
+    # __main__ it left ~3.6 MiB more in every measuring process (counted in each
+    # contender's peak RSS).
     boot = f"import sys; sys.path.insert(0, {str(HERE)!r}); import bench_core; sys.exit(bench_core.main())"
     cmd = [sys.executable, "-c", boot, "--_worker", json.dumps(spec)]
     try:
