@@ -36,15 +36,22 @@ def device_reader_for(
     chunk_shape: Callable[[tuple[int, ...]], tuple[int, ...]],
     store: Any = None,
 ) -> DeviceReader | None:
-    """:func:`cuzarr.gpu.reader.device_reader_for` when ``out`` may take the
-    device path; ``None`` (the host read) otherwise."""
-    if not is_device_array(out) and not (
+    """A :class:`~cuzarr.gpu.reader.DeviceReader` for ``out`` when it is a device
+    array (or when the host twin is asked for and the dtype can take the plan);
+    ``None`` means the ordinary host read. ``store``: where the chunks come from
+    (uncompressed chunks of a local store are read from their files straight
+    into device memory, see :func:`cuzarr.gpu.reader.direct_reads`)."""
+    device = is_device_array(out)
+    if not device and not (
         emulating() and isinstance(out, np.ndarray) and not out.dtype.hasobject
     ):
         return None
-    from cuzarr.gpu import reader
+    from cuzarr.gpu.reader import DeviceReader, _ThreadExecutor, direct_reads
 
-    return reader.device_reader_for(pipeline, out, fill, chunk_shape, store)
+    reader = DeviceReader(pipeline, out, fill, chunk_shape, _ThreadExecutor(device))
+    if reader.kind == "none" and direct_reads(store, device=device):
+        reader.direct_store = store
+    return reader
 
 
 def device_writer_for(
@@ -56,12 +63,19 @@ def device_writer_for(
     write_empty_chunks: bool,
     sharded: bool,
 ) -> DeviceWriter | None:
-    """:func:`cuzarr.gpu.writer.device_writer_for` when ``value`` may take the
-    device path; ``None`` (the host write) otherwise."""
-    if not is_device_array(value) and not (emulating() and isinstance(value, np.ndarray)):
+    """A :class:`~cuzarr.gpu.writer.DeviceWriter` when ``value`` lives on the
+    device (or the host twin is asked for), the plan is slices only and the
+    array is not sharded; ``None`` means the ordinary host write."""
+    device = is_device_array(value)
+    if not device and not (emulating() and isinstance(value, np.ndarray)):
         return None
-    from cuzarr.gpu import writer
+    dtype = np.dtype(value.dtype)
+    if sharded or dtype.hasobject or dtype.kind not in "biufc" or dtype.fields:
+        return None
+    from cuzarr.gpu.plan import is_slice_only
 
-    return writer.device_writer_for(
-        pipeline, value, fill, chunk_shape, items, write_empty_chunks, sharded
-    )
+    if not is_slice_only(items):
+        return None
+    from cuzarr.gpu.writer import DeviceWriter
+
+    return DeviceWriter(pipeline, value, fill, chunk_shape, write_empty_chunks, device)

@@ -28,7 +28,6 @@ from typing import Any
 
 import numpy as np
 
-from cuzarr.buffer.gpu import is_device_array
 from cuzarr.gpu.dispatch import emulating
 from cuzarr.gpu.executor import (
     GpuExecutor,
@@ -42,7 +41,6 @@ from cuzarr.gpu.plan import is_slice_only
 __all__ = [
     "DeviceReader",
     "device_codec",
-    "device_reader_for",
     "direct_reads",
     "emulating",
     "swap_unit",
@@ -222,29 +220,6 @@ class DeviceReader:
                     raise keyed(e, names[i]) from e
                 raise
         self.executor.scatter_fancy(items, chunks, self.out, self.fill)
-
-
-def device_reader_for(
-    pipeline: Any,
-    out: Any,
-    fill: Any,
-    chunk_shape: Callable[[tuple[int, ...]], tuple[int, ...]],
-    store: Any = None,
-) -> DeviceReader | None:
-    """A :class:`DeviceReader` for ``out`` when it is a device array (or when the
-    host twin is asked for and the dtype can take the plan); ``None`` means the
-    ordinary host read. ``store``: where the chunks come from (uncompressed
-    chunks of a local store are read from their files straight into device
-    memory, see :func:`direct_reads`)."""
-    if is_device_array(out):
-        reader = DeviceReader(pipeline, out, fill, chunk_shape, _ThreadExecutor(True))
-    elif emulating() and isinstance(out, np.ndarray) and not out.dtype.hasobject:
-        reader = DeviceReader(pipeline, out, fill, chunk_shape, _ThreadExecutor(False))
-    else:
-        return None
-    if reader.kind == "none" and direct_reads(store, device=is_device_array(out)):
-        reader.direct_store = store
-    return reader
 
 
 def direct_reads(store: Any, device: bool) -> bool:

@@ -52,16 +52,14 @@ from cuzarr.gpu.plan import (
     ScatterPlan,
     build_plan,
     fill_bytes,
-    is_slice_only,
 )
-from cuzarr.gpu.reader import device_codec, emulating, swap_unit
+from cuzarr.gpu.reader import device_codec, swap_unit
 
 __all__ = [
     "DeviceWriter",
     "EncodeBatch",
     "GpuEncoder",
     "HostEncoder",
-    "device_writer_for",
     "encode_kind",
 ]
 
@@ -634,25 +632,3 @@ class DeviceWriter:
                 res = self.pipeline.encode(chunk, shapes[i])
             to_set.append((keys[i], res))
         return to_set, to_delete
-
-
-def device_writer_for(
-    pipeline: Any,
-    value: Any,
-    fill: Any,
-    chunk_shape: Callable[[tuple[int, ...]], tuple[int, ...]],
-    items: Sequence[Any],
-    write_empty_chunks: bool,
-    sharded: bool,
-) -> DeviceWriter | None:
-    """A :class:`DeviceWriter` when ``value`` lives on the device (or the host twin
-    is asked for), the plan is slices only and the array is not sharded;
-    ``None`` means the ordinary host write."""
-    device = is_device_array(value)
-    if not device and not (emulating() and isinstance(value, np.ndarray)):
-        return None
-    if sharded or np.dtype(value.dtype).hasobject or not is_slice_only(items):
-        return None
-    if np.dtype(value.dtype).kind not in "biufc" or np.dtype(value.dtype).fields:
-        return None
-    return DeviceWriter(pipeline, value, fill, chunk_shape, write_empty_chunks, device)
