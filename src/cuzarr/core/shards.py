@@ -92,10 +92,11 @@ def _shard_job(
         return encode_key(tuple(c // n for c, n in zip(items[i][0], cps, strict=True)))
 
     device = device_reader_for(inner, out, fill, lambda _coords: inner_shape)
-    # Shards in local files are read a few MiB at a time, even when wholly
-    # wanted, and each part is decoded before the next is read: a worker holds
-    # one part, not a whole compressed shard (which raised the peak memory of a
-    # full read by ~9% of the output), for a few more read calls per shard.
+    # Shards in local files are read at most LOCAL_RANGE_MAX bytes at a time,
+    # even when wholly wanted, and each part is decoded before the next is read:
+    # a worker holds one part, not a whole compressed shard (which raised the
+    # peak memory of a full read by ~9% of the output), for a few more read
+    # calls per shard.
     in_parts = device is None and sio is not None and sio.get_ranges_reused is not None
     if in_parts:
         max_size = min(max_size, LOCAL_RANGE_MAX)
