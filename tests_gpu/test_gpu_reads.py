@@ -190,3 +190,23 @@ def test_gds_uncompressed_local(tmp_path, gds):
     a[...] = data
     with cuzarr.config.set({"gpu.gds": gds}):
         _check(a, data)
+
+
+@pytest.mark.parametrize("kind", ["regular", "sharded"])
+def test_read_many_shared_chunks_staged_on_device(tmp_path, kind):
+    """Views sharing chunks: each unique chunk decoded once on the device into a
+    staging array, every view copied from it there (tests/test_gpu_emulate.py
+    runs the same cases on the host twin)."""
+    data = _data((50, 41), "<i4")
+    kw = {"compressors": {"name": "zstd", "configuration": {"level": 1}}, "fill_value": -7}
+    kw.update({"chunks": (5, 8), "shards": (10, 16)} if kind == "sharded" else {"chunks": (12, 9)})
+    a = cuzarr.create_array(LocalStore(tmp_path), shape=data.shape, dtype=data.dtype, **kw)
+    a[...] = data
+    rows = np.array([3, 3, 49, 0, 17])
+    views = [a.lazy[0:20], a.lazy[10:30, 5:], a.lazy[45:2:-3, ::-4], a.lazy.oindex[rows, 1:40:6]]
+    expect = [data[0:20], data[10:30, 5:], data[45:2:-3, ::-4], data[rows][:, 1:40:6]]
+    with cuzarr.config.enable_gpu():
+        got = cuzarr.read_many(views)
+    for g, e in zip(got, expect, strict=True):
+        assert isinstance(g, cp.ndarray)
+        np.testing.assert_array_equal(cp.asnumpy(g), e)
