@@ -67,29 +67,38 @@ def test_declined_batches_come_back_sorted():
     assert _run(pull_batches(10, 1, job)) == [(i, i + 1) for i in range(1, 10, 2)]
 
 
-def test_first_error_raised_after_every_loop_ends():
-    started: list[int] = []
-    running = [0]
-    lock = threading.Lock()
+class _CountingJob:
+    """A job that records the batches it started and how many run right now;
+    it sleeps ``seconds`` and raises at batch ``fail_at``."""
 
-    def job(lo: int, hi: int) -> None:
-        with lock:
-            started.append(lo)
-            running[0] += 1
+    def __init__(self, seconds: float, fail_at: int | None = None) -> None:
+        self.seconds = seconds
+        self.fail_at = fail_at
+        self.started: list[int] = []
+        self.running = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, lo: int, hi: int) -> None:
+        with self._lock:
+            self.started.append(lo)
+            self.running += 1
         try:
-            if lo == 3:
-                raise ValueError("batch 3 is bad")
-            time.sleep(0.005)
+            if lo == self.fail_at:
+                raise ValueError(f"batch {lo} is bad")
+            time.sleep(self.seconds)
         finally:
-            with lock:
-                running[0] -= 1
+            with self._lock:
+                self.running -= 1
 
+
+def test_first_error_raised_after_every_loop_ends():
+    job = _CountingJob(0.005, fail_at=3)
     with pytest.raises(ValueError, match="batch 3"):
         _run(pull_batches(1000, 1, job))
-    assert running[0] == 0  # nothing still runs once the error is raised
+    assert job.running == 0  # nothing still runs once the error is raised
     # no batch starts after the failing one ended (each loop finishes at most
     # the batch it was in)
-    assert len(started) <= 3 + 1 + max_workers()
+    assert len(job.started) <= 3 + 1 + max_workers()
 
 
 def test_time_slice_lets_other_work_in():
@@ -284,17 +293,7 @@ def test_writes_survive_the_lock_directory_being_removed(tmp_path, monkeypatch):
 
 
 def test_cancelled_loops_stop_after_their_current_batch():
-    ran: list[int] = []
-    active = [0]
-    lock = threading.Lock()
-
-    def job(lo: int, hi: int) -> None:
-        with lock:
-            ran.append(lo)
-            active[0] += 1
-        time.sleep(0.02)
-        with lock:
-            active[0] -= 1
+    job = _CountingJob(0.02)
 
     async def main() -> None:
         task = asyncio.ensure_future(pull_batches(10_000, 1, job, slice_s=10.0))
@@ -302,13 +301,13 @@ def test_cancelled_loops_stop_after_their_current_batch():
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        assert active[0] == 0  # the cancellation came once the running batches ended
-        n = len(ran)
+        assert job.running == 0  # the cancellation came once the running batches ended
+        n = len(job.started)
         await asyncio.sleep(0.1)
-        assert len(ran) == n  # and none started after
+        assert len(job.started) == n  # and none started after
 
     _run(main())
-    assert len(ran) < 100
+    assert len(job.started) < 100
 
 
 def test_get_ranges_reused(tmp_path, monkeypatch):
