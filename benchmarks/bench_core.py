@@ -22,7 +22,9 @@ on the same chunks using every core, without any Zarr machinery.
 Every measurement runs in a fresh subprocess (so peak RSS can be reported per
 contender and per workload, and no contender warms another's caches). Contenders
 are interleaved within each repeat; the table shows medians, and a summary block
-compares cuzarr with the best peer of each workload.
+compares cuzarr with the best peer of each workload: the ratio of medians, the
+"paired" ratio (median over repeats of the two times measured in the same
+repeat, which a slow stretch of machine load hits alike) and the ratio of mins.
 
 Usage::
 
@@ -845,6 +847,7 @@ def summarize(results: list[dict[str, Any]], args, sizes: dict[str, Any]) -> dic
                     (wl, c),
                     {
                         "times": [],
+                        "by_repeat": {},
                         "errors": [],
                         "rss_peak": [],
                         "rss_delta": [],
@@ -862,6 +865,7 @@ def summarize(results: list[dict[str, Any]], args, sizes: dict[str, Any]) -> dic
                 if wl not in r.get("times", {}):
                     continue
                 row["times"].append(r["times"][wl])
+                row["by_repeat"][r.get("repeat", len(row["times"]) - 1)] = r["times"][wl]
                 if wl in r.get("rss", {}):
                     base, peak = r["rss"][wl]
                     row["rss_peak"].append(peak)
@@ -1016,6 +1020,15 @@ def print_table(rows, args, sizes) -> None:
             print()
 
 
+def paired_ratio(peer: dict[str, Any], cz: dict[str, Any]) -> float | None:
+    """Median over repeats of peer time / cuzarr time, each pair measured in the
+    same repeat (adjacent in time): a slow stretch of machine load hits both."""
+    both = sorted(set(peer["by_repeat"]) & set(cz["by_repeat"]))
+    if not both:
+        return None
+    return statistics.median(peer["by_repeat"][k] / cz["by_repeat"][k] for k in both)
+
+
 def compute_summary(rows, args, sizes) -> list[dict[str, Any]]:
     """Per workload: the best peer (fastest verified median), cuzarr's ratio to it, and
     for full reads cuzarr's throughput as a fraction of the fastest limit row."""
@@ -1046,6 +1059,9 @@ def compute_summary(rows, args, sizes) -> list[dict[str, Any]]:
             bmin, bminp = min(mins)
             ent["best_peer_by_min"] = bminp
             ent["ratio_vs_best_by_min"] = bmin / cz["min"] if cz and cz["min"] else None
+            paired = paired_ratio(rows[(wl, best)], cz) if cz else None
+            if paired is not None:
+                ent["ratio_vs_best_paired"] = paired
         lims = [
             (rows[(wl, lim)]["median"], lim)
             for lim in args.limits
@@ -1085,7 +1101,7 @@ def print_summary(summary: list[dict[str, Any]], args) -> None:
     )
     hdr = (
         f"{'workload':<12} {'best peer':<12} {'peer s':>9} {cz + ' s':>12} {'ratio':>7}  "
-        f"{'verdict':<24} {'ratio on min (best peer by min)'}"
+        f"{'verdict':<24} {'paired':>7}  {'ratio on min (best peer by min)'}"
     )
     print(hdr)
     print("-" * len(hdr))
@@ -1104,9 +1120,11 @@ def print_summary(summary: list[dict[str, Any]], args) -> None:
         rs = f"{r:.2f}" if r is not None else "-"
         rm = e.get("ratio_vs_best_by_min")
         rms = f"{rm:.2f} ({e['best_peer_by_min']})" if rm is not None else "-"
+        rp = e.get("ratio_vs_best_paired")
+        rps = f"{rp:.2f}" if rp is not None else "-"
         print(
             f"{e['workload']:<12} {e['best_peer']:<12} {e['best_peer_s']:9.3f} {czs:>12} "
-            f"{rs:>7}  {verdict:<24} {rms}"
+            f"{rs:>7}  {verdict:<24} {rps:>7}  {rms}"
         )
     for e in summary:
         if e.get("fraction_of_limit") is not None:

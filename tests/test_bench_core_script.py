@@ -29,3 +29,16 @@ def test_bench_core_quick_read_with_assemble_limit(tmp_path):
     assert summary["limit"] == "limit:numcodecs"  # assemble is not a decode limit
     assert summary["fraction_of_assemble"] > 0
     assert "of the assemble limit" in r.stdout
+
+
+def test_paired_ratio_pairs_times_of_the_same_repeat():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import bench_core
+    finally:
+        sys.path.pop(0)
+    # repeat 1 was slowed by load for both; repeat 3 has no cuzarr time
+    peer = {"by_repeat": {0: 1.0, 1: 3.0, 2: 1.2, 3: 0.5}}
+    cz = {"by_repeat": {0: 0.5, 1: 2.0, 2: 1.0}}
+    assert bench_core.paired_ratio(peer, cz) == 1.5  # median of 2.0, 1.5, 1.2
+    assert bench_core.paired_ratio(peer, {"by_repeat": {}}) is None
