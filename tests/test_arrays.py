@@ -295,6 +295,47 @@ def test_write_empty_chunks_nan_fill():
     assert a.nchunks_initialized == 1
 
 
+@pytest.mark.parametrize("shards", [None, (4,)])
+@pytest.mark.parametrize(
+    ("dtype", "fill", "value"),
+    [("f8", 0.0, -0.0), ("f4", -0.0, 0.0), ("c16", 0j, complex(0.0, -0.0))],
+)
+def test_signed_zero_is_not_the_fill(dtype, fill, value, shards):
+    # -0.0 == 0.0 in numpy, but they are different values: the chunk is stored
+    a = cuzarr.create_array({}, shape=(8,), dtype=dtype, chunks=(2,), shards=shards, fill_value=fill)
+    a[0:2] = value
+    assert a.nchunks_initialized == 1
+    got = a[0:2]
+    np.testing.assert_array_equal(np.signbit(got.real), np.signbit(np.real(value)))
+    np.testing.assert_array_equal(np.signbit(got.imag), np.signbit(np.imag(value)))
+    a[0:2] = fill
+    assert a.nchunks_initialized == 0
+
+
+@pytest.mark.parametrize(
+    ("dtype", "fill", "value"),
+    [(bytes, b"a\x00", b"a"), (bytes, b"\x00", b""), (str, "a", "a\x00")],
+)
+def test_variable_length_values_differing_from_fill_only_by_nul(dtype, fill, value):
+    a = cuzarr.create_array({}, shape=(2,), chunks=(1,), dtype=dtype, fill_value=fill)
+    a[1] = value
+    assert a.nchunks_initialized == 1
+    assert a[1] == value and a[0] == fill
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+@pytest.mark.parametrize(("dtype", "value"), [(str, "ab"), (bytes, b"ab")])
+def test_zero_d_variable_length_read(tmp_path, zarr_format, dtype, value):
+    a = cuzarr.create_array(tmp_path / "c", shape=(), dtype=dtype, zarr_format=zarr_format)
+    a[()] = value
+    assert cuzarr.open_array(tmp_path / "c", mode="r")[()] == value
+    assert zarr.open_array(tmp_path / "c", mode="r")[()] == value
+    if dtype is str:  # zarr-python 3.4 cannot write 0-d variable-length bytes
+        z = zarr.create_array(tmp_path / "z", shape=(), dtype=dtype, zarr_format=zarr_format)
+        z[()] = value
+        assert cuzarr.open_array(tmp_path / "z", mode="r")[()] == value
+
+
 @pytest.mark.parametrize("zarr_format", [2, 3])
 def test_write_empty_chunks_true(zarr_format):
     store = {}

@@ -651,3 +651,76 @@ def test_ellipsis_or_newaxis_between_advanced_indices(sel):
     a, data = _make((2, 3), (2, 2))
     assert a[sel].shape == data[sel].shape
     np.testing.assert_array_equal(a[sel], data[sel])
+
+
+@pytest.mark.parametrize("sel", [[[], []], (slice(None), [[]]), ([[]], [[]])])
+def test_empty_nested_list_indexes_like_numpy(sel):
+    # numpy indexes with an empty (nested) list as intp, though np.asarray makes it float
+    a, data = _make((3, 4), (2, 3))
+    assert a[sel].shape == data[sel].shape
+    assert a.lazy[sel].read().shape == data[sel].shape
+    a[sel] = 7
+    np.testing.assert_array_equal(a[...], data)
+
+
+def test_empty_broadcast_skips_index_array_bounds_check():
+    # numpy checks index arrays only when the advanced indices select something
+    a, data = _make((3, 3), (2, 2))
+    for sel in [([5], []), ([5], np.zeros((0, 1), int)), ([[9]], [[]])]:
+        assert a[sel].shape == data[sel].shape
+        assert a.lazy[sel].shape == data[sel].shape
+        assert a.vindex[sel].shape == data[sel].shape
+        a[sel] = 1
+    np.testing.assert_array_equal(a[...], data)
+    for sel in [(5, []), ([5], [True, False, False]), ([5], [0])]:
+        with pytest.raises(IndexError, match="dimension 0"):
+            a[sel]
+    with pytest.raises(IndexError, match="dimension 0"):
+        a.vindex[[5], [0]]
+
+
+def test_zero_d_results_with_ellipsis_are_arrays():
+    # numpy: all-integer selections give scalars, with an Ellipsis a 0-d array
+    a, data = _make((3, 4), (2, 3))
+    for sel in [(1, 2), (1, 2, Ellipsis), (Ellipsis, 1, 2), (np.array(1), 2, Ellipsis)]:
+        r, d = a[sel], data[sel]
+        assert type(r) is type(d) and r == d
+        assert type(a.get_basic_selection(sel)) is type(d)
+    z = cuzarr.create_array({}, shape=(), dtype="i4", fill_value=3)
+    assert type(z[...]) is np.ndarray and z[...].shape == ()
+    assert type(z[()]) is np.int32
+    np.testing.assert_array_equal(np.asarray(z), np.array(3, "i4"))
+
+
+def test_zero_d_vindex_read_write():
+    a = cuzarr.create_array({}, shape=(), dtype="i4", fill_value=3)
+    d = np.array(3, "i4")
+    for m in (np.True_, np.False_, np.array(True)):
+        np.testing.assert_array_equal(a.vindex[m], d[m])
+        assert a.vindex[m].shape == d[m].shape
+    a.vindex[()] = 5
+    assert a[()] == 5
+    a.vindex[np.False_] = 6
+    assert a[()] == 5
+    a.vindex[np.True_] = [7]
+    assert a[()] == 7
+
+
+@pytest.mark.parametrize(
+    "sel",
+    [
+        [[True, False, True], [False, True, True]],
+        (Ellipsis, [[True, False, True, False]] * 3),
+        ([[True, False, True], [False, True, True]], 1),
+        (0, [[False, True, True, False]] * 3),
+    ],
+)
+def test_nested_list_boolean_masks(sel):
+    # numpy: a nested list of bools is a multi-dimensional mask (it consumes ndim dims)
+    a, data = _make((2, 3, 4), (1, 2, 3))
+    assert a[sel].shape == data[sel].shape
+    np.testing.assert_array_equal(a[sel], data[sel])
+    np.testing.assert_array_equal(a.lazy[sel].read(), data[sel])
+    a[sel] = -1
+    data[sel] = -1
+    np.testing.assert_array_equal(a[...], data)

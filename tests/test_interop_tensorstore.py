@@ -247,3 +247,19 @@ def test_sharding_partial_writes(tmp_path, rng, first, second):
 def test_big_endian(tmp_path, rng, writer, reader, fmt, dtkey):
     spec = Spec(fmt=fmt, dt=DTYPES[dtkey], shape=(9, 7), chunks=(4, 3), big_endian=True)
     run_roundtrip(tmp_path, writer, reader, spec, rng)
+
+
+@DIRS
+@pytest.mark.parametrize("dtkey", ["bfloat16", "float8_e4m3fn"])
+def test_big_endian_ml_dtypes(tmp_path, rng, writer, reader, dtkey):
+    """ml_dtypes types have no numpy byte-order variants: the bytes codec's endian
+    "big" must still store big-endian elements (bfloat16 1.0 is 3f 80 on disk)."""
+    spec = Spec(fmt=3, dt=DTYPES[dtkey], shape=(9, 7), chunks=(4, 3), big_endian=True)
+    run_roundtrip(tmp_path, writer, reader, spec, rng)
+    path = str(tmp_path / "be")
+    spec = Spec(fmt=3, dt=DTYPES[dtkey], shape=(2,), chunks=(2,), codec="none", big_endian=True)
+    LIBS[writer].create(path, spec)
+    values = np.array([1.0, -2.0], dtype=DTYPES[dtkey].np_dtype)
+    LIBS[writer].write(path, spec, Ellipsis, values)
+    want = values.view(f"u{values.itemsize}").astype(f">u{values.itemsize}").tobytes()
+    assert Path(path, "c", "0").read_bytes() == want

@@ -513,3 +513,43 @@ def test_consolidated_metadata(tmp_path, rng, writer, reader, fmt):
         g2 = r.open_consolidated(path)
         assert dict(g2.attrs) == {"t": "日本"}
         assert_data_equal(np.asarray(g2["sub/x"][...]), data, DTYPES["uint16"])
+
+
+# ------------------------------------------------------------------ numcodecs packbits (v3)
+
+
+@pytest.mark.parametrize("shape", [(9, 7), (5,), ()], ids=["9x7", "5", "0d"])
+def test_packbits_v3(tmp_path, rng, shape):
+    """numcodecs.packbits changes the chunk's shape and dtype (1-d uint8: a header
+    byte, then the bits): zarr-python's chunks read in cuzarr and vice versa."""
+    from zarr.codecs import numcodecs as zn
+
+    chunks = tuple(min(s, 4) for s in shape)
+    data = rng.random(shape) < 0.5
+    path = arr_path(tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        z = LIBS["zarr"].mod.create_array(
+            path, shape=shape, chunks=chunks, dtype=bool, filters=[zn.PackBits()], compressors=None
+        )
+        z[...] = data
+        np.testing.assert_array_equal(impl().open_array(path, mode="r")[...], data)
+        path2 = str(tmp_path / "c")
+        filters = read_metadata_json(path, 3)["codecs"][:1]
+        c = impl().create_array(
+            path2, shape=shape, chunks=chunks, dtype=bool, filters=filters, compressors=None
+        )
+        c[...] = ~data
+        np.testing.assert_array_equal(LIBS["zarr"].mod.open_array(path2, mode="r")[...], ~data)
+        assert read_metadata_json(path2, 3)["codecs"][0]["name"] == "numcodecs.packbits"
+
+
+@FORMATS
+def test_zero_d_variable_length_bytes_write(tmp_path, fmt):
+    """Writing the one element of a 0-d vlen-bytes array (a read-only value)."""
+    path = arr_path(tmp_path)
+    a = impl().create_array(path, shape=(), dtype=bytes, zarr_format=fmt)
+    a[()] = b"\x00ab"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert LIBS["zarr"].mod.open_array(path, mode="r")[()] == b"\x00ab"

@@ -101,6 +101,25 @@ def test_all_fill_shard_deletes_its_key():
     assert not any(k.startswith("c/") for k in store._store_dict)
 
 
+def test_write_empty_chunks_true_stores_fill_inner_chunks_as_zarr_does(tmp_path):
+    zarr.create_array(
+        tmp_path / "z", shape=(8, 6), chunks=(2, 3), shards=(4, 6), dtype="i4", fill_value=0,
+        config={"write_empty_chunks": True},
+    )[...] = 0
+    a = cuzarr.create_array(
+        tmp_path / "c", shape=(8, 6), chunks=(2, 3), shards=(4, 6), dtype="i4", fill_value=0,
+        write_empty_chunks=True,
+    )
+    a[...] = 0
+    assert a.nchunks_initialized == 2
+    for key in ("0/0", "1/0"):
+        assert (tmp_path / "c/c" / key).read_bytes() == (tmp_path / "z/c" / key).read_bytes()
+    a[5, 4] = 7  # a partial write keeps every inner chunk too
+    (inner,) = [c for c in a.metadata.codecs if c.name == "sharding_indexed"]
+    index, _ = inner.split((tmp_path / "c/c/1/0").read_bytes(), (4, 6))
+    assert (index[..., 0] != 2**64 - 1).all()
+
+
 def test_nested_sharding_round_trip(tmp_path):
     inner = ShardingCodec((2, 2), codecs=[{"name": "bytes"}, {"name": "zstd"}])
     outer = ShardingCodec((4, 4), codecs=[inner])

@@ -49,7 +49,22 @@ class BytesCodec(ArrayBytesCodec):
         order = "<" if (self.endian or sys.byteorder) == "little" else ">"
         return dt.newbyteorder(order)
 
+    def swaps_by_hand(self, spec: ChunkSpec) -> bool:
+        """Whether elements are byte-swapped outside numpy's dtype machinery:
+        ml_dtypes types (bfloat16, float8...) have no byte-order variants, so a
+        non-native ``endian`` is applied to their raw bytes."""
+        return (
+            spec.dtype.kind == "ml"
+            and spec.dtype.item_size > 1
+            and (self.endian or sys.byteorder) != sys.byteorder
+        )
+
     def encode(self, arr: np.ndarray, spec: ChunkSpec) -> Any:
+        if self.swaps_by_hand(spec):
+            units = np.ascontiguousarray(arr, dtype=spec.dtype.dtype).view(
+                f"u{spec.dtype.item_size}"
+            )
+            return memoryview(units.byteswap().reshape(-1).view(np.uint8))
         sdt = self.stored_dtype(spec)
         if arr.dtype != sdt:
             arr = arr.astype(sdt)
@@ -65,6 +80,9 @@ class BytesCodec(ArrayBytesCodec):
                 f"chunk holds {len(data)} bytes, expected {expected} for shape {spec.shape} "
                 f"of {spec.dtype.dtype}"
             )
+        if self.swaps_by_hand(spec):
+            units = np.frombuffer(data, dtype=f"u{spec.dtype.item_size}")
+            return units.byteswap().view(spec.dtype.dtype).reshape(spec.shape)
         arr = np.frombuffer(data, dtype=sdt).reshape(spec.shape)
         if sdt != spec.dtype.dtype:
             arr = arr.astype(spec.dtype.dtype)

@@ -93,6 +93,13 @@ class NumcodecsArrayArray(_NumcodecsMixin, ArrayArrayCodec):
         return spec.dtype.dtype
 
     def resolve(self, spec: ChunkSpec) -> ChunkSpec:
+        if self.numcodec.codec_id == "packbits":
+            # bools packed 8 to a byte after a one-byte header (the count of
+            # padding bits): a 1-d uint8 array, as zarr-python declares it
+            n = 1
+            for s in spec.shape:
+                n *= s
+            return ChunkSpec((1 + -(-n // 8),), parse_data_type(np.uint8, 3), None)
         dt = self._out_dtype(spec)
         if dt == spec.dtype.dtype:
             return spec
@@ -100,7 +107,7 @@ class NumcodecsArrayArray(_NumcodecsMixin, ArrayArrayCodec):
 
     def encode(self, arr: np.ndarray, spec: ChunkSpec) -> np.ndarray:
         out = np.asarray(self.numcodec.encode(np.ascontiguousarray(arr)))
-        return out.reshape(spec.shape)
+        return out.reshape(self.resolve(spec).shape)
 
     def decode(self, arr: np.ndarray, spec: ChunkSpec) -> np.ndarray:
         try:

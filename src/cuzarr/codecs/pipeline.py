@@ -130,12 +130,17 @@ class V3Pipeline:
         self.dtype = dtype
         self.fill_value = fill_value
         # Fast path: plain bytes (+ zstd), the overwhelmingly common layout.
-        self._plain = not aa and isinstance(ab, BytesCodec) and not dtype.is_vlen
+        self._plain = (
+            not aa
+            and isinstance(ab, BytesCodec)
+            and not dtype.is_vlen
+            and not ab.swaps_by_hand(ChunkSpec(tuple(chunk_shape), dtype, fill_value))
+        )
         self._plain_zstd = self._plain and len(bb) == 1 and isinstance(bb[0], ZstdCodec)
         self._plain_none = self._plain and not bb
         self._stored_dtype = (
             ab.stored_dtype(ChunkSpec(tuple(chunk_shape), dtype, fill_value))
-            if isinstance(ab, BytesCodec) and not dtype.is_vlen
+            if self._plain
             else None
         )
         self._specs: dict[tuple[int, ...], list[ChunkSpec]] = {}
@@ -257,8 +262,14 @@ class V3Pipeline:
             raise CodecError(f"zstd decompression failed: {e}") from e
         return True
 
-    def encode(self, arr: np.ndarray, shape: tuple[int, ...]) -> bytes:
-        """Encode one chunk (an array of ``shape``) to the bytes to store."""
+    def encode(
+        self, arr: np.ndarray, shape: tuple[int, ...], write_empty_chunks: bool = False
+    ) -> bytes:
+        """Encode one chunk (an array of ``shape``) to the bytes to store.
+
+        ``write_empty_chunks`` reaches a sharding codec: inner chunks equal to the
+        fill value are stored too (otherwise they are left out of the shard).
+        """
         if self._plain_zstd:
             # bytes + zstd, the common layout: skip the generic codec walk.
             if arr.dtype != self._stored_dtype or not arr.flags.c_contiguous:
@@ -277,7 +288,10 @@ class V3Pipeline:
         chain = self._spec_chain(shape)
         for i, codec in enumerate(self.array_array):
             arr = codec.encode(arr, chain[i])
-        data = self.array_bytes.encode(arr, chain[-1])
+        if write_empty_chunks and self.array_bytes.name == "sharding_indexed":
+            data = self.array_bytes.encode(arr, chain[-1], write_empty_chunks=True)
+        else:
+            data = self.array_bytes.encode(arr, chain[-1])
         for codec in self.bytes_bytes:
             data = codec.encode(data, chain[-1])
         return bytes(data) if not isinstance(data, bytes) else data

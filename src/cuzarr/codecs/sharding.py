@@ -223,7 +223,7 @@ class ShardingCodec(ArrayBytesCodec):
             part = arr[sel]
             if not write_empty_chunks and _is_fill(part, fill, spec.dtype):
                 continue
-            encoded[coords] = inner.encode(part, self.chunk_shape)
+            encoded[coords] = inner.encode(part, self.chunk_shape, write_empty_chunks)
         return self.assemble(encoded, spec.shape)
 
     def assemble(self, encoded: dict[tuple[int, ...], Any], shard_shape: tuple[int, ...]) -> bytes:
@@ -293,7 +293,7 @@ class ShardingCodec(ArrayBytesCodec):
             if coords in touched:
                 part = shard[self._inner_sel(coords)]
                 if write_empty_chunks or not _is_fill(part, spec.fill_value, spec.dtype):
-                    encoded[coords] = inner.encode(part, self.chunk_shape)
+                    encoded[coords] = inner.encode(part, self.chunk_shape, write_empty_chunks)
             else:
                 off, n = index[coords]
                 if off != EMPTY:

@@ -33,6 +33,10 @@ def encode_vlen(arr: np.ndarray, kind: str) -> bytes:
     flat = np.ascontiguousarray(arr).reshape(-1)
     if flat.dtype != object:
         flat = flat.astype(object)
+    elif not flat.flags.writeable:
+        # numcodecs' VLen encoders take a writable buffer (a broadcast or
+        # read-only value, e.g. the one element of a 0-d array, is not)
+        flat = flat.copy()
     try:
         return (_UTF8 if kind == "string" else _BYTES).encode(flat)
     except TypeError as e:

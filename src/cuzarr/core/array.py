@@ -325,7 +325,7 @@ class AsyncArray:
         if not done:
             return NotImplemented
         result = buf.reshape(plan.result_shape)
-        return result[()] if result.ndim == 0 else result
+        return result[()] if plan.scalar else result
 
     async def getitem(
         self, selection: Any, *, out: np.ndarray | None = None, prototype: Any = None
@@ -351,7 +351,7 @@ class AsyncArray:
                 raise ValueError(
                     f"out has shape {out.shape}, the selection has shape {plan.result_shape}"
                 )
-            return result[()] if result.ndim == 0 else result
+            return result[()] if plan.scalar else result
         block = await self._read_projections(
             plan.projections, plan.buffer_shape, None, out if out is not None else prototype
         )
@@ -383,8 +383,9 @@ class AsyncArray:
         if out is not None and math.prod(out.shape) != n:
             raise ValueError(f"out has shape {out.shape}, the selection has shape {shape}")
         buf = self._out_buffer((n,), out, prototype)
-        items = engine.coordinate_items(self._read_grid.dims(self.shape), coords)
-        await self._read_items(items, buf)
+        if n:
+            items = engine.coordinate_items(self._read_grid.dims(self.shape), coords)
+            await self._read_items(items, buf)
         if out is not None:
             return out
         result = buf.reshape(shape)
@@ -464,7 +465,9 @@ class AsyncArray:
             if arr.dtype != object:
                 arr = arr.astype(object)
         elif dt.kind == "string":
-            arr = np.asarray(value)
+            # Python str straight to the stored dtype: via numpy's fixed-width
+            # unicode, trailing NULs ("a\x00") would be dropped.
+            arr = value if isinstance(value, np.ndarray) else np.asarray(value, dtype=dt.dtype)
             if arr.dtype != dt.dtype:
                 arr = arr.astype(dt.dtype)
         else:
@@ -538,6 +541,11 @@ class AsyncArray:
         self._check_writable()
         coords, shape = normalize_coordinate(host_selection(selection), self.shape)
         v = self._as_value(await _materialize(value), shape).reshape(-1)
+        if not coords:
+            # A 0-d array (``vindex[()]``, or a 0-d mask): its one element, or nothing.
+            if v.size == 0:
+                return
+            v = v[-1:].reshape(())
         items = engine.coordinate_items(self._write_dims(), coords)
         await engine.write_items(
             self.store_path, self.metadata, self._pipeline, items, v, self.write_empty_chunks

@@ -157,21 +157,37 @@ def _is_fill(chunk: np.ndarray, fill: Any, dtype: Any) -> bool:
     if chunk.dtype.kind == "V" or chunk.dtype.fields:
         fb = np.array(fill, dtype=chunk.dtype).tobytes()
         return np.ascontiguousarray(chunk).tobytes() == fb * chunk.size
-    if chunk.dtype.kind in "fc" and isinstance(
-        fill, (float, complex, np.floating, np.complexfloating)
-    ):
-        f = np.asarray(fill)
-        if np.isnan(f).any():
-            if chunk.dtype.kind == "c":
-                return bool(
-                    np.all((chunk.real == f.real) | (np.isnan(chunk.real) & np.isnan(f.real)))
-                    and np.all((chunk.imag == f.imag) | (np.isnan(chunk.imag) & np.isnan(f.imag)))
-                )
-            return bool(np.isnan(chunk).all())
+    if chunk.dtype.kind in "fc":
+        try:
+            f = np.asarray(fill, dtype=chunk.dtype)
+        except (TypeError, ValueError):
+            return False
+        if chunk.dtype.kind == "c":
+            return _floats_are(chunk.real, f.real) and _floats_are(chunk.imag, f.imag)
+        return _floats_are(chunk, f)
+    if chunk.dtype.kind == "O":
+        # Element by element with Python's ==: numpy would turn a bytes or str
+        # fill into a numpy scalar first, which drops trailing NULs (b"a" would
+        # then equal a b"a\x00" fill, and be lost).
+        f = np.empty((), dtype=object)
+        f[()] = fill
+        try:
+            return bool(np.all(chunk == f))
+        except (TypeError, ValueError):
+            return False
     try:
         return bool(np.all(chunk == fill))
     except (TypeError, ValueError):
         return False
+
+
+def _floats_are(x: np.ndarray, f: np.ndarray) -> bool:
+    """Whether every element of the float array ``x`` is the 0-d ``f``: the same
+    bits (-0.0 is not a 0.0 fill), any NaN for a NaN fill."""
+    if np.isnan(f):
+        return bool(np.isnan(x).all())
+    bits = np.dtype(f"u{x.dtype.itemsize}")
+    return bool((x.view(bits) == f.view(bits)).all())
 
 
 def coordinate_items(dims: Sequence[Any], coords: Sequence[np.ndarray]) -> list[ChunkItem]:
@@ -251,7 +267,7 @@ def _read_job(
                 continue
             shape = grid.stored_chunk_shape(coords)
             try:
-                if complete and decode_into is not None:
+                if complete and decode_into is not None and out.ndim:
                     # A whole chunk landing in a contiguous part of the output is
                     # decompressed straight into it: no intermediate buffer.
                     target = out[osel]
@@ -637,7 +653,11 @@ async def write_items(
             if not write_empty_chunks and _is_fill(chunk, fill, dtype):
                 to_delete.append(keys[lo + j])
                 continue
-            encoded = pipeline.encode(chunk, shape)
+            encoded = (
+                pipeline.encode(chunk, shape, write_empty_chunks=True)
+                if shard_codec is not None and write_empty_chunks
+                else pipeline.encode(chunk, shape)
+            )
             if len(encoded) == 0:  # a shard whose inner chunks are all empty
                 to_delete.append(keys[lo + j])
             else:

@@ -16,6 +16,7 @@ that compact block with remapped indices, which reproduces numpy's semantics
 
 from __future__ import annotations
 
+import math
 import operator
 from dataclasses import dataclass
 from typing import Any
@@ -81,7 +82,9 @@ def _as_index_array(x: Any) -> np.ndarray | None:
     if isinstance(x, (bool, np.bool_)):
         return np.asarray(x, dtype=bool)
     if isinstance(x, (list, tuple)):
-        return np.asarray(x) if len(x) else np.asarray(x, dtype=np.intp)
+        arr = np.asarray(x)
+        # numpy: an empty sequence (``[]``, ``[[], []]``) indexes as intp.
+        return arr.astype(np.intp) if arr.size == 0 and arr.dtype.kind == "f" else arr
     # CuPy and other array libraries: bring index arrays to the host.
     if hasattr(x, "__array__") or hasattr(x, "__cuda_array_interface__"):
         get = getattr(x, "get", None)
@@ -105,6 +108,10 @@ def _expand(selection: Any, ndim: int, allow_newaxis: bool = True) -> list[Any]:
     """Expand Ellipsis; return one entry per consumed dim (plus ``None`` entries)."""
     if not isinstance(selection, tuple):
         selection = (selection,)
+    # Sequences index as arrays: a nested list of bools is a multi-dimensional mask.
+    selection = tuple(
+        _as_index_array(s) if isinstance(s, (list, tuple)) else s for s in selection
+    )
     consumed = 0
     n_ellipsis = 0
     for s in selection:
@@ -142,11 +149,16 @@ def _expand(selection: Any, ndim: int, allow_newaxis: bool = True) -> list[Any]:
 
 @dataclass
 class BasicPlan:
-    """Ints and slices only: an orthogonal read plus a reshape."""
+    """Ints and slices only: an orthogonal read plus a reshape.
+
+    ``scalar``: numpy answers with a scalar (all integers and no Ellipsis, as
+    ``x[1, 2]`` or ``x[()]``); with an Ellipsis (``x[1, 2, ...]``) a 0-d array.
+    """
 
     projections: list[DimProjection]
     buffer_shape: tuple[int, ...]
     result_shape: tuple[int, ...]
+    scalar: bool = False
 
 
 @dataclass
@@ -216,11 +228,43 @@ def classify_numpy(selection: Any, shape: tuple[int, ...]) -> tuple[list[tuple[A
                 norm.append(("array", nz.astype(np.intp), dim + j))
             dim += k
             continue
-        norm.append(("array", _check_array(arr, shape[dim], dim), dim))
+        if arr.dtype.kind not in "iu":
+            _check_array(arr, shape[dim], dim)  # raises the dtype error
+        norm.append(("unchecked", arr, dim))
         dim += 1
     if any(n[0] == "bool0" for n in norm):
         advanced = True
+    if advanced:
+        _check_index_arrays(norm, shape)
     return norm, advanced
+
+
+def _check_index_arrays(norm: list[Any], shape: tuple[int, ...]) -> None:
+    """Bounds-check integer index arrays in place, as numpy does: only when the
+    advanced indices broadcast to a non-empty result (``x[[99], []]`` is empty)."""
+    shapes = []
+    for n in norm:
+        if n[0] in ("array", "unchecked"):
+            shapes.append(n[1].shape)
+        elif n[0] == "bool0":
+            shapes.append((1,) if n[1] else (0,))
+        elif n[0] == "int":
+            shapes.append(())
+    try:
+        bshape = np.broadcast_shapes(*shapes)
+    except ValueError as e:
+        raise IndexError(
+            f"shape mismatch: indexing arrays could not be broadcast together with shapes "
+            f"{' '.join(str(tuple(x)) for x in shapes)}"
+        ) from e
+    empty = math.prod(bshape) == 0
+    for j, n in enumerate(norm):
+        if n[0] == "unchecked":
+            if empty:
+                # Nothing is selected: the positions need not be in bounds.
+                norm[j] = ("array", np.zeros(bshape, dtype=np.intp), n[2])
+            else:
+                norm[j] = ("array", _check_array(n[1], shape[n[2]], n[2]), n[2])
 
 
 def normalize_numpy(
@@ -246,7 +290,8 @@ def normalize_numpy(
                 result_shape.append(p.out_len)
             projections.append(p)
             buffer_shape.append(p.out_len)
-        return BasicPlan(projections, tuple(buffer_shape), tuple(result_shape))
+        scalar = not result_shape and all(n[0] != "ellipsis" for n in norm)
+        return BasicPlan(projections, tuple(buffer_shape), tuple(result_shape), scalar)
     # Advanced: read the bounding block, index it with numpy.
     post: list[Any] = []
     for n in norm:
@@ -334,8 +379,11 @@ def normalize_coordinate(
                 raise IndexError(
                     f"boolean mask of shape {arr.shape} does not match array shape {shape}"
                 )
+            if arr.ndim == 0:
+                # A 0-d array's mask is one bool: numpy selects its element or nothing.
+                return [], (int(bool(arr)),)
             coords = list(np.nonzero(arr))
-            return [c.astype(np.intp) for c in coords], (coords[0].shape[0] if coords else 0,)
+            return [c.astype(np.intp) for c in coords], (coords[0].shape[0],)
     if len(selection) != len(shape):
         raise IndexError(
             f"vindex needs one index per dimension ({len(shape)}), got {len(selection)}"
@@ -356,10 +404,17 @@ def normalize_coordinate(
                 raise IndexError(
                     "vindex takes one boolean mask over the whole array, or integer arrays"
                 )
-        arrays.append(_check_array(np.asarray(arr), shape[d], d))
+        arr = np.asarray(arr)
+        if arr.dtype.kind not in "iu":
+            _check_array(arr, shape[d], d)  # raises the dtype error
+        arrays.append(arr)
     try:
-        b = np.broadcast_arrays(*arrays)
+        bshape = np.broadcast_shapes(*(x.shape for x in arrays))
     except ValueError as e:
         raise IndexError(f"coordinate arrays do not broadcast together: {e}") from e
+    if math.prod(bshape) == 0:
+        # As numpy: nothing selected, so the positions need not be in bounds.
+        return [np.zeros(0, dtype=np.intp) for _ in arrays], bshape
+    b = np.broadcast_arrays(*(_check_array(x, shape[d], d) for d, x in enumerate(arrays)))
     out_shape = b[0].shape if b else ()
     return [x.reshape(-1) for x in b], out_shape
