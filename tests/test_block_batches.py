@@ -74,3 +74,25 @@ def test_block_read_with_missing_and_corrupt_chunks(tmp_path):
     (tmp_path / "a" / "c" / "4" / "5").write_bytes(b"\x28\xb5\x2f\xfd garbage")
     with pytest.raises(cuzarr.errors.CodecError, match="c/4/5"):
         a[...]
+
+
+@pytest.mark.parametrize("separator", ["/", "."])
+@pytest.mark.parametrize(
+    "sel", [(slice(None),) * 3, (slice(3, 17), slice(None, None, -2), slice(5, 6))]
+)
+def test_chunk_keys_of_a_slice_product_match_the_per_item_keys(separator, sel):
+    from cuzarr.core import engine
+    from cuzarr.indexing.selection import normalize_numpy
+
+    g = cuzarr.create_group({})
+    a = g.create_array(
+        "sub/x", shape=(20, 11, 9), chunks=(4, 3, 2), dtype="u1",
+        chunk_key_encoding={"name": "default", "separator": separator},
+    )
+    meta = a.metadata
+    plan = normalize_numpy(sel, a.shape, meta.chunk_grid.dims(a.shape))
+    items = engine.chunk_items(plan.projections)
+    assert items.dims is not None
+    keys = engine.chunk_keys(a.async_array.store_path, meta, items)
+    assert keys == engine.chunk_keys(a.async_array.store_path, meta, list(items))
+    assert keys[0] == "sub/x/c" + separator + separator.join(map(str, items[0][0]))

@@ -86,9 +86,15 @@ def chunk_keys(store_path: StorePath, meta: ArrayMetadata, items: Sequence[Chunk
     prefix = store_path.path + "/" if store_path.path else ""
     cke = meta.chunk_key_encoding
     if cke.name == "default" and items and items[0][0]:
-        # Render each coordinate once, not once per chunk.
         head = prefix + "c" + cke.separator
         sep = cke.separator
+        dims = getattr(items, "dims", None)
+        if dims is not None:
+            # A product of per-dimension chunk lists (in the items' order): render
+            # each dimension's coordinates once and join in C (20,000 keys: 2.3 vs 5.7 ms).
+            per_dim = [[str(c) for c in p.chunks] for p in dims]
+            return [head + k for k in map(sep.join, itertools.product(*per_dim))]
+        # Render each coordinate once, not once per chunk.
         cache: dict[int, str] = {}
         out = []
         for it in items:
@@ -472,13 +478,15 @@ class _BlockEncoder:
         if encoded is None:
             return None
         positions = (idx + lo).tolist()
-        kept = keep.tolist()
-        it = iter(encoded)
-        for pos, k in zip(positions, kept, strict=True):
-            if k:
-                to_set.append((keys[pos], next(it)))
-            else:
-                to_delete.append(keys[pos])
+        if len(encoded) == len(positions):  # nothing was fill: the common case
+            to_set.extend(zip(map(keys.__getitem__, positions), encoded))
+        else:
+            it = iter(encoded)
+            for pos, k in zip(positions, keep.tolist(), strict=True):
+                if k:
+                    to_set.append((keys[pos], next(it)))
+                else:
+                    to_delete.append(keys[pos])
         done = np.zeros(n, dtype=bool)
         done[idx] = True
         return done
