@@ -304,7 +304,7 @@ def test_signed_zero_is_not_the_fill(dtype, fill, value, shards):
     # -0.0 == 0.0 in numpy, but they are different values: the chunk is stored
     a = cuzarr.create_array({}, shape=(8,), dtype=dtype, chunks=(2,), shards=shards, fill_value=fill)
     a[0:2] = value
-    assert a.nchunks_initialized == 1
+    assert a.nshards_initialized == 1  # one stored object (a shard holds 2 chunks)
     got = a[0:2]
     np.testing.assert_array_equal(np.signbit(got.real), np.signbit(np.real(value)))
     np.testing.assert_array_equal(np.signbit(got.imag), np.signbit(np.imag(value)))
@@ -393,6 +393,24 @@ def test_info(zarr_format):
     assert info.count_bytes == a.nbytes == 40000
 
 
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_info_complete_matches_the_files_on_disk(tmp_path, zarr_format):
+    a = cuzarr.create_array(
+        tmp_path / "a", shape=(10, 10), dtype="f8", chunks=(4, 4), fill_value=1.5,
+        zarr_format=zarr_format,
+    )
+    a[:5, :5] = 2.0
+    on_disk = sum(p.stat().st_size for p in (tmp_path / "a").rglob("*") if p.is_file())
+    info = a.info_complete()
+    assert info.count_bytes_stored == a.nbytes_stored() == on_disk
+    assert info.count_chunks_initialized == a.nchunks_initialized == 4
+    text = repr(info)
+    assert f"No. bytes stored   : {on_disk}" in text
+    assert f"Storage ratio      : {800 / on_disk:.2f}" in text
+    assert "Fill value         : 1.5" in text and "Shard shape" not in text
+    assert "No. bytes stored" not in repr(a.info)  # the static summary makes no requests
+
+
 def test_numpy_protocols(rng):
     data = rng.random((5, 4))
     a = cuzarr.array(data, store={}, chunks=(2, 3))
@@ -473,6 +491,35 @@ def test_constructors(zarr_format):
         assert el.shape == data.shape and el.dtype == data.dtype
     assert cuzarr.zeros_like(a, store={}).chunks == a.chunks
     assert cuzarr.zeros_like(a, store={}, dtype="f4").dtype == np.dtype("f4")
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_like_keeps_format_codecs_and_shards_as_zarr_does(zarr_format):
+    import numcodecs
+
+    kw = (
+        {"compressors": numcodecs.GZip(3), "filters": [numcodecs.Delta("<i4")], "order": "F"}
+        if zarr_format == 2
+        else {"compressors": {"name": "gzip", "configuration": {"level": 2}}, "shards": (4, 4)}
+    )
+    a = cuzarr.create_array(
+        {}, shape=(8, 8), chunks=(2, 2), dtype="i4", fill_value=7, zarr_format=zarr_format, **kw
+    )
+    e = cuzarr.empty_like(a)
+    assert e.metadata.to_documents() == a.metadata.to_documents()
+    assert e.fill_value == 7  # empty_like keeps the fill value, as in zarr-python
+    z = cuzarr.zeros_like(a)
+    assert (z.zarr_format, z.shards, z.order) == (zarr_format, a.shards, a.order)
+    assert (z.compressors, z.filters, z.serializer) == (a.compressors, a.filters, a.serializer)
+    assert z.fill_value == 0 and cuzarr.ones_like(a).fill_value == 1
+    other = cuzarr.zeros_like(a, zarr_format=5 - zarr_format)
+    assert other.zarr_format == 5 - zarr_format and other.chunks == (2, 2)
+    assert cuzarr.zeros_like(a, dtype=str)[0, 0] == "0"  # dtype-bound codecs not carried
+    if zarr_format == 2:
+        assert a.compressor == numcodecs.GZip(3) and a.serializer is None
+    else:
+        with pytest.raises(TypeError):
+            _ = a.compressor
 
 
 def test_constructors_store_nothing(store):
@@ -702,6 +749,35 @@ def test_sync_api_from_many_threads():
     assert errors_seen == []
 
 
+def test_sync_timeout_cancels_the_operation():
+    # A call that times out (config async.timeout) is stopped before the
+    # TimeoutError reaches the caller: its write never lands later.
+    from cuzarr.storage import MemoryStore
+
+    d = {}
+    log = []
+
+    class Stuck(MemoryStore):
+        async def set(self, key, value):
+            if key.startswith("c/"):
+                try:
+                    await asyncio.Event().wait()  # never set
+                except asyncio.CancelledError:
+                    log.append("cancelled")
+                    raise
+            await super().set(key, value)
+
+    a = cuzarr.create_array(Stuck(d), shape=(4,), dtype="i4", chunks=(4,))
+    with (
+        cuzarr.config.set({"async.timeout": 0.05}),
+        pytest.raises(TimeoutError, match=r"async\.timeout"),
+    ):
+        a[:] = 1
+    assert log == ["cancelled"]  # unwound before the caller saw the error
+    assert "c/0" not in d
+    np.testing.assert_array_equal(a[:], 0)
+
+
 # --------------------------------------------------------------------------------------
 # async API
 
@@ -848,3 +924,38 @@ def test_array_and_append_from_cuzarr_array():
     np.testing.assert_array_equal(copy[...], src[...])
     copy.append(src)
     np.testing.assert_array_equal(copy[...], np.concatenate([src[...], src[...]]))
+
+
+@pytest.mark.parametrize(
+    ("dtype", "fill"),
+    [
+        ("float4_e2m1fn", float("nan")),  # ml_dtypes would store -0.0
+        ("float4_e2m1fn", float("inf")),  # ... and 6.0
+        ("float8_e4m3fn", float("-inf")),  # ... and NaN
+        ("float8_e4m3fnuz", float("inf")),
+    ],
+)
+def test_unrepresentable_ml_fill_value_is_refused(dtype, fill):
+    pytest.importorskip("ml_dtypes")
+    with pytest.raises(ValueError, match="not representable"):
+        cuzarr.create_array({}, shape=(2,), dtype=dtype, fill_value=fill)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "fill"),
+    [
+        ("bfloat16", float("nan")),
+        ("bfloat16", float("-inf")),
+        ("float8_e5m2", float("inf")),
+        ("float8_e4m3fn", float("nan")),
+        ("float8_e4m3fn", -0.0),
+        ("float4_e2m1fn", 1.5),
+    ],
+)
+def test_representable_ml_fill_values(dtype, fill):
+    pytest.importorskip("ml_dtypes")
+    a = cuzarr.create_array({}, shape=(2,), dtype=dtype, fill_value=fill)
+    got = np.float64(a[...].astype("f8")[0])
+    assert (np.isnan(got) and np.isnan(fill)) or (
+        got == fill and np.signbit(got) == np.signbit(fill)
+    )

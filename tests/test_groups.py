@@ -135,6 +135,36 @@ def test_tree(store):
     assert str(root["g1"].tree()).splitlines()[0] == "/g1"
 
 
+def test_tree_nesting_and_level_match_zarr():
+    expect = {}
+    for lib in (zarr, cuzarr):
+        g = lib.create_group(zarr.storage.MemoryStore() if lib is zarr else {})
+        a = g.create_group("a")
+        a.create_group("x").create_array("deep", shape=(1,), dtype="i1")
+        a.create_array("y", shape=(2,), dtype="f4")
+        g.create_group("a-b")  # sorts between "a" and "a/x" as a path string
+        g.create_array("z", shape=(3,), dtype="u1")
+        expect[lib] = [str(g.tree()).rstrip("\n"), str(g.tree(level=1)).rstrip("\n")]
+    assert expect[cuzarr] == expect[zarr]
+    assert "│   └── y (2,) float32" in expect[cuzarr][0]
+    assert repr(g.tree()) == str(g.tree())  # shows as a tree at the prompt
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_open_group_use_consolidated(zarr_format):
+    store = {}
+    g = cuzarr.create_group(store, zarr_format=zarr_format)
+    g.create_array("x", shape=(2,), dtype="i1")
+    cuzarr.consolidate_metadata(store)
+    g.create_array("y", shape=(2,), dtype="i1")  # not in the consolidated metadata
+    assert sorted(cuzarr.open_group(store, mode="r").keys()) == ["x"]
+    assert sorted(cuzarr.open_group(store, mode="r", use_consolidated=True).keys()) == ["x"]
+    assert sorted(cuzarr.open_group(store, mode="r", use_consolidated=False).keys()) == ["x", "y"]
+    other = cuzarr.create_group({}, zarr_format=zarr_format)
+    with pytest.raises(errors.MetadataError):
+        cuzarr.open_group(other.store, mode="r", use_consolidated=True)
+
+
 def test_require_group(store):
     root = cuzarr.create_group(store)
     g = root.require_group("a", attributes={"k": 1})

@@ -47,6 +47,43 @@ def test_xarray_reads_what_xarray_wrote(tmp_path, fmt, consolidated):
     xr.testing.assert_equal(back.load(), ds)
 
 
+@pytest.mark.parametrize("fmt", [2, 3])
+@pytest.mark.parametrize("mask_and_scale", [True, False])
+def test_xarray_fill_values_and_scalars_like_zarr_engine(tmp_path, fmt, mask_and_scale):
+    # v3: xarray stores a float _FillValue attribute as base64 of a float64, which
+    # must be decoded for CF masking; 0-d variables have no dimension_names.
+    ds = xr.Dataset(
+        {
+            "v": (("x",), np.array([1.0, -99.0, 3.0]), {"_FillValue": -99.0}),
+            "c": (("x",), np.array([1j, 2.0, 3.0]), {"_FillValue": 2.0 + 0j}),
+            "s": ((), 3.5),
+        }
+    )
+    path = str(tmp_path / "f.zarr")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ds.to_zarr(path, zarr_format=fmt, consolidated=False)
+        ref = xr.open_dataset(path, engine="zarr", mask_and_scale=mask_and_scale).load()
+    back = xr.open_dataset(path, engine="cuzarr", mask_and_scale=mask_and_scale).load()
+    xr.testing.assert_identical(back, ref)
+    assert np.isnan(back.v.values[1]) == mask_and_scale
+    assert back.v.encoding.get("_FillValue", back.v.attrs.get("_FillValue")) == -99.0
+
+
+def test_xarray_rectilinear_chunk_encoding_like_zarr_engine(tmp_path):
+    path = str(tmp_path / "r.zarr")
+    g = cuzarr.create_group(path)
+    a = g.create_array(
+        "v", shape=(10, 10), chunks=[[1, 2, 2, 5], 5], dtype="f4", dimension_names=["y", "x"]
+    )
+    a[...] = np.arange(100, dtype="f4").reshape(10, 10)
+    ds = xr.open_dataset(path, engine="cuzarr", chunks={})
+    assert ds.v.encoding["chunks"] == ((1, 2, 2, 5), 5)  # an int along regular dims
+    assert ds.v.encoding["preferred_chunks"] == {"y": (1, 2, 2, 5), "x": 5}
+    assert ds.v.chunks == ((1, 2, 2, 5), (5, 5))
+    np.testing.assert_array_equal(ds.v.values, a[...])
+
+
 class CountingStore(LocalStore):
     def __init__(self, root):
         super().__init__(root)
@@ -96,6 +133,30 @@ def test_dask_round_trip_aligned_to_shards(tmp_path):
     assert y.chunks[0][0] == 10 and y.chunks[1][0] == 20
     np.testing.assert_array_equal(y.compute(), x.compute())
     assert int(y.sum().compute()) == int(x.sum().compute())
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"chunks": [[1, 2, 2, 5], 7]},  # rectilinear chunks
+        {"chunks": (2, 5), "shards": [[4, 6], 20]},  # rectilinear shards
+    ],
+)
+def test_from_dask_rectilinear(kw):
+    import dask.array as da
+
+    x = np.arange(200, dtype="f4").reshape(10, 20)
+    arr = from_dask(da.from_array(x, chunks=(3, 5)), {}, **kw)
+    np.testing.assert_array_equal(arr[...], x)
+    np.testing.assert_array_equal(to_dask(arr).compute(), x)
+
+
+def test_from_dask_zero_length():
+    import dask.array as da
+
+    arr = from_dask(da.zeros((0, 5), chunks=(1, 5), dtype="i4"), {})
+    assert arr.shape == (0, 5)
+    assert arr[...].shape == (0, 5)
 
 
 def test_dask_distributed_two_processes(tmp_path):

@@ -140,6 +140,31 @@ def test_symlinked_file_leading_out_is_not_read(sandbox):
     assert asyncio.run(store.get("a/alias")) == b"ok"
 
 
+def test_symlinks_leading_out_are_not_listed_or_cleaned(sandbox):
+    """Listing, exists and cleanup_temporaries refuse a prefix or key that is a
+    symlink out of the root, as get does (no names or files outside are seen
+    or removed through it)."""
+    parent, root = sandbox
+    tmp = parent / "outside" / ".cuzarr-tmp-0-x"
+    tmp.write_bytes(b"not ours")
+    os.symlink(parent / "outside" / "keep", root / "k")
+    store = LocalStore(root)
+
+    async def names(it):
+        return [k async for k in it]
+
+    for prefix in ("dirlink", "dirlink/", "link"):
+        with pytest.raises(cuzarr.errors.StoreKeyError):
+            asyncio.run(names(store.list_prefix(prefix + "/")))
+        with pytest.raises(cuzarr.errors.StoreKeyError):
+            asyncio.run(names(store.list_dir(prefix)))
+        with pytest.raises(cuzarr.errors.StoreKeyError):
+            store.cleanup_temporaries(prefix)
+    with pytest.raises(cuzarr.errors.StoreKeyError):
+        asyncio.run(store.exists("k"))
+    assert tmp.read_bytes() == b"not ours"
+
+
 def test_other_stores_with_hostile_names(sandbox, tmp_path):
     parent, _root = sandbox
     before = _snapshot(parent)

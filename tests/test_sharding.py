@@ -101,6 +101,26 @@ def test_all_fill_shard_deletes_its_key():
     assert not any(k.startswith("c/") for k in store._store_dict)
 
 
+@pytest.mark.parametrize("shape", [(10, 6), (8, 6), (0, 6)])
+def test_chunk_counts_of_a_sharded_array_match_zarr(tmp_path, shape):
+    # nchunks, cdata_shape and nchunks_initialized count inner chunks (a stored
+    # shard counts all its inner chunks), as in zarr-python; nshards counts shards.
+    kw = dict(shape=shape, chunks=(2, 3), shards=(4, 6), dtype="i4")
+    z = zarr.create_array(tmp_path / "z", **kw)
+    a = cuzarr.create_array(tmp_path / "c", **kw)
+    for arr in (z, a):
+        arr[:3, :2] = 1
+    assert (a.nchunks, a.cdata_shape) == (z.nchunks, z.cdata_shape)
+    assert a.nchunks_initialized == z.nchunks_initialized
+    assert a.nshards == z._nshards and a.nshards_initialized == z._nshards_initialized
+    assert a.nbytes_stored() == z.nbytes_stored()
+    info = a.info_complete()
+    assert info.nchunks == a.nchunks and info.shard_shape == (4, 6)
+    assert info.count_chunks_initialized == a.nchunks_initialized
+    assert info.count_bytes_stored == a.nbytes_stored()
+    assert "Shard shape" in repr(info) and "Chunks initialized" in repr(info)
+
+
 def test_write_empty_chunks_true_stores_fill_inner_chunks_as_zarr_does(tmp_path):
     zarr.create_array(
         tmp_path / "z", shape=(8, 6), chunks=(2, 3), shards=(4, 6), dtype="i4", fill_value=0,
@@ -111,7 +131,8 @@ def test_write_empty_chunks_true_stores_fill_inner_chunks_as_zarr_does(tmp_path)
         write_empty_chunks=True,
     )
     a[...] = 0
-    assert a.nchunks_initialized == 2
+    # As in zarr-python: inner chunks of the stored shards (2 shards x 2 x 2 chunks).
+    assert a.nshards_initialized == 2 and a.nchunks_initialized == 8 == a.nchunks
     for key in ("0/0", "1/0"):
         assert (tmp_path / "c/c" / key).read_bytes() == (tmp_path / "z/c" / key).read_bytes()
     a[5, 4] = 7  # a partial write keeps every inner chunk too

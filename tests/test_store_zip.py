@@ -120,3 +120,62 @@ def test_interface(tmp_path):
     none = ZipStore(tmp_path / "none.zip")
     assert sync(none.get("zarr.json")) is None
     assert not (tmp_path / "none.zip").exists()
+
+
+def test_torn_archive_recovers_on_open_for_writing(tmp_path):
+    """A writer killed mid-write leaves entries, then a torn new entry over the
+    old central directory: zipfile cannot open that, and its mode "a" would start
+    a new archive after it (every key lost). Opening for writing rebuilds the
+    archive from the complete entries; every chunk reads the old or new value."""
+    from cuzarr.storage.zip import ZipStoreError
+
+    path = tmp_path / "t.zip"
+    with ZipStore(path, mode="w") as store:
+        cuzarr.create_array(store, shape=(20,), dtype="i4", chunks=(4,))[:] = 1
+    old = path.read_bytes()
+    start_dir = zipfile.ZipFile(path).start_dir
+    store = ZipStore(path, mode="a")
+    cuzarr.open_array(store)[0:4] = 2  # appended over the old central directory
+    new = path.read_bytes()  # before close() compacts
+    store.close()
+    torn = 0
+    for k in range(start_dir + 1, len(new), 7):
+        path.write_bytes(new[:k] + old[k:])  # the file as a kill at byte k leaves it
+        try:
+            zipfile.ZipFile(path).close()
+        except zipfile.BadZipFile:
+            torn += 1
+            with pytest.raises(ZipStoreError, match="mode 'a'"):
+                cuzarr.open_array(ZipStore(path, mode="r"))
+        store = ZipStore(path, mode="a")
+        got = cuzarr.open_array(store)[:]
+        store.close()
+        assert got[0] in (1, 2) and (got[:4] == got[0]).all(), (k, got)
+        np.testing.assert_array_equal(got[4:], 1)
+    assert torn > 5
+
+
+def test_damaged_zip_raises_cuzarr_errors(tmp_path):
+    from cuzarr.errors import ChecksumError
+    from cuzarr.storage.zip import ZipStoreError
+
+    junk = tmp_path / "junk.zip"
+    junk.write_bytes(b"not a zip at all" * 10)
+    for mode in ("r", "a"):
+        with pytest.raises(ZipStoreError) as info:
+            cuzarr.open_array(str(junk), mode=mode)
+        assert isinstance(info.value, OSError) and isinstance(info.value, zipfile.BadZipFile)
+    assert junk.read_bytes() == b"not a zip at all" * 10  # never replaced
+    empty = tmp_path / "empty.zip"  # e.g. from tempfile: an empty archive
+    empty.write_bytes(b"")
+    cuzarr.create_array(str(empty), shape=(4,), dtype="i4")[:] = 3
+    np.testing.assert_array_equal(cuzarr.open_array(str(empty), mode="r")[:], 3)
+    path = tmp_path / "flip.zip"
+    with ZipStore(path, mode="w") as store:
+        cuzarr.create_array(store, shape=(8,), dtype="i4", chunks=(8,), compressors=None)[:] = 5
+    raw = bytearray(path.read_bytes())
+    info0 = zipfile.ZipFile(path).getinfo("c/0")
+    raw[info0.header_offset + 30 + len("c/0") + 2] ^= 1  # a byte of the chunk
+    path.write_bytes(bytes(raw))
+    with pytest.raises(ChecksumError, match="c/0"):
+        cuzarr.open_array(ZipStore(path, mode="r"))[:]

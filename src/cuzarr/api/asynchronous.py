@@ -151,8 +151,12 @@ async def open_group(
     zarr_format: int | None = None,
     storage_options: dict[str, Any] | None = None,
     attributes: dict[str, Any] | None = None,
+    use_consolidated: bool | None = None,
 ) -> AsyncGroup:
-    """Open a group; modes ``a``/``w``/``w-`` create it when missing or asked to."""
+    """Open a group; modes ``a``/``w``/``w-`` create it when missing or asked to.
+
+    ``use_consolidated``: None uses consolidated metadata when there is some, True
+    requires it, False ignores it (as in zarr-python)."""
     _check_mode(mode)
     sp = make_store_path(store, path, mode=mode, storage_options=storage_options)
     if mode == "w":
@@ -162,7 +166,7 @@ async def open_group(
     if mode == "w-":
         return await AsyncGroup.create(sp, zarr_format=zarr_format or 3, attributes=attributes)
     try:
-        return await AsyncGroup.open(sp, zarr_format)
+        return await AsyncGroup.open(sp, zarr_format, use_consolidated=use_consolidated)
     except GroupNotFoundError:
         if mode == "a":
             try:

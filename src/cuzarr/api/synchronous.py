@@ -192,8 +192,12 @@ def open_group(
     zarr_format: int | None = None,
     storage_options: dict[str, Any] | None = None,
     attributes: dict[str, Any] | None = None,
+    use_consolidated: bool | None = None,
 ) -> Group:
-    """Open a group; in mode ``a`` a missing group is created."""
+    """Open a group; in mode ``a`` a missing group is created.
+
+    ``use_consolidated``: None uses consolidated metadata when there is some, True
+    requires it, False ignores it (as in zarr-python)."""
     return Group(
         sync(
             _async.open_group(
@@ -203,6 +207,7 @@ def open_group(
                 zarr_format=zarr_format,
                 storage_options=storage_options,
                 attributes=attributes,
+                use_consolidated=use_consolidated,
             )
         )
     )
@@ -289,11 +294,27 @@ def empty(shape: Any, store: Any = None, **kwargs: Any) -> Array:
     return create_array(store, kwargs.pop("name", None), shape=shape, **kwargs)
 
 
-def _like(a: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+def _like(a: Any, kwargs: dict[str, Any], keep_fill: bool = False) -> dict[str, Any]:
+    """Arguments for an array like ``a``: as in zarr-python, a cuzarr array passes
+    on its zarr format, chunks and shards, and (to a new array of the same format)
+    its order and codecs; ``keep_fill`` passes on its fill value too."""
     kwargs.setdefault("shape", a.shape)
     kwargs.setdefault("dtype", a.dtype)
     if isinstance(a, Array):
         kwargs.setdefault("chunks", a.chunks)
+        if kwargs.get("zarr_format") is None:
+            kwargs["zarr_format"] = a.zarr_format
+        if keep_fill:
+            kwargs.setdefault("fill_value", a.fill_value)
+        if kwargs["zarr_format"] == a.zarr_format:
+            if a.shards is not None:
+                kwargs.setdefault("shards", a.shards)
+            kwargs.setdefault("order", a.order)
+            kwargs.setdefault("compressors", a.compressors or None)
+            if kwargs["dtype"] is a.dtype:  # filters and serializer depend on the dtype
+                kwargs.setdefault("filters", a.filters or None)
+                if a.zarr_format == 3:
+                    kwargs.setdefault("serializer", a.serializer)
     return kwargs
 
 
@@ -311,5 +332,5 @@ def ones_like(a: Any, store: Any = None, **kwargs: Any) -> Array:
 
 
 def empty_like(a: Any, store: Any = None, **kwargs: Any) -> Array:
-    kw = _like(a, kwargs)
+    kw = _like(a, kwargs, keep_fill=True)
     return empty(kw.pop("shape"), store, **kw)

@@ -433,6 +433,10 @@ class V2Pipeline:
                 None,
             )  # type: ignore[arg-type]
         elif self.compressor is not None:
+            if isinstance(data, np.ndarray) and self.dtype.kind == "ml":
+                # ml_dtypes (bfloat16, float8, int4) cannot export a buffer; an
+                # unsigned view of the same item size keeps blosc's typesize.
+                data = np.ascontiguousarray(data).view(f"u{data.dtype.itemsize}")
             out = self.compressor.encode(data)
         else:
             out = data

@@ -222,11 +222,61 @@ class AsyncArray:
 
     @property
     def nchunks(self) -> int:
-        return self.metadata.chunk_grid.nchunks(self.shape)
+        """Number of chunks (inner chunks when sharded, as in zarr-python)."""
+        return math.prod(self.cdata_shape)
 
     @property
     def cdata_shape(self) -> tuple[int, ...]:
+        """Chunks per dimension (inner chunks when sharded, as in zarr-python)."""
+        if self._inner_chunks:
+            return RegularChunkGrid(self._inner_chunks).grid_shape(self.shape)
         return self.metadata.chunk_grid.grid_shape(self.shape)
+
+    def _inner_codecs(self) -> tuple[Any, ...]:
+        codecs = self.metadata.codecs
+        if len(codecs) == 1 and isinstance(codecs[0], ShardingCodec):
+            return codecs[0].codecs
+        return codecs
+
+    @property
+    def filters(self) -> tuple[Any, ...]:
+        """Array->array codecs (numcodecs filters for v2; inside the shards when sharded)."""
+        if self.metadata.zarr_format == 2:
+            return tuple(self.metadata.filters or ())
+        from cuzarr.codecs.base import ArrayArrayCodec
+
+        return tuple(c for c in self._inner_codecs() if isinstance(c, ArrayArrayCodec))
+
+    @property
+    def serializer(self) -> Any:
+        """The array->bytes codec (None for v2; inside the shards when sharded)."""
+        if self.metadata.zarr_format == 2:
+            return None
+        from cuzarr.codecs.base import ArrayBytesCodec
+
+        return next(c for c in self._inner_codecs() if isinstance(c, ArrayBytesCodec))
+
+    @property
+    def compressors(self) -> tuple[Any, ...]:
+        """Bytes->bytes codecs (the v2 compressor, if any; inside the shards when sharded)."""
+        if self.metadata.zarr_format == 2:
+            c = self.metadata.compressor
+            return () if c is None else (c,)
+        from cuzarr.codecs.base import BytesBytesCodec
+
+        return tuple(c for c in self._inner_codecs() if isinstance(c, BytesBytesCodec))
+
+    @property
+    def compressor(self) -> Any:
+        """The v2 compressor (v3 arrays have ``compressors``)."""
+        if self.metadata.zarr_format != 2:
+            raise TypeError("`compressor` is not available for Zarr format 3 arrays; use `compressors`")
+        return self.metadata.compressor
+
+    @property
+    def nshards(self) -> int:
+        """Number of stored objects in the grid: shards, or chunks when not sharded."""
+        return self.metadata.chunk_grid.nchunks(self.shape)
 
     @property
     def write_empty_chunks(self) -> bool:
@@ -613,12 +663,11 @@ class AsyncArray:
         self._set_metadata(new_meta)
         return self
 
-    async def nchunks_initialized(self) -> int:
-        """How many chunks are stored (chunks equal to the fill value may be absent)."""
+    async def _stored_coords(self) -> set[tuple[int, ...]]:
+        """Grid coordinates of the stored objects (chunks, or shards when sharded)."""
         prefix = self.store_path.path + "/" if self.store_path.path else ""
         cke = self.metadata.chunk_key_encoding
-        grid = self.cdata_shape
-        n = 0
+        grid = self.metadata.chunk_grid.grid_shape(self.shape)
         seen: set[tuple[int, ...]] = set()
         async for key in self.store_path.store.list_prefix(prefix):
             coords = cke.decode(key[len(prefix) :])
@@ -626,13 +675,44 @@ class AsyncArray:
                 coords is not None
                 and len(coords) == self.ndim
                 and all(0 <= c < g for c, g in zip(coords, grid, strict=True))
-                and coords not in seen
             ):
                 seen.add(coords)
-                n += 1
         if self.ndim == 0 and await self.store_path.store.exists(prefix + cke.encode(())):
-            n = 1
-        return n
+            seen.add(())
+        return seen
+
+    async def nshards_initialized(self) -> int:
+        """How many shards (chunks when not sharded) are stored."""
+        return len(await self._stored_coords())
+
+    async def nchunks_initialized(self) -> int:
+        """How many chunks are stored (chunks equal to the fill value may be absent).
+
+        When sharded, as in zarr-python, every stored shard counts all the inner
+        chunks of its full (declared) shape.
+        """
+        coords = await self._stored_coords()
+        if not self._inner_chunks:
+            return len(coords)
+        grid = self.metadata.chunk_grid
+        inner = self._inner_chunks
+        return sum(
+            math.prod(s // c for s, c in zip(grid.stored_chunk_shape(k), inner, strict=True))
+            for k in coords
+        )
+
+    async def nbytes_stored(self) -> int:
+        """Bytes stored under the array's path: metadata and chunks, as in zarr-python."""
+        from cuzarr.storage.local import LocalStore
+
+        store = self.store_path.store
+        prefix = self.store_path.path + "/" if self.store_path.path else ""
+        keys = [k async for k in store.list_prefix(prefix)]
+        if isinstance(store, LocalStore):
+            import os
+
+            return sum(os.path.getsize(os.path.join(store.root, k)) for k in keys)
+        return sum(len(v) for v in await store.get_many(keys) if v is not None)
 
 
 @dataclass
@@ -650,13 +730,25 @@ class ArrayInfo:
     codecs: str
     count_bytes: int
     nchunks: int
+    fill_value: Any = None
+    shard_shape: Any = None
+    nshards: int | None = None
+    # Filled in by ``Array.info_complete()`` only (they need store requests).
+    count_bytes_stored: int | None = None
+    count_chunks_initialized: int | None = None
+    count_shards_initialized: int | None = None
 
     def __repr__(self) -> str:
-        rows = [
+        rows: list[tuple[str, Any]] = [
             ("Type", self.type),
             ("Zarr format", self.zarr_format),
             ("Data type", self.data_type),
+            ("Fill value", self.fill_value),
             ("Shape", self.shape),
+        ]
+        if self.shard_shape is not None:
+            rows.append(("Shard shape", self.shard_shape))
+        rows += [
             ("Chunk shape", self.chunk_shape),
             ("Order", self.order),
             ("Read-only", self.read_only),
@@ -665,7 +757,18 @@ class ArrayInfo:
             ("No. bytes", f"{self.count_bytes} ({_human(self.count_bytes)})"),
             ("No. chunks", self.nchunks),
         ]
-        return "\n".join(f"{k:<17}: {v}" for k, v in rows)
+        if self.shard_shape is not None:
+            rows.append(("No. shards", self.nshards))
+        if self.count_bytes_stored is not None:
+            stored = self.count_bytes_stored
+            rows.append(("No. bytes stored", f"{stored} ({_human(stored)})"))
+            if stored:
+                rows.append(("Storage ratio", f"{self.count_bytes / stored:.2f}"))
+        if self.count_chunks_initialized is not None:
+            rows.append(("Chunks initialized", self.count_chunks_initialized))
+        if self.count_shards_initialized is not None and self.shard_shape is not None:
+            rows.append(("Shards initialized", self.count_shards_initialized))
+        return "\n".join(f"{k:<19}: {v}" for k, v in rows)
 
     __str__ = __repr__
 
@@ -752,6 +855,11 @@ class Array:
     basename = property(lambda self: self._async_array.basename)
     read_only = property(lambda self: self._async_array.read_only)
     nchunks = property(lambda self: self._async_array.nchunks)
+    nshards = property(lambda self: self._async_array.nshards)
+    filters = property(lambda self: self._async_array.filters)
+    serializer = property(lambda self: self._async_array.serializer)
+    compressors = property(lambda self: self._async_array.compressors)
+    compressor = property(lambda self: self._async_array.compressor)
     cdata_shape = property(lambda self: self._async_array.cdata_shape)
 
     @property
@@ -795,7 +903,38 @@ class Array:
             codecs,
             self.nbytes,
             self.nchunks,
+            fill_value=self.fill_value,
+            shard_shape=self.shards,
+            nshards=self.nshards,
         )
+
+    def info_complete(self) -> ArrayInfo:
+        """``info`` plus what needs store requests: bytes stored (metadata
+        included, as in zarr-python), storage ratio, chunks and shards initialized."""
+        a = self._async_array
+
+        async def counts() -> tuple[int, int, int]:
+            return (
+                await a.nbytes_stored(),
+                await a.nchunks_initialized(),
+                await a.nshards_initialized(),
+            )
+
+        info = self.info
+        (
+            info.count_bytes_stored,
+            info.count_chunks_initialized,
+            info.count_shards_initialized,
+        ) = sync(counts())
+        return info
+
+    @property
+    def nshards_initialized(self) -> int:
+        return sync(self._async_array.nshards_initialized())
+
+    def nbytes_stored(self) -> int:
+        """Bytes stored under the array's path (metadata and chunks)."""
+        return sync(self._async_array.nbytes_stored())
 
     # -- indexing ------------------------------------------------------------------
     def __getitem__(self, selection: Any) -> Any:

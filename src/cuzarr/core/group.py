@@ -33,6 +33,13 @@ from cuzarr.storage.common import StorePath, join_path, normalize_path
 __all__ = ["AsyncGroup", "Group"]
 
 
+class _Tree(str):
+    """``Group.tree()``'s text; its repr is the text itself, so the tree shows at the prompt."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
 class AsyncGroup:
     """A group in a store; every operation is a coroutine."""
 
@@ -381,24 +388,26 @@ class Group:
         return Array(sync(self._async_group.require_array(name, **kwargs)))
 
     def tree(self, level: int | None = None) -> str:
-        """A text rendering of the hierarchy below this group."""
-        members = self.members(max_depth=None if level is None else max(0, level - 1))
+        """A text rendering of the hierarchy below this group (a ``str`` that also
+        shows as the tree at the prompt). ``level`` is the ``max_depth`` of
+        ``members``: 0 shows only the children, as in zarr-python."""
+        members = self.members(max_depth=None if level is None else max(0, level))
+        children: dict[str, list[tuple[str, Any]]] = {}
+        for path, node in members:
+            parent, _, base = path.rpartition("/")
+            children.setdefault(parent, []).append((base, node))
         lines = [self.name if self.path else "/"]
-        entries = sorted(members, key=lambda kv: kv[0])
-        for i, (path, node) in enumerate(entries):
-            depth = path.count("/")
-            last = (
-                all(
-                    not e[0].startswith(path.rsplit("/", 1)[0] + "/") or e[0].count("/") != depth
-                    for e in entries[i + 1 :]
-                )
-                if depth
-                else all(e[0].count("/") != 0 for e in entries[i + 1 :])
-            )
-            prefix = "    " * depth + ("└── " if last else "├── ")
-            base = path.rsplit("/", 1)[-1]
-            if isinstance(node, Array):
-                lines.append(f"{prefix}{base} {node.shape} {node.dtype}")
-            else:
-                lines.append(f"{prefix}{base}")
-        return "\n".join(lines)
+
+        def walk(parent: str, indent: str) -> None:
+            kids = sorted(children.get(parent, []), key=lambda kv: kv[0])
+            for i, (base, node) in enumerate(kids):
+                last = i == len(kids) - 1
+                branch = "└── " if last else "├── "
+                if isinstance(node, Array):
+                    lines.append(f"{indent}{branch}{base} {node.shape} {node.dtype}")
+                else:
+                    lines.append(f"{indent}{branch}{base}")
+                    walk(f"{parent}/{base}" if parent else base, indent + ("    " if last else "│   "))
+
+        walk("", "")
+        return _Tree("\n".join(lines))

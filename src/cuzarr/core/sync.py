@@ -90,8 +90,40 @@ def sync(coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         )
     if timeout is None:
         timeout = config.get("async.timeout")
-    future = asyncio.run_coroutine_threadsafe(coro, loop)
-    return future.result(timeout)
+    started, ended = threading.Event(), threading.Event()
+
+    async def run() -> T:
+        started.set()
+        try:
+            return await coro
+        finally:
+            ended.set()
+
+    future = asyncio.run_coroutine_threadsafe(run(), loop)
+    try:
+        return future.result(timeout)
+    except TimeoutError:
+        if future.done():
+            return future.result()  # it finished (or itself raised TimeoutError)
+        # Stop the operation, and return only once it has unwound, so that no
+        # write of a call reported as timed out lands afterwards. The probe runs
+        # on the loop after the cancellation was delivered: a task that had not
+        # started by then never runs at all.
+        future.cancel()
+        probe = threading.Event()
+        loop.call_soon_threadsafe(probe.set)
+        probe.wait()
+        if started.is_set():
+            ended.wait()
+        else:
+            coro.close()
+        raise TimeoutError(
+            f"cuzarr operation did not finish within {timeout} s (config 'async.timeout');"
+            " it was cancelled"
+        ) from None
+    except BaseException:  # KeyboardInterrupt while waiting: stop the operation too
+        future.cancel()
+        raise
 
 
 _semaphores: dict[int, tuple[int, asyncio.Semaphore]] = {}

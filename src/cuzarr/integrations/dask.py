@@ -51,23 +51,26 @@ def from_dask(
     create_kwargs.setdefault("shape", x.shape)
     create_kwargs.setdefault("dtype", x.dtype)
     if "chunks" not in create_kwargs:
-        create_kwargs["chunks"] = tuple(max(c) if c else 1 for c in x.chunks)
+        create_kwargs["chunks"] = tuple(max(max(c), 1) if c else 1 for c in x.chunks)
     arr = cuzarr.create_array(store, name, **create_kwargs)
-    unit = arr.shards or arr.chunks
-    aligned = x.rechunk(
-        tuple(_aligned(c, u, s) for c, u, s in zip(x.chunks, unit, x.shape, strict=True))
-    )
+    # Stored objects (shards, or chunks) per dimension: regular or rectilinear.
+    units = arr.write_chunk_sizes
+    aligned = x.rechunk(tuple(_aligned(c, u) for c, u in zip(x.chunks, units, strict=True)))
     result = da.store(aligned, arr, lock=False, compute=compute)
     return arr if compute else (arr, result)
 
 
-def _aligned(current: tuple[int, ...], unit: int, size: int) -> tuple[int, ...]:
-    """Block sizes along one axis: multiples of ``unit`` near the current size."""
-    target = max(unit, (max(current) // unit) * unit if current else unit)
-    out = []
-    pos = 0
-    while pos < size:
-        step = min(target, size - pos)
-        out.append(step)
-        pos += step
+def _aligned(current: tuple[int, ...], units: tuple[int, ...]) -> tuple[int, ...]:
+    """Block sizes along one axis: runs of whole stored objects (``units``, their
+    extents inside the array), each run at most the current block size when possible."""
+    target = max(current) if current else 0
+    out: list[int] = []
+    acc = 0
+    for u in units:
+        if acc and acc + u > target:
+            out.append(acc)
+            acc = 0
+        acc += u
+    if acc:
+        out.append(acc)
     return tuple(out) or (0,)

@@ -8,7 +8,10 @@ attribute (as written by xarray); CF decoding is xarray's own.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import os
+import struct
 from collections.abc import Iterable
 from typing import Any
 
@@ -51,6 +54,8 @@ def _dims(arr: Any, name: str) -> tuple[str, ...]:
     names = arr.metadata.dimension_names
     if names is None:
         names = arr.attrs.get("_ARRAY_DIMENSIONS")
+    if names is None and arr.ndim == 0:  # xarray writes no dimension_names for 0-d arrays
+        names = ()
     if names is None or any(n is None for n in names):
         raise ValueError(
             f"array {name!r} has no dimension names (v3 dimension_names or v2 _ARRAY_DIMENSIONS)"
@@ -76,13 +81,55 @@ def _variables(group: Any, drop: set[str], prototype: Any = None) -> dict[str, A
             and arr.dtype.kind in "fiucMm"
         ):
             attrs["_FillValue"] = fill
+        elif arr.zarr_format == 3 and "_FillValue" in attrs:
+            attrs["_FillValue"] = _decode_fill_attr(attrs["_FillValue"], arr.dtype)
         data = indexing.LazilyIndexedArray(CuzarrBackendArray(arr, prototype))
-        encoding = {
-            "chunks": arr.chunks,
-            "preferred_chunks": dict(zip(_dims(arr, name), arr.shards or arr.chunks, strict=True)),
+        chunks = _compact(arr.chunks)
+        encoding: dict[str, Any] = {
+            "chunks": chunks,
+            "preferred_chunks": dict(
+                zip(_dims(arr, name), _compact(arr.shards) if arr.shards else chunks, strict=True)
+            ),
         }
+        if arr.zarr_format == 3:  # as xarray's zarr backend: kept for a round trip
+            encoding["fill_value"] = fill
         out[name] = xr.Variable(_dims(arr, name), data, attrs, encoding)
     return out
+
+
+def _decode_fill_attr(value: Any, dtype: np.dtype) -> Any:
+    """A v3 ``_FillValue`` attribute as xarray writes it: floats as the base64 of a
+    little-endian float64, complex numbers as two of those, bytes as base64."""
+    try:
+        if dtype.kind == "f" and isinstance(value, str):
+            return struct.unpack("<d", base64.standard_b64decode(value))[0]
+        if dtype.kind == "c" and isinstance(value, list | tuple) and len(value) == 2:
+            re, im = (
+                struct.unpack("<d", base64.standard_b64decode(v))[0] if isinstance(v, str) else v
+                for v in value
+            )
+            return complex(re, im)
+        if dtype.kind == "S" and isinstance(value, str):
+            return base64.standard_b64decode(value)
+    except (ValueError, struct.error, binascii.Error):
+        pass  # not xarray's encoding: leave the attribute as written
+    return value
+
+
+def _compact(sizes: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Chunk sizes as xarray's zarr backend reports them: an int along a regular
+    dimension, the tuple of sizes along a rectilinear one."""
+    out: list[Any] = []
+    for s in sizes:
+        if not isinstance(s, tuple):
+            out.append(s)
+        elif not s:
+            out.append((0,))
+        elif len(set(s[:-1])) <= 1 and s[-1] <= s[0]:
+            out.append(s[0])
+        else:
+            out.append(s)
+    return tuple(out)
 
 
 def _open_group_dataset(

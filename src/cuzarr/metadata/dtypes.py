@@ -220,6 +220,24 @@ class DataType:
             and float(value) != float(arr)
         ):
             raise ValueError(f"fill_value {value!r} does not fit data type {self.dtype}")
+        if (
+            self.is_float_like
+            and k == "ml"
+            and isinstance(value, float | int | np.floating | np.integer)
+            and not isinstance(value, bool)
+        ):
+            # Small float types lack NaN and/or infinities: ml_dtypes turns NaN into
+            # -0.0 (float4/6), inf into the largest finite value or NaN. Refuse those.
+            f, g = float(value), float(arr)
+            if (
+                math.isnan(f) != math.isnan(g)
+                or (not math.isnan(f) and math.isfinite(f) != math.isfinite(g))
+                or (math.isinf(f) and f != g)
+            ):
+                raise ValueError(
+                    f"fill_value {value!r} is not representable in data type {self.dtype} "
+                    f"(it would become {g!r})"
+                )
         return arr[()]
 
     def fill_to_json(self, value: Any, zarr_format: int) -> Any:

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from cuzarr.storage.fsspec import FsspecStore, HTTPStore, RemoteStoreError, RetryPolicy
     from cuzarr.storage.n5 import N5Store
     from cuzarr.storage.reference import ReferenceStore
-    from cuzarr.storage.zip import ZipStore
+    from cuzarr.storage.zip import ZipStore, ZipStoreError
 
 # The other backends load when first named (PEP 562): a program that only reads
 # local files does not pay for them (import time, resident memory).
@@ -37,6 +37,7 @@ _LAZY = {
     "N5Store": "n5",
     "ReferenceStore": "reference",
     "ZipStore": "zip",
+    "ZipStoreError": "zip",
 }
 
 
@@ -72,6 +73,7 @@ __all__ = [
     "StorePath",
     "SuffixByteRequest",
     "ZipStore",
+    "ZipStoreError",
     "make_store",
     "make_store_path",
 ]

@@ -593,7 +593,12 @@ class LocalStore(Store):
         return [v for part in results for v in part]
 
     async def exists(self, key: str) -> bool:
-        return os.path.isfile(self._path(key))
+        path = self._path(key)
+        if not os.path.isfile(path):
+            return False
+        if os.path.islink(path):
+            self._check_file(key, path)  # as get: no symlinks out of the root
+        return True
 
     async def set(self, key: str, value: bytes) -> None:
         self._check_writable()
@@ -636,8 +641,18 @@ class LocalStore(Store):
         path = self._path(prefix) if prefix else self._root_str
         await asyncio.to_thread(shutil.rmtree, path, True)
 
+    def _dir_path(self, prefix: str) -> str:
+        """The directory ``prefix`` names, refused (``StoreKeyError``) if it is, or
+        passes through, a symlink leading out of the root."""
+        prefix = prefix.strip("/")
+        if not prefix:
+            return self._root_str
+        base = self._path(prefix)
+        self._check_dir(prefix, base)
+        return base
+
     def _walk(self, prefix: str) -> list[str]:
-        base = self._path(prefix.rstrip("/")) if prefix.strip("/") else self._root_str
+        base = self._dir_path(prefix)
         out: list[str] = []
         if not os.path.isdir(base):
             return out
@@ -664,8 +679,7 @@ class LocalStore(Store):
 
     def list_dir(self, prefix: str) -> AsyncIterator[str]:
         async def gen() -> AsyncIterator[str]:
-            p = prefix.strip("/")
-            base = self._path(p) if p else self._root_str
+            base = self._dir_path(prefix)
             try:
                 names = await asyncio.to_thread(os.listdir, base)
             except (FileNotFoundError, NotADirectoryError):
@@ -722,8 +736,7 @@ class LocalStore(Store):
         other processes write. Returns how many files were removed. Writers call
         the per-directory part of this on their first write into each directory.
         """
-        prefix = prefix.strip("/")
-        base = self._path(prefix) if prefix else self._root_str
+        base = self._dir_path(prefix)
         n = 0
         for dirpath, _dirs, _files in os.walk(base):
             n += self._cleanup_dir(dirpath)

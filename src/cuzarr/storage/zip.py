@@ -21,13 +21,16 @@ import asyncio
 import atexit
 import contextlib
 import os
+import struct
 import threading
 import warnings
 import weakref
 import zipfile
+import zlib
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
+from cuzarr.errors import ChecksumError, CodecError, CuzarrError
 from cuzarr.storage.base import (
     ByteRequest,
     OffsetByteRequest,
@@ -37,7 +40,15 @@ from cuzarr.storage.base import (
     normalize_key,
 )
 
-__all__ = ["ZipStore"]
+__all__ = ["ZipStore", "ZipStoreError"]
+
+
+class ZipStoreError(CuzarrError, zipfile.BadZipFile, OSError):
+    """The zip file is not a readable archive (and could not be recovered)."""
+
+
+_LOCAL_HEADER = struct.Struct("<IHHHHHIIIHH")
+_LOCAL_SIG = 0x04034B50
 
 _BATCH = 64
 
@@ -61,16 +72,96 @@ class _ZipHandle:
         if self.zf is not None:
             self.zf.close()
             self.zf = None
+        # An empty file (e.g. from tempfile) is an empty archive.
+        present = os.path.exists(self.path) and os.path.getsize(self.path) > 0
         if write:
             os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+            if present:
+                # zipfile's mode "a" would start a new archive after a damaged one,
+                # hiding every entry of it: check first, and recover what a writer
+                # killed mid-write left.
+                try:
+                    zipfile.ZipFile(self.path, mode="r").close()
+                except zipfile.BadZipFile as e:
+                    self._recover(e)
             self.zf = zipfile.ZipFile(self.path, mode="a", compression=self.compression)
             self.writable = True
         else:
-            if not os.path.exists(self.path):
+            if not present:
                 return None
-            self.zf = zipfile.ZipFile(self.path, mode="r")
+            try:
+                self.zf = zipfile.ZipFile(self.path, mode="r")
+            except zipfile.BadZipFile as e:
+                raise ZipStoreError(
+                    f"{self.path} is not a readable zip archive ({e}); if a writer was killed"
+                    " while writing it, a ZipStore opened on it in mode 'a' (not read-only)"
+                    " recovers the entries written before"
+                ) from e
             self.writable = False
         return self.zf
+
+    def recover_if_damaged(self) -> None:
+        """Recover a torn archive now (a store opened for writing does this)."""
+        with self.lock:
+            if self.zf is None and os.path.exists(self.path) and os.path.getsize(self.path):
+                try:
+                    zipfile.ZipFile(self.path, mode="r").close()
+                except zipfile.BadZipFile as e:
+                    self._recover(e)
+
+    def _recover(self, error: Exception) -> None:
+        """Rebuild a torn archive from its entries' local headers.
+
+        A writer killed mid-write leaves whole entries, then a torn entry (or a
+        torn central directory) where the central directory was. Complete entries
+        (sizes in range, CRC matching) are kept, in order; the torn tail is
+        dropped. A file that does not start with an entry is refused untouched.
+        """
+        tmp = f"{self.path}.cuzarr-tmp"
+        kept = 0
+        with open(self.path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            head = f.read(4)
+            if len(head) < 4 or struct.unpack("<I", head)[0] != _LOCAL_SIG:
+                raise ZipStoreError(f"{self.path} is not a zip archive ({error})") from error
+            with (
+                zipfile.ZipFile(tmp, mode="w", compression=self.compression) as out,
+                warnings.catch_warnings(),
+            ):
+                warnings.filterwarnings("ignore", message="Duplicate name", category=UserWarning)
+                pos = 0
+                while pos + _LOCAL_HEADER.size <= size:
+                    f.seek(pos)
+                    fields = _LOCAL_HEADER.unpack(f.read(_LOCAL_HEADER.size))
+                    sig, _v, flags, method, _t, _d, crc, csize, usize, nlen, elen = fields
+                    start = pos + _LOCAL_HEADER.size + nlen + elen
+                    if (
+                        sig != _LOCAL_SIG
+                        or flags & 0x08  # sizes in a data descriptor: not written by us
+                        or method not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED)
+                        or start + csize > size
+                    ):
+                        break
+                    name = f.read(nlen).decode("utf-8" if flags & 0x800 else "cp437")
+                    f.seek(start)
+                    raw = f.read(csize)
+                    try:
+                        data = raw if method == zipfile.ZIP_STORED else zlib.decompress(raw, -15)
+                    except zlib.error:
+                        break
+                    if len(data) != usize or zlib.crc32(data) != crc:
+                        break  # the torn entry (its header is completed last)
+                    info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+                    info.compress_type = self.compression
+                    info.external_attr = 0o644 << 16
+                    out.writestr(info, data)
+                    kept += 1
+                    pos = start + csize
+        if kept == 0:
+            os.unlink(tmp)
+            raise ZipStoreError(f"{self.path} is not a readable zip archive ({error})") from error
+        os.replace(tmp, self.path)
+        self.duplicates = True  # the next close() compacts superseded entries
 
     # -- reads -------------------------------------------------------------------
     def read(self, key: str, byte_range: ByteRequest | None) -> bytes | None:
@@ -84,22 +175,34 @@ class _ZipHandle:
                 info = zf.getinfo(key)
             except KeyError:
                 return None
-            if byte_range is None:
-                return zf.read(info)
-            size = info.file_size
-            if isinstance(byte_range, RangeByteRequest):
-                start, stop = byte_range.start, min(byte_range.end, size)
-            elif isinstance(byte_range, OffsetByteRequest):
-                start, stop = byte_range.offset, size
-            elif isinstance(byte_range, SuffixByteRequest):
-                start, stop = max(0, size - byte_range.suffix), size
-            else:
-                raise TypeError(f"unsupported byte range {byte_range!r}")
-            if stop <= start:
-                return b""
-            with zf.open(info) as f:
-                f.seek(start)
-                return f.read(stop - start)
+            try:
+                return self._read_entry(zf, info, byte_range)
+            except zipfile.BadZipFile as e:
+                cls = ChecksumError if "CRC" in str(e) else CodecError
+                raise cls(f"{key!r} in {self.path}: damaged zip entry ({e})") from e
+            except (zlib.error, EOFError) as e:
+                raise CodecError(f"{key!r} in {self.path}: damaged zip entry ({e})") from e
+
+    @staticmethod
+    def _read_entry(
+        zf: zipfile.ZipFile, info: zipfile.ZipInfo, byte_range: ByteRequest | None
+    ) -> bytes:
+        if byte_range is None:
+            return zf.read(info)
+        size = info.file_size
+        if isinstance(byte_range, RangeByteRequest):
+            start, stop = byte_range.start, min(byte_range.end, size)
+        elif isinstance(byte_range, OffsetByteRequest):
+            start, stop = byte_range.offset, size
+        elif isinstance(byte_range, SuffixByteRequest):
+            start, stop = max(0, size - byte_range.suffix), size
+        else:
+            raise TypeError(f"unsupported byte range {byte_range!r}")
+        if stop <= start:
+            return b""
+        with zf.open(info) as f:
+            f.seek(start)
+            return f.read(stop - start)
 
     def read_many(self, reqs: Sequence[tuple[str, ByteRequest | None]]) -> list[bytes | None]:
         with self.lock:
@@ -261,6 +364,8 @@ class ZipStore(Store):
         self._h = _handle_for(self.path, compression)
         if mode in ("w", "x"):
             self._h.clear()
+        elif not self.read_only:
+            self._h.recover_if_damaged()
         self.supports_deletes = not self.read_only
 
     def __repr__(self) -> str:
