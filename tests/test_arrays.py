@@ -189,6 +189,32 @@ def test_resize_shrink_deletes_chunks(store, zarr_format):
     np.testing.assert_array_equal(got[:, 6:], 0)
 
 
+@pytest.mark.parametrize("shards", [None, (4, 4)])
+def test_resize_of_a_huge_sparse_array_lists_instead_of_enumerating(shards):
+    # 2**80 grid positions past the new edge: naming each would never finish
+    store = {}
+    a = cuzarr.create_array(
+        store, shape=(2**40, 2**40), chunks=(2, 2), shards=shards, dtype="u1"
+    )
+    a[0:6, 0:6] = 1
+    a[-1, -1] = 2
+    a.resize((3, 5))
+    assert a.shape == (3, 5)
+    n = 2 if shards is None else 4
+    expected = {f"c/{i}/{j}" for i in range(-(-3 // n)) for j in range(-(-5 // n))}
+    assert {k for k in store if k.startswith("c/")} == expected
+    np.testing.assert_array_equal(a[...], 1)
+
+
+def test_resize_shrinking_several_dimensions_deletes_each_outside_chunk_once(tmp_path):
+    a = cuzarr.create_array(tmp_path / "a", shape=(9, 8, 7), chunks=(2, 3, 2), dtype="u1")
+    a[...] = 1
+    a.resize((3, 8, 2))
+    kept = {f"c/{i}/{j}/{k}" for i in range(2) for j in range(3) for k in range(1)}
+    assert set(chunk_keys(a)) == kept
+    np.testing.assert_array_equal(a[...], 1)
+
+
 def test_resize_grow(store):
     a = cuzarr.create_array(store, shape=(3,), dtype="f4", chunks=(2,), fill_value=-1)
     a[:] = [1, 2, 3]

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -625,9 +626,10 @@ class AsyncArray:
         stale: list[str] = []
         if any(n < o for n, o in zip(new_grid, old_grid, strict=True)):
             prefix = self.store_path.path + "/" if self.store_path.path else ""
-            for idx in np.ndindex(*old_grid):
-                if any(i >= n for i, n in zip(idx, new_grid, strict=True)):
-                    stale.append(prefix + self.metadata.chunk_key(tuple(int(i) for i in idx)))
+            stale = [
+                prefix + self.metadata.chunk_key(c)
+                for c in await self._outside(old_grid, new_grid)
+            ]
         await save_metadata(self.store_path, new_meta)
         if stale:
             await self.store_path.store.delete_many(stale)
@@ -662,6 +664,36 @@ class AsyncArray:
         await save_metadata(self.store_path, new_meta)
         self._set_metadata(new_meta)
         return self
+
+    # A shrink deleting more grid positions than this lists the stored objects
+    # instead of naming every position (a huge, mostly empty array would
+    # otherwise take minutes or all memory).
+    RESIZE_ENUMERATE_MAX = 1 << 16
+
+    async def _outside(
+        self, old_grid: tuple[int, ...], new_grid: tuple[int, ...]
+    ) -> Iterable[tuple[int, ...]]:
+        """Grid positions of ``old_grid`` outside ``new_grid`` that may be stored."""
+        keep = [min(o, n) for o, n in zip(old_grid, new_grid, strict=True)]
+        n_stale = math.prod(old_grid) - math.prod(keep)
+        if n_stale > self.RESIZE_ENUMERATE_MAX:
+            return sorted(
+                c for c in await self._stored_coords()
+                if any(i >= n for i, n in zip(c, new_grid, strict=True))
+            )
+        # One slab per shrunk dimension d: positions past the new edge on d,
+        # inside the kept range on the dimensions before d (no duplicates).
+        out: list[tuple[int, ...]] = []
+        for d in range(len(old_grid)):
+            if new_grid[d] >= old_grid[d]:
+                continue
+            ranges = [
+                range(keep[e]) if e < d else range(new_grid[d], old_grid[d]) if e == d
+                else range(old_grid[e])
+                for e in range(len(old_grid))
+            ]
+            out.extend(itertools.product(*ranges))
+        return out
 
     async def _stored_coords(self) -> set[tuple[int, ...]]:
         """Grid coordinates of the stored objects (chunks, or shards when sharded)."""
