@@ -168,3 +168,15 @@ def test_byte_ranges(s3, req, expected):
     sync(store.set("k", DATA))
     assert sync(store.get("k", byte_range=req)) == expected
     assert sync(store.get("missing", byte_range=req)) is None
+
+
+def test_write_to_a_missing_bucket_is_a_remote_store_error_naming_the_key(s3):
+    from cuzarr.storage import RemoteStoreError
+
+    with pytest.raises(RemoteStoreError, match="zarr.json.*does not exist"):
+        cuzarr.create_array(
+            "s3://no-such-bucket/x.zarr", shape=(4,), dtype="u1", storage_options=s3["opts"]
+        )
+    # reads of the same missing bucket still say "not found"
+    with pytest.raises(FileNotFoundError):
+        cuzarr.open_array("s3://no-such-bucket/x.zarr", mode="r", storage_options=s3["opts"])

@@ -275,8 +275,14 @@ class FsspecStore(Store):
         while True:
             try:
                 return await fn(*args)
-            except FileNotFoundError:
-                raise
+            except FileNotFoundError as e:
+                if what != "write":
+                    raise  # reads, listings and checks: the key is absent
+                # A write has nothing to find but its bucket (or container).
+                raise RemoteStoreError(
+                    f"write of key {key!r} in {self!r} failed: the bucket or path does not "
+                    f"exist: {e}"
+                ) from e
             except Exception as e:
                 if attempt < self.retry.retries and is_transient(e):
                     await asyncio.sleep(self.retry.delay(attempt))
