@@ -180,3 +180,24 @@ def test_write_to_a_missing_bucket_is_a_remote_store_error_naming_the_key(s3):
     # reads of the same missing bucket still say "not found"
     with pytest.raises(FileNotFoundError):
         cuzarr.open_array("s3://no-such-bucket/x.zarr", mode="r", storage_options=s3["opts"])
+
+
+@pytest.mark.parametrize(("client_retries", "attempts"), [(2, 1), (1, 3)])
+def test_dead_endpoint_is_not_retried_on_top_of_botocore(client_retries, attempts):
+    # botocore already retried the connection (unless told not to): cuzarr does not
+    # multiply its attempts; with botocore's retries off, cuzarr's policy applies
+    from cuzarr.storage import FsspecStore, RemoteStoreError
+    from cuzarr.storage.fsspec import RetryPolicy
+
+    port = _free_port()  # nothing listens there
+    opts = {
+        "endpoint_url": f"http://127.0.0.1:{port}", "key": "x", "secret": "x",
+        "config_kwargs": {"retries": {"total_max_attempts": client_retries}},
+    }
+    store = FsspecStore.from_url(
+        "s3://bucket/x.zarr", storage_options=opts,
+        retry=RetryPolicy(retries=2, backoff=0.001, max_backoff=0.002),
+    )
+    with pytest.raises(RemoteStoreError, match="EndpointConnectionError") as info:
+        cuzarr.open_array(store, mode="r")
+    assert ("after 3 attempts" in str(info.value)) == (attempts == 3)

@@ -270,6 +270,20 @@ class FsspecStore(Store):
         return f"{self.path}/{key}" if self.path else key
 
     # -- retries -----------------------------------------------------------------
+    def _client_retried_connect(self, exc: BaseException) -> bool:
+        """Whether ``exc`` is a failure to connect that the filesystem's own client
+        has already retried: botocore (under s3fs) retries those several times over
+        ~4 s, and retrying each of its attempts again made a wrong or dead endpoint
+        take ~20 s to report. Other transient errors (5xx, resets, timeouts) are
+        still retried here on top of the client's retries."""
+        if not any(c.__name__ == "EndpointConnectionError" for c in type(exc).__mro__):
+            return False
+        ck = getattr(self._fs, "config_kwargs", None) if self._fs is not None else None
+        if ck is None:
+            ck = self.storage_options.get("config_kwargs") or {}
+        retries = ck.get("retries") or {}
+        return not (retries.get("total_max_attempts") == 1 or retries.get("max_attempts") == 0)
+
     async def _retrying(self, what: str, key: str, fn: Any, *args: Any) -> Any:
         attempt = 0
         while True:
@@ -284,7 +298,11 @@ class FsspecStore(Store):
                     f"exist: {e}"
                 ) from e
             except Exception as e:
-                if attempt < self.retry.retries and is_transient(e):
+                if (
+                    attempt < self.retry.retries
+                    and is_transient(e)
+                    and not self._client_retried_connect(e)
+                ):
                     await asyncio.sleep(self.retry.delay(attempt))
                     attempt += 1
                     continue
