@@ -8,23 +8,33 @@ from cuzarr import errors, storage
 from cuzarr.api.synchronous import (
     array,
     consolidate_metadata,
+    create,
     create_array,
     create_group,
     empty,
     empty_like,
+    from_array,
     full,
     full_like,
+    group,
+    load,
     ones,
     ones_like,
     open,
     open_array,
     open_consolidated,
     open_group,
+    open_like,
+    save,
+    save_array,
+    save_group,
+    tree,
     zeros,
     zeros_like,
 )
 from cuzarr.config import config
 from cuzarr.core.array import Array, AsyncArray
+from cuzarr.core.array_config import ArrayConfig
 from cuzarr.core.group import AsyncGroup, Group
 from cuzarr.core.lazy import LazyArray, read_many
 
@@ -32,6 +42,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Array",
+    "ArrayConfig",
     "AsyncArray",
     "AsyncGroup",
     "Group",
@@ -40,21 +51,30 @@ __all__ = [
     "array",
     "config",
     "consolidate_metadata",
+    "create",
     "create_array",
     "create_group",
     "empty",
     "empty_like",
     "errors",
+    "from_array",
     "full",
     "full_like",
+    "group",
+    "load",
     "ones",
     "ones_like",
     "open",
     "open_array",
     "open_consolidated",
     "open_group",
+    "open_like",
     "read_many",
+    "save",
+    "save_array",
+    "save_group",
     "storage",
+    "tree",
     "zeros",
     "zeros_like",
 ]

@@ -2,21 +2,31 @@
 
 from __future__ import annotations
 
+import asyncio
+import copy
+import itertools
+import warnings
 from typing import Any
 
+import numcodecs.abc
 import numpy as np
 
-from cuzarr.core.array import AsyncArray
+from cuzarr.codecs.base import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec, Codec
+from cuzarr.codecs.numcodecs_bridge import as_v3_codec
+from cuzarr.config import config as cuzarr_config
+from cuzarr.core.array import Array, AsyncArray, _materialize
+from cuzarr.core.array_config import ArrayConfig, parse_array_config
 from cuzarr.core.build import build_array_metadata
 from cuzarr.core.group import AsyncGroup
 from cuzarr.core.lazy import LazyArray
 from cuzarr.core.lazy import read_many_async as read_many
-from cuzarr.core.nodes import load_node_metadata
+from cuzarr.core.nodes import ensure_vacant, load_node_metadata
 from cuzarr.errors import (
     ArrayNotFoundError,
     ContainsArrayError,
     GroupNotFoundError,
     NodeNotFoundError,
+    ReadOnlyError,
 )
 from cuzarr.metadata.array import ArrayMetadata
 from cuzarr.storage.common import make_store_path
@@ -25,14 +35,24 @@ __all__ = [
     "AsyncArray",
     "AsyncGroup",
     "LazyArray",
+    "array",
     "consolidate_metadata",
+    "create",
     "create_array",
     "create_group",
+    "from_array",
+    "group",
+    "load",
     "open",
     "open_array",
     "open_consolidated",
     "open_group",
+    "open_like",
     "read_many",
+    "save",
+    "save_array",
+    "save_group",
+    "tree",
 ]
 
 _MODES = ("r", "r+", "a", "w", "w-")
@@ -47,7 +67,7 @@ async def create_array(
     store: Any = None,
     name: str | None = None,
     *,
-    shape: Any,
+    shape: Any = None,
     dtype: Any = "float64",
     chunks: Any = "auto",
     shards: Any = None,
@@ -66,8 +86,47 @@ async def create_array(
     storage_options: dict[str, Any] | None = None,
     meta_array: Any = None,
     compressor: Any = "unset",
+    data: Any = None,
+    config: Any = None,
+    write_data: bool = True,
 ) -> AsyncArray:
     """Create an array; see :func:`cuzarr.create_array`."""
+    order, write_empty_chunks = _apply_config(config, order, write_empty_chunks)
+    if data is not None:
+        if shape is not None:
+            raise ValueError(
+                "The data parameter was used, but the shape parameter was also used. "
+                "Either use the data parameter, or the shape parameter, but not both."
+            )
+        if dtype is not None and not (isinstance(dtype, str) and dtype == "float64"):
+            raise ValueError(
+                "The data parameter was used, but the dtype parameter was also used. "
+                "Either use the data parameter, or the dtype parameter, but not both."
+            )
+        return await from_array(
+            store,
+            data=data,
+            write_data=write_data,
+            name=name,
+            chunks=chunks,
+            shards=shards,
+            filters=filters,
+            compressors=compressors,
+            serializer=serializer,
+            fill_value=_DEFAULT_FILL if fill_value is None else fill_value,
+            order=order,
+            zarr_format=zarr_format,
+            attributes=attributes,
+            chunk_key_encoding=chunk_key_encoding,
+            dimension_names=dimension_names,
+            storage_options=storage_options,
+            overwrite=overwrite,
+            write_empty_chunks=write_empty_chunks,
+            dimension_separator=dimension_separator,
+            meta_array=meta_array,
+        )
+    if shape is None:
+        raise ValueError("create_array needs shape= (or data=)")
     meta = build_array_metadata(
         shape=shape,
         dtype=dtype,
@@ -236,8 +295,6 @@ async def open_consolidated(
 
 async def array(data: Any, store: Any = None, **kwargs: Any) -> AsyncArray:
     """Create an array holding ``data``."""
-    from cuzarr.core.array import _materialize
-
     data = await _materialize(data)
     data = np.asanyarray(data) if not hasattr(data, "__cuda_array_interface__") else data
     kwargs.setdefault("dtype", data.dtype)
@@ -246,3 +303,572 @@ async def array(data: Any, store: Any = None, **kwargs: Any) -> AsyncArray:
     a = await create_array(store, name, **kwargs)
     await a.setitem(Ellipsis, data)
     return a
+
+
+# ----------------------------------------------------------------------------------
+# zarr-python compatibility: group, create, from_array, save*, load, tree, open_like
+# ----------------------------------------------------------------------------------
+
+
+class _DefaultFill:
+    """Sentinel: "no fill value given" (``from_array`` then keeps the source's)."""
+
+    def __repr__(self) -> str:
+        return "<default fill value>"
+
+
+_DEFAULT_FILL: Any = _DefaultFill()
+
+
+def _warn_unimplemented(**kwargs: Any) -> None:
+    """Warn, as zarr-python does, for each legacy argument given that has no effect."""
+    for name, value in kwargs.items():
+        if value is not None:
+            warnings.warn(f"{name} is not yet implemented", RuntimeWarning, stacklevel=3)
+
+
+def _apply_config(
+    config: Any, order: str | None, write_empty_chunks: bool | None
+) -> tuple[str | None, bool | None]:
+    """``order`` and ``write_empty_chunks`` with the keys of ``config`` filled in.
+
+    Explicit arguments win over ``config``; keys absent from a ``dict`` config stay unset.
+    """
+    if config is None:
+        return order, write_empty_chunks
+    if isinstance(config, ArrayConfig):
+        given = config.to_dict()
+    else:
+        given = dict(config)
+        parse_array_config(given)  # validate keys and values
+    if order is None:
+        order = given.get("order")
+    if write_empty_chunks is None:
+        write_empty_chunks = given.get("write_empty_chunks")
+    return order, write_empty_chunks
+
+
+def _is_zarr_array(x: Any) -> bool:
+    """True for a cuzarr or zarr-python array (whose settings ``"keep"`` copies)."""
+    if isinstance(x, (Array, AsyncArray)):
+        return True
+    mod = type(x).__module__
+    return mod.startswith("zarr.") and hasattr(x, "metadata") and hasattr(x, "chunks")
+
+
+def _codec_arg(c: Any) -> Any:
+    """A codec of a cuzarr or zarr-python array, in a form ``create_array`` accepts."""
+    if isinstance(c, (Codec, numcodecs.abc.Codec)) or not hasattr(c, "to_dict"):
+        return c
+    return c.to_dict()
+
+
+def _codecs_arg(cs: Any) -> Any:
+    if not cs:
+        return None
+    return [_codec_arg(c) for c in cs]
+
+
+def _cke_of(src: Any) -> dict[str, Any]:
+    """The chunk key encoding of a cuzarr or zarr-python array, as a dict."""
+    meta = src.metadata
+    if src.metadata.zarr_format == 2 and hasattr(meta, "dimension_separator"):
+        return {"name": "v2", "separator": meta.dimension_separator}
+    cke = meta.chunk_key_encoding
+    if isinstance(cke, dict):
+        return cke
+    if hasattr(cke, "to_dict"):
+        d = cke.to_dict()
+        return {"name": d["name"], "separator": d.get("configuration", {}).get("separator", "/")}
+    return {"name": cke.name, "separator": cke.separator}
+
+
+def _src_attrs(src: Any) -> dict[str, Any]:
+    attrs = src.attrs
+    d = attrs.asdict() if hasattr(attrs, "asdict") else dict(attrs)
+    return copy.deepcopy(d)
+
+
+async def from_array(
+    store: Any,
+    *,
+    data: Any,
+    write_data: bool = True,
+    name: str | None = None,
+    chunks: Any = "keep",
+    shards: Any = "keep",
+    filters: Any = "keep",
+    compressors: Any = "keep",
+    serializer: Any = "keep",
+    fill_value: Any = _DEFAULT_FILL,
+    order: str | None = None,
+    zarr_format: int | None = None,
+    attributes: dict[str, Any] | None = None,
+    chunk_key_encoding: Any = None,
+    dimension_names: Any = None,
+    storage_options: dict[str, Any] | None = None,
+    overwrite: bool = False,
+    config: Any = None,
+    write_empty_chunks: bool | None = None,
+    dimension_separator: str | None = None,
+    meta_array: Any = None,
+) -> AsyncArray:
+    """Create an array from an existing array (cuzarr, zarr-python) or array-like.
+
+    See :func:`cuzarr.from_array`.
+    """
+    order, write_empty_chunks = _apply_config(config, order, write_empty_chunks)
+    src_is_array = _is_zarr_array(data)
+    if src_is_array:
+        src_fmt = data.metadata.zarr_format
+        if chunks == "keep":
+            chunks = data.chunks
+        if shards == "keep":
+            shards = data.shards
+        if zarr_format is None:
+            zarr_format = src_fmt
+        same = zarr_format == src_fmt
+        if filters == "keep":
+            filters = _codecs_arg(data.filters) if same else "auto"
+        if compressors == "keep":
+            compressors = _codecs_arg(data.compressors) if same else "auto"
+        if serializer == "keep":
+            serializer = (
+                _codec_arg(data.serializer) if zarr_format == 3 and src_fmt == 3 else "auto"
+            )
+        if fill_value is _DEFAULT_FILL:
+            fill_value = data.fill_value
+        if src_fmt == 2 and zarr_format == 3 and data.order == "F":
+            warnings.warn(
+                "The 'order' attribute of a Zarr format 2 array does not have a direct "
+                "analogue in Zarr format 3. The existing order='F' of the source Zarr "
+                "format 2 array will be ignored.",
+                UserWarning,
+                stacklevel=2,
+            )
+        elif order is None and zarr_format == 2:
+            order = data.order
+        if chunk_key_encoding is None and dimension_separator is None and same:
+            chunk_key_encoding = _cke_of(data)
+        if dimension_names is None and src_fmt == 3:
+            dimension_names = data.metadata.dimension_names
+        if attributes is None:
+            attributes = _src_attrs(data)
+            if zarr_format == 3:
+                attributes.pop("_ARRAY_DIMENSIONS", None)
+        dtype = data.dtype
+        shape = data.shape
+    else:
+        chunks = "auto" if chunks == "keep" else chunks
+        shards = None if shards == "keep" else shards
+        zarr_format = 3 if zarr_format is None else zarr_format
+        filters = None if filters in ("keep", "auto") else filters
+        compressors = "auto" if compressors == "keep" else compressors
+        serializer = "auto" if serializer == "keep" else serializer
+        data = await _materialize(data)
+        if not hasattr(data, "dtype") or not hasattr(data, "shape"):
+            data = np.array(data)
+        dtype = data.dtype
+        shape = data.shape
+    if filters == "auto":
+        filters = None
+    if fill_value is _DEFAULT_FILL:
+        fill_value = None
+    result = await create_array(
+        store,
+        name,
+        shape=shape,
+        dtype=dtype,
+        chunks=chunks,
+        shards=shards,
+        fill_value=fill_value,
+        order=order,
+        zarr_format=zarr_format,
+        compressors=compressors,
+        filters=filters,
+        serializer=serializer,
+        attributes=attributes,
+        dimension_names=dimension_names,
+        overwrite=overwrite,
+        write_empty_chunks=write_empty_chunks,
+        chunk_key_encoding=chunk_key_encoding,
+        dimension_separator=dimension_separator,
+        storage_options=storage_options,
+        meta_array=meta_array,
+    )
+    if write_data:
+        if src_is_array:
+            await _copy_array(data, result)
+        else:
+            await result.setitem(Ellipsis, data)
+    return result
+
+
+async def _copy_array(src: Any, dst: AsyncArray) -> None:
+    """Copy ``src`` (a cuzarr or zarr-python array) into ``dst``, one write chunk
+    (shard, or chunk) of ``dst`` at a time, a few at once."""
+    step = dst.shards or dst.chunks
+    if dst.ndim == 0 or not all(isinstance(c, int) for c in step):
+        regions: list[Any] = [Ellipsis]
+    else:
+        ranges = [range(0, max(n, 1), c) for n, c in zip(dst.shape, step, strict=True)]
+        regions = [
+            tuple(slice(o, o + c) for o, c in zip(origin, step, strict=True))
+            for origin in itertools.product(*ranges)
+        ]
+    inner = src if isinstance(src, AsyncArray) else getattr(src, "_async_array", None)
+    sem = asyncio.Semaphore(max(1, int(cuzarr_config.get("async.concurrency") or 8)))
+
+    async def one(region: Any) -> None:
+        async with sem:
+            if isinstance(inner, AsyncArray):
+                block = await inner.getitem(region)
+            else:  # a zarr-python array: its own event loop, off ours
+                block = await asyncio.to_thread(src.__getitem__, region)
+            await dst.setitem(region, block)
+
+    await asyncio.gather(*(one(r) for r in regions))
+
+
+async def create(
+    shape: Any,
+    *,
+    chunks: Any = None,
+    dtype: Any = None,
+    compressor: Any = "auto",
+    fill_value: Any = _DEFAULT_FILL,
+    order: str | None = None,
+    store: Any = None,
+    synchronizer: Any = None,
+    overwrite: bool = False,
+    path: str | None = None,
+    chunk_store: Any = None,
+    filters: Any = None,
+    cache_metadata: bool | None = None,
+    cache_attrs: bool | None = None,
+    read_only: bool | None = None,
+    object_codec: Any = None,
+    dimension_separator: str | None = None,
+    write_empty_chunks: bool | None = None,
+    zarr_format: int | None = None,
+    meta_array: Any = None,
+    attributes: dict[str, Any] | None = None,
+    chunk_shape: Any = None,
+    chunk_key_encoding: Any = None,
+    codecs: Any = None,
+    dimension_names: Any = None,
+    storage_options: dict[str, Any] | None = None,
+    config: Any = None,
+    mode: str | None = None,
+    data: Any = None,
+) -> AsyncArray:
+    """Create an array (zarr-python's legacy creation function); see :func:`cuzarr.create`."""
+    _warn_unimplemented(
+        synchronizer=synchronizer,
+        chunk_store=chunk_store,
+        cache_metadata=cache_metadata,
+        cache_attrs=cache_attrs,
+        object_codec=object_codec,
+        read_only=read_only,
+    )
+    zarr_format = 3 if zarr_format is None else zarr_format
+    mode = "a" if mode is None else mode
+    _check_mode(mode)
+    if mode == "r":
+        raise ReadOnlyError("cannot create an array in mode 'r'")
+    order, write_empty_chunks = _apply_config(config, order, write_empty_chunks)
+    if chunks is not None and chunk_shape is not None:
+        raise ValueError("Only one of chunk_shape or chunks can be provided.")
+    raw = chunks if chunks is not None else chunk_shape
+    if raw is True:
+        raise ValueError(
+            "True is not a valid chunk input. Use chunks=None or chunks=\"auto\" from the "
+            "top-level API for auto-chunking, or pass an int / tuple of ints."
+        )
+    shape_t = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    if raw is None:
+        raw = "auto"
+    elif raw is False:
+        raw = shape_t
+    kw: dict[str, Any] = {}
+    if zarr_format == 3:
+        if dimension_separator is not None:
+            raise ValueError(
+                "dimension_separator cannot be used for arrays with zarr_format 3. "
+                "Use chunk_key_encoding instead."
+            )
+        if filters is not None:
+            raise ValueError(
+                "filters cannot be used for arrays with zarr_format 3. "
+                "Use array-to-array codecs instead."
+            )
+        if compressor != "auto":
+            raise ValueError(
+                "compressor cannot be used for arrays with zarr_format 3. "
+                "Use bytes-to-bytes codecs instead."
+            )
+        if codecs is not None:
+            kw.update(_split_v3_codecs(codecs))
+        if isinstance(chunk_key_encoding, tuple):
+            chunk_key_encoding = {"name": chunk_key_encoding[0], "separator": chunk_key_encoding[1]}
+    elif zarr_format == 2:
+        if codecs is not None:
+            raise ValueError(
+                "codecs cannot be used for arrays with zarr_format 2. "
+                "Use filters and compressor instead."
+            )
+        if chunk_key_encoding is not None:
+            raise ValueError(
+                "chunk_key_encoding cannot be used for arrays with zarr_format 2. "
+                "Use dimension_separator instead."
+            )
+        if dimension_names is not None:
+            raise ValueError("dimension_names cannot be used for arrays with zarr_format 2.")
+        kw["compressors"] = compressor
+        kw["filters"] = filters
+    else:
+        raise ValueError(f"zarr_format must be 2 or 3, got {zarr_format!r}")
+    if fill_value is _DEFAULT_FILL:
+        fill_value = None
+    sp = make_store_path(store, path, mode=mode, storage_options=storage_options)
+    if mode == "w-":
+        await ensure_vacant(sp, False)
+    arr = await create_array(
+        sp,
+        shape=shape_t,
+        dtype="float64" if dtype is None else dtype,
+        chunks=raw,
+        fill_value=fill_value,
+        order=order,
+        zarr_format=zarr_format,
+        attributes=attributes,
+        dimension_names=dimension_names,
+        overwrite=(overwrite or mode == "w") and mode != "w-",
+        write_empty_chunks=write_empty_chunks,
+        chunk_key_encoding=chunk_key_encoding,
+        dimension_separator=dimension_separator,
+        meta_array=meta_array,
+        **kw,
+    )
+    if data is not None:
+        await arr.setitem(Ellipsis, await _materialize(data))
+    return arr
+
+
+def _split_v3_codecs(codecs: Any) -> dict[str, Any]:
+    """``filters``, ``serializer`` and ``compressors`` from a v3 ``codecs`` list."""
+    parsed = [as_v3_codec(_codec_arg(c)) for c in codecs]
+    aa = [c for c in parsed if isinstance(c, ArrayArrayCodec)]
+    ab = [c for c in parsed if isinstance(c, ArrayBytesCodec)]
+    bb = [c for c in parsed if isinstance(c, BytesBytesCodec)]
+    if len(ab) != 1 or parsed != [*aa, *ab, *bb]:
+        raise ValueError(
+            "codecs must be array->array codecs, then one array->bytes codec, then "
+            f"bytes->bytes codecs; got {[c.name for c in parsed]}"
+        )
+    return {"filters": aa or None, "serializer": ab[0], "compressors": bb or None}
+
+
+async def group(
+    store: Any = None,
+    *,
+    overwrite: bool = False,
+    chunk_store: Any = None,
+    cache_attrs: bool | None = None,
+    synchronizer: Any = None,
+    path: str | None = None,
+    zarr_format: int | None = None,
+    meta_array: Any = None,
+    attributes: dict[str, Any] | None = None,
+    storage_options: dict[str, Any] | None = None,
+) -> AsyncGroup:
+    """Open a group, creating it if missing (replacing any node if ``overwrite``)."""
+    _warn_unimplemented(
+        chunk_store=chunk_store,
+        cache_attrs=cache_attrs,
+        synchronizer=synchronizer,
+        meta_array=meta_array,
+    )
+    return await open_group(
+        store,
+        mode="w" if overwrite else "a",
+        path=path,
+        zarr_format=zarr_format,
+        storage_options=storage_options,
+        attributes=attributes,
+    )
+
+
+def _check_ndarray(x: Any, what: str) -> None:
+    if not (hasattr(x, "shape") and hasattr(x, "dtype")) or _is_zarr_array(x):
+        raise TypeError(f"{what} must be numpy or other NDArrayLike array")
+
+
+async def save_array(
+    store: Any,
+    arr: Any,
+    *,
+    zarr_format: int | None = None,
+    path: str | None = None,
+    storage_options: dict[str, Any] | None = None,
+    **kwargs: Any,
+) -> None:
+    """Save a NumPy array to a store; see :func:`cuzarr.save_array`."""
+    if np.isscalar(arr):
+        arr = np.array(arr)
+    if not (hasattr(arr, "shape") and hasattr(arr, "dtype")):
+        raise TypeError("arr argument must be numpy or other NDArrayLike array")
+    mode = kwargs.pop("mode", "a")
+    overwrite = bool(kwargs.pop("overwrite", None)) or mode == "w"
+    await create(
+        arr.shape,
+        dtype=arr.dtype,
+        chunks=getattr(arr, "chunks", None),
+        store=store,
+        path=path,
+        zarr_format=zarr_format,
+        storage_options=storage_options,
+        overwrite=overwrite,
+        data=arr,
+        **kwargs,
+    )
+
+
+async def save_group(
+    store: Any,
+    *args: Any,
+    zarr_format: int | None = None,
+    path: str | None = None,
+    storage_options: dict[str, Any] | None = None,
+    **kwargs: Any,
+) -> None:
+    """Save several NumPy arrays in a new group; see :func:`cuzarr.save_group`."""
+    for a in args:
+        if not (hasattr(a, "shape") and hasattr(a, "dtype")):
+            raise TypeError(
+                "All arguments must be numpy or other NDArrayLike arrays (except store, "
+                "path, storage_options, and zarr_format)"
+            )
+    for k, v in kwargs.items():
+        if not (hasattr(v, "shape") and hasattr(v, "dtype")):
+            raise TypeError(f"Keyword argument '{k}' must be a numpy or other NDArrayLike array")
+    if not args and not kwargs:
+        raise ValueError("at least one array must be provided")
+    fmt = 3 if zarr_format is None else zarr_format
+    sp = make_store_path(store, path, mode="w", storage_options=storage_options)
+    await AsyncGroup.create(sp, zarr_format=fmt, overwrite=True)
+    items = [(f"arr_{i}", a) for i, a in enumerate(args)] + list(kwargs.items())
+    await asyncio.gather(
+        *(save_array(sp, a, zarr_format=fmt, path=name) for name, a in items)
+    )
+
+
+async def save(
+    store: Any,
+    *args: Any,
+    zarr_format: int | None = None,
+    path: str | None = None,
+    storage_options: dict[str, Any] | None = None,
+    **kwargs: Any,
+) -> None:
+    """Save one array (``save_array``) or several in a group (``save_group``)."""
+    if not args and not kwargs:
+        raise ValueError("at least one array must be provided")
+    if len(args) == 1 and not kwargs:
+        await save_array(
+            store, args[0], zarr_format=zarr_format, path=path, storage_options=storage_options
+        )
+    else:
+        await save_group(
+            store,
+            *args,
+            zarr_format=zarr_format,
+            path=path,
+            storage_options=storage_options,
+            **kwargs,
+        )
+
+
+async def load(
+    *,
+    store: Any,
+    path: str | None = None,
+    zarr_format: int | None = None,
+) -> Any:
+    """Read an array (or every array of a group) into memory; see :func:`cuzarr.load`."""
+    node = await open(store, mode="r", path=path, zarr_format=zarr_format)
+    if isinstance(node, AsyncArray):
+        return await node.getitem(Ellipsis)
+    out: dict[str, Any] = {}
+    for name, child in await node.members():
+        if isinstance(child, AsyncArray):
+            out[name] = await child.getitem(Ellipsis)
+    return out
+
+
+async def tree(grp: AsyncGroup, expand: bool | None = None, level: int | None = None) -> Any:
+    """The hierarchy below ``grp`` as text (zarr-python deprecates this for ``Group.tree``)."""
+    warnings.warn("Use Group.tree instead.", DeprecationWarning, stacklevel=2)
+    from cuzarr.core.group import Group
+
+    return await asyncio.to_thread(Group(grp).tree, expand=expand, level=level)
+
+
+async def open_like(
+    a: Any, path: str, *, zarr_format: int | None = None, **kwargs: Any
+) -> AsyncArray:
+    """Open the array at ``path`` (the store is ``store=``), creating it like ``a``."""
+    like = _like_args(a, zarr_format or 3)
+    like.pop("zarr_format", None)
+    kw = {**like, **kwargs}
+    if kw.get("mode") is None:
+        kw["mode"] = "a"
+    store = kw.pop("store", None)
+    return await open_array(store, path=path, zarr_format=zarr_format, **kw)
+
+
+def _like_args(a: Any, zarr_format: int | None) -> dict[str, Any]:
+    """``create_array`` arguments for an array like ``a`` (zarr-python's ``_like_args``):
+    shape, chunks and dtype; for a cuzarr or zarr-python array its fill value, and its
+    order and codecs when ``zarr_format`` is its own."""
+    new: dict[str, Any] = {}
+    shape = getattr(a, "shape", None)
+    if isinstance(shape, tuple):
+        new["shape"] = shape
+        chunks = getattr(a, "chunks", None)
+        if isinstance(chunks, tuple) and len(chunks) == len(shape):
+            new["chunks"] = chunks
+    if hasattr(a, "dtype"):
+        new["dtype"] = a.dtype
+    if _is_zarr_array(a):
+        new["fill_value"] = a.fill_value
+        if zarr_format is None:
+            zarr_format = a.metadata.zarr_format
+        if a.metadata.zarr_format == zarr_format:
+            new["compressors"] = _codecs_arg(a.compressors)
+            new["filters"] = _codecs_arg(a.filters)
+            if zarr_format == 2:
+                new["order"] = a.order
+            else:
+                new["serializer"] = _codec_arg(a.serializer)
+    if zarr_format is not None:
+        new["zarr_format"] = zarr_format
+    return new
+
+
+def _like_create_args(a: Any, zarr_format: int | None) -> dict[str, Any]:
+    """:func:`create` arguments for an array like ``a`` (zarr-python's ``_like_args``):
+    shape, chunks and dtype; for a cuzarr or zarr-python array also its fill value and,
+    when ``zarr_format`` is its own, its order and compressor/filters (v2) or codecs (v3)."""
+    new = _like_args(a, zarr_format)
+    for k in ("compressors", "filters", "serializer", "order"):
+        new.pop(k, None)
+    if _is_zarr_array(a) and a.metadata.zarr_format == new.get("zarr_format"):
+        if a.metadata.zarr_format == 2:
+            new["order"] = a.order
+            comps = a.compressors
+            new["compressor"] = comps[0] if comps else None
+            new["filters"] = list(a.filters) or None
+        else:
+            new["codecs"] = [_codec_arg(c) for c in a.metadata.codecs]
+    return new

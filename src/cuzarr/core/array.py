@@ -303,6 +303,36 @@ class AsyncArray:
         outputs wanted: ``meta_array``) where this array's reads land by default."""
         self._prototype = None if prototype is None else prototype_for(prototype)
 
+    @property
+    def config(self) -> Any:
+        """The runtime configuration (``order``, ``write_empty_chunks``): an
+        ``ArrayConfig``; change it with :meth:`with_config`."""
+        from cuzarr.core.array_config import ArrayConfig
+
+        return ArrayConfig(self.order, self.write_empty_chunks)
+
+    def with_config(self, config: Any) -> AsyncArray:
+        """A copy of this array with another runtime configuration.
+
+        Keys missing from a ``dict`` ``config`` keep this array's values. A Zarr v2
+        array's ``order`` is stored in its metadata and cannot change here.
+        """
+        from cuzarr.core.array_config import ArrayConfig
+
+        cur = self.config.to_dict()
+        new = config if isinstance(config, ArrayConfig) else ArrayConfig(**{**cur, **config})
+        meta = self.metadata
+        if new.order != meta.order:
+            if meta.zarr_format == 2:
+                raise ValueError(
+                    "the order of a Zarr v2 array is stored in its metadata; "
+                    "with_config cannot change it"
+                )
+            meta = meta.evolve(order=new.order)
+        out = type(self)(meta, self.store_path, write_empty_chunks=new.write_empty_chunks)
+        out._prototype = self._prototype
+        return out
+
     def _resolve_prototype(self, prototype: Any) -> Any:
         if prototype is not None:
             return prototype_for(prototype)
@@ -657,7 +687,11 @@ class AsyncArray:
         return new_shape
 
     async def update_attributes(self, attrs: dict[str, Any]) -> AsyncArray:
-        """Replace the attributes with ``attrs`` and save the metadata."""
+        """Merge ``attrs`` into the attributes (as zarr-python: keys not in
+        ``attrs`` are kept) and save the metadata."""
+        return await self._replace_attributes({**self.metadata.attributes, **attrs})
+
+    async def _replace_attributes(self, attrs: dict[str, Any]) -> AsyncArray:
         self._check_writable()
         json.dumps(attrs, allow_nan=False)  # fail before writing anything
         new_meta = self.metadata.evolve(attributes=dict(attrs))
@@ -905,11 +939,56 @@ class Array:
 
     @property
     def attrs(self) -> Attributes:
-        return Attributes(lambda: self._async_array.metadata.attributes, self.update_attributes)
+        return Attributes(
+            lambda: self._async_array.metadata.attributes,
+            lambda attrs: sync(self._async_array._replace_attributes(attrs)),
+        )
 
     def update_attributes(self, attrs: dict[str, Any]) -> Array:
+        """Merge ``attrs`` into the attributes (keys not in ``attrs`` are kept)."""
         sync(self._async_array.update_attributes(attrs))
         return self
+
+    @classmethod
+    def open(cls, store: Any, *, config: Any = None) -> Array:
+        """Open the array at the root of ``store`` (zarr-python's ``Array.open``).
+
+        Parameters
+        ----------
+        store : str, pathlib.Path, dict, Store or StorePath
+            Where the array is.
+        config : dict or ArrayConfig, optional
+            Runtime settings ``{"order", "write_empty_chunks"}``.
+
+        Returns
+        -------
+        Array
+        """
+        from cuzarr.api.synchronous import open_array
+
+        arr = open_array(store, mode="r+" if not getattr(store, "read_only", False) else "r")
+        return arr if config is None else arr.with_config(config)
+
+    @property
+    def config(self) -> Any:
+        """The runtime configuration: an ``ArrayConfig`` (``order``,
+        ``write_empty_chunks``); change it with :meth:`with_config`."""
+        return self._async_array.config
+
+    def with_config(self, config: Any) -> Array:
+        """A copy of this array with another runtime configuration.
+
+        Parameters
+        ----------
+        config : dict or ArrayConfig
+            ``{"order": "C" | "F", "write_empty_chunks": bool}``; missing keys keep
+            this array's values.
+
+        Returns
+        -------
+        Array
+        """
+        return type(self)(self._async_array.with_config(config))
 
     @property
     def info(self) -> ArrayInfo:

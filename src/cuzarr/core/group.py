@@ -19,6 +19,7 @@ from cuzarr.core.consolidated import (
 from cuzarr.core.nodes import ensure_parents, ensure_vacant, load_node_metadata, save_metadata
 from cuzarr.core.sync import sync
 from cuzarr.errors import (
+    ArrayNotFoundError,
     ContainsArrayError,
     ContainsGroupError,
     GroupNotFoundError,
@@ -31,6 +32,9 @@ from cuzarr.metadata.group import GroupMetadata
 from cuzarr.storage.common import StorePath, join_path, normalize_path
 
 __all__ = ["AsyncGroup", "Group"]
+
+
+_MISSING = object()
 
 
 class _Tree(str):
@@ -212,6 +216,11 @@ class AsyncGroup:
         self.consolidated = None  # a new node makes the consolidated view stale
         if self.read_only:
             raise ReadOnlyError(f"group {self.name!r} is read-only")
+        if any(k in kwargs for k in ("data", "config", "write_data")):
+            from cuzarr.api import asynchronous as api
+
+            fmt = self._member_zarr_format(kwargs.pop("zarr_format", None))
+            return await api.create_array(self.store_path, name, zarr_format=fmt, **kwargs)
         overwrite = kwargs.pop("overwrite", False)
         write_empty = kwargs.pop("write_empty_chunks", None)
         kwargs.pop("storage_options", None)
@@ -279,6 +288,11 @@ class AsyncGroup:
         return node
 
     async def update_attributes(self, attrs: dict[str, Any]) -> AsyncGroup:
+        """Merge ``attrs`` into the attributes (as zarr-python: keys not in
+        ``attrs`` are kept) and save the metadata."""
+        return await self._replace_attributes({**self.metadata.attributes, **attrs})
+
+    async def _replace_attributes(self, attrs: dict[str, Any]) -> AsyncGroup:
         if self.read_only:
             raise ReadOnlyError(f"group {self.name!r} is read-only")
         json.dumps(attrs, allow_nan=False)
@@ -298,6 +312,172 @@ class AsyncGroup:
     async def iter_keys(self) -> AsyncIterator[str]:
         for name, _ in await self.members():
             yield name
+
+    # -- zarr-python compatibility --------------------------------------------------
+    async def get(self, path: str, default: Any = None) -> AsyncArray | AsyncGroup | Any:
+        """The member at ``path`` (may contain ``/``), or ``default`` if there is none."""
+        try:
+            return await self.getitem(path)
+        except KeyError:
+            return default
+
+    async def get_array(self, path: str) -> AsyncArray:
+        """The array at ``path``.
+
+        Raises
+        ------
+        cuzarr.errors.ArrayNotFoundError
+            If nothing is there.
+        cuzarr.errors.ContainsGroupError
+            If a group is there.
+        """
+        sp = self._child(path)
+        try:
+            node = await self.getitem(path)
+        except KeyError:
+            raise ArrayNotFoundError(
+                f"No array found in store {sp.store!r} at path {sp.path!r}"
+            ) from None
+        if isinstance(node, AsyncGroup):
+            raise ContainsGroupError(f"A group exists in store {sp.store!r} at path {sp.path!r}.")
+        return node
+
+    async def get_group(self, path: str) -> AsyncGroup:
+        """The group at ``path``.
+
+        Raises
+        ------
+        cuzarr.errors.GroupNotFoundError
+            If nothing is there.
+        cuzarr.errors.ContainsArrayError
+            If an array is there.
+        """
+        sp = self._child(path)
+        try:
+            node = await self.getitem(path)
+        except KeyError:
+            raise GroupNotFoundError(
+                f"No group found in store {sp.store!r} at path {sp.path!r}"
+            ) from None
+        if isinstance(node, AsyncArray):
+            raise ContainsArrayError(
+                f"An array exists in store {sp.store!r} at path {sp.path!r}."
+            )
+        return node
+
+    async def nmembers(self, max_depth: int | None = 0) -> int:
+        """Number of members down to ``max_depth`` levels (None: all)."""
+        if max_depth is not None and max_depth < 0:
+            raise ValueError(f"max_depth must be None or >= 0. Got '{max_depth}' instead")
+        return len(await self.members(max_depth))
+
+    async def require_groups(self, *names: str) -> tuple[AsyncGroup, ...]:
+        """``require_group`` for each name."""
+        if not names:
+            return ()
+        return tuple(await asyncio.gather(*(self.require_group(n) for n in names)))
+
+    def _member_zarr_format(self, zarr_format: int | None) -> int:
+        if zarr_format is not None and zarr_format != self.zarr_format:
+            raise ValueError(
+                f"Cannot create a zarr_format={zarr_format} array in a "
+                f"zarr_format={self.zarr_format} group."
+            )
+        return self.zarr_format
+
+    async def _create_legacy(self, name: str, shape: Any, **kwargs: Any) -> AsyncArray:
+        from cuzarr.api import asynchronous as api
+
+        self.consolidated = None
+        fmt = self._member_zarr_format(kwargs.pop("zarr_format", None))
+        return await api.create(
+            shape, store=self.store_path, path=name, zarr_format=fmt, **kwargs
+        )
+
+    async def zeros(self, *, name: str, shape: Any, **kwargs: Any) -> AsyncArray:
+        """A new array ``name`` reading as zeros (:func:`cuzarr.create` arguments)."""
+        return await self._create_legacy(name, shape, fill_value=0, **kwargs)
+
+    async def ones(self, *, name: str, shape: Any, **kwargs: Any) -> AsyncArray:
+        """A new array ``name`` reading as ones (:func:`cuzarr.create` arguments)."""
+        return await self._create_legacy(name, shape, fill_value=1, **kwargs)
+
+    async def full(
+        self, *, name: str, shape: Any, fill_value: Any, **kwargs: Any
+    ) -> AsyncArray:
+        """A new array ``name`` reading as ``fill_value`` (:func:`cuzarr.create` arguments)."""
+        return await self._create_legacy(name, shape, fill_value=fill_value, **kwargs)
+
+    async def empty(self, *, name: str, shape: Any, **kwargs: Any) -> AsyncArray:
+        """A new array ``name`` with no data written (:func:`cuzarr.create` arguments)."""
+        return await self._create_legacy(name, shape, **kwargs)
+
+    async def _like(
+        self, name: str, data: Any, kwargs: dict[str, Any], fill: Any = None, drop: bool = False
+    ) -> AsyncArray:
+        from cuzarr.api import asynchronous as api
+
+        fmt = self._member_zarr_format(kwargs.pop("zarr_format", None))
+        like = api._like_create_args(data, fmt)
+        like.pop("zarr_format", None)
+        if drop:
+            like.pop("fill_value", None)
+        kw = {**like, **kwargs}
+        if fill is not None:
+            kw["fill_value"] = fill
+        shape = kw.pop("shape")
+        return await self._create_legacy(name, shape, zarr_format=fmt, **kw)
+
+    async def zeros_like(self, *, name: str, data: Any, **kwargs: Any) -> AsyncArray:
+        """A new array ``name`` of zeros shaped (and chunked, typed...) like ``data``."""
+        return await self._like(name, data, kwargs, fill=0, drop=True)
+
+    async def ones_like(self, *, name: str, data: Any, **kwargs: Any) -> AsyncArray:
+        """A new array ``name`` of ones shaped (and chunked, typed...) like ``data``."""
+        return await self._like(name, data, kwargs, fill=1, drop=True)
+
+    async def full_like(self, *, name: str, data: Any, **kwargs: Any) -> AsyncArray:
+        """A new array ``name`` like ``data``, filled with ``fill_value`` (default: the
+        fill value of ``data``)."""
+        return await self._like(name, data, kwargs)
+
+    async def empty_like(self, *, name: str, data: Any, **kwargs: Any) -> AsyncArray:
+        """A new array ``name`` like ``data``, with no data written."""
+        return await self._like(name, data, kwargs)
+
+    def _info(self, members: list[Any] | None) -> GroupInfo:
+        counts: dict[str, int] = {}
+        if members is not None:
+            n_groups = sum(isinstance(m, AsyncGroup) for m in members)
+            counts = {
+                "count_members": len(members),
+                "count_arrays": len(members) - n_groups,
+                "count_groups": n_groups,
+            }
+        return GroupInfo(
+            self.store_path.path,
+            self.zarr_format,
+            self.read_only,
+            type(self.store).__name__,
+            **counts,
+        )
+
+    @property
+    def info(self) -> GroupInfo:
+        """What is known without store requests (member counts only when the group was
+        opened with consolidated metadata)."""
+        if self.consolidated is None:
+            return self._info(None)
+        return self._info(
+            [
+                AsyncGroup(m, self.store_path) if isinstance(m, GroupMetadata) else m
+                for m in self.consolidated.values()
+            ]
+        )
+
+    async def info_complete(self) -> GroupInfo:
+        """``info`` with member counts (lists the hierarchy)."""
+        return self._info([node for _, node in await self.members(max_depth=None)])
 
 
 class Group:
@@ -324,9 +504,13 @@ class Group:
 
     @property
     def attrs(self) -> Attributes:
-        return Attributes(lambda: self._async_group.metadata.attributes, self.update_attributes)
+        return Attributes(
+            lambda: self._async_group.metadata.attributes,
+            lambda attrs: sync(self._async_group._replace_attributes(attrs)),
+        )
 
     def update_attributes(self, attrs: dict[str, Any]) -> Group:
+        """Merge ``attrs`` into the attributes (keys not in ``attrs`` are kept)."""
         sync(self._async_group.update_attributes(attrs))
         return self
 
@@ -387,10 +571,285 @@ class Group:
     def require_array(self, name: str, **kwargs: Any) -> Array:
         return Array(sync(self._async_group.require_array(name, **kwargs)))
 
-    def tree(self, level: int | None = None) -> str:
+    # -- zarr-python compatibility --------------------------------------------------
+    def get(self, path: str, default: Any = None) -> Array | Group | Any:
+        """The member at ``path`` (may contain ``/``), or ``default`` if there is none.
+
+        Parameters
+        ----------
+        path : str
+            Path relative to this group.
+        default : object, optional
+            Returned when nothing is at ``path``.
+
+        Returns
+        -------
+        Array, Group or ``default``
+        """
+        node = sync(self._async_group.get(path, _MISSING))
+        return default if node is _MISSING else self._wrap(node)
+
+    def get_array(self, path: str) -> Array:
+        """The array at ``path`` (``ArrayNotFoundError`` / ``ContainsGroupError`` otherwise).
+
+        Parameters
+        ----------
+        path : str
+            Path relative to this group.
+
+        Returns
+        -------
+        Array
+        """
+        return Array(sync(self._async_group.get_array(path)))
+
+    def get_group(self, path: str) -> Group:
+        """The group at ``path`` (``GroupNotFoundError`` / ``ContainsArrayError`` otherwise).
+
+        Parameters
+        ----------
+        path : str
+            Path relative to this group.
+
+        Returns
+        -------
+        Group
+        """
+        return Group(sync(self._async_group.get_group(path)))
+
+    def nmembers(self, max_depth: int | None = 0) -> int:
+        """Number of members.
+
+        Parameters
+        ----------
+        max_depth : int or None
+            0 (default) counts the children, None the whole hierarchy below.
+
+        Returns
+        -------
+        int
+        """
+        return sync(self._async_group.nmembers(max_depth))
+
+    def array_values(self) -> Iterator[Array]:
+        """The child arrays.
+
+        Yields
+        ------
+        Array
+        """
+        for _, v in self.arrays():
+            yield v
+
+    def group_values(self) -> Iterator[Group]:
+        """The child groups.
+
+        Yields
+        ------
+        Group
+        """
+        for _, v in self.groups():
+            yield v
+
+    def require_groups(self, *names: str) -> tuple[Group, ...]:
+        """Open or create a child group for each name.
+
+        Parameters
+        ----------
+        *names : str
+            Group names.
+
+        Returns
+        -------
+        tuple of Group
+        """
+        return tuple(Group(g) for g in sync(self._async_group.require_groups(*names)))
+
+    def create(self, name: str, **kwargs: Any) -> Array:
+        """Alias of :meth:`create_array` (zarr-python's legacy name).
+
+        Parameters
+        ----------
+        name : str
+            Name of the array.
+        **kwargs
+            :func:`cuzarr.create_array` arguments (``compressor=`` is accepted too).
+
+        Returns
+        -------
+        Array
+        """
+        return self.create_array(name, **kwargs)
+
+    def zeros(self, *, name: str, shape: Any, **kwargs: Any) -> Array:
+        """A new array ``name`` that reads as zeros.
+
+        Parameters
+        ----------
+        name : str
+            Name of the array.
+        shape : int or tuple of int
+            Shape.
+        **kwargs
+            :func:`cuzarr.create` arguments (the zarr format is the group's).
+
+        Returns
+        -------
+        Array
+        """
+        return Array(sync(self._async_group.zeros(name=name, shape=shape, **kwargs)))
+
+    def ones(self, *, name: str, shape: Any, **kwargs: Any) -> Array:
+        """A new array ``name`` that reads as ones (see :meth:`zeros`).
+
+        Parameters
+        ----------
+        name : str
+            Name of the array.
+        shape : int or tuple of int
+            Shape.
+        **kwargs
+            :func:`cuzarr.create` arguments.
+
+        Returns
+        -------
+        Array
+        """
+        return Array(sync(self._async_group.ones(name=name, shape=shape, **kwargs)))
+
+    def full(self, *, name: str, shape: Any, fill_value: Any, **kwargs: Any) -> Array:
+        """A new array ``name`` that reads as ``fill_value`` (see :meth:`zeros`).
+
+        Parameters
+        ----------
+        name : str
+            Name of the array.
+        shape : int or tuple of int
+            Shape.
+        fill_value : scalar
+            The fill value.
+        **kwargs
+            :func:`cuzarr.create` arguments.
+
+        Returns
+        -------
+        Array
+        """
+        return Array(
+            sync(self._async_group.full(name=name, shape=shape, fill_value=fill_value, **kwargs))
+        )
+
+    def empty(self, *, name: str, shape: Any, **kwargs: Any) -> Array:
+        """A new array ``name`` with nothing written (see :meth:`zeros`).
+
+        Parameters
+        ----------
+        name : str
+            Name of the array.
+        shape : int or tuple of int
+            Shape.
+        **kwargs
+            :func:`cuzarr.create` arguments.
+
+        Returns
+        -------
+        Array
+        """
+        return Array(sync(self._async_group.empty(name=name, shape=shape, **kwargs)))
+
+    def zeros_like(self, *, name: str, data: Any, **kwargs: Any) -> Array:
+        """A new array ``name`` of zeros like ``data`` (shape, dtype, chunks; for an
+        array of the group's format also its codecs and order).
+
+        Parameters
+        ----------
+        name : str
+            Name of the array.
+        data : array-like
+            The model.
+        **kwargs
+            :func:`cuzarr.create` arguments, overriding those taken from ``data``.
+
+        Returns
+        -------
+        Array
+        """
+        return Array(sync(self._async_group.zeros_like(name=name, data=data, **kwargs)))
+
+    def ones_like(self, *, name: str, data: Any, **kwargs: Any) -> Array:
+        """A new array ``name`` of ones like ``data`` (see :meth:`zeros_like`).
+
+        Parameters
+        ----------
+        name : str
+            Name of the array.
+        data : array-like
+            The model.
+        **kwargs
+            :func:`cuzarr.create` arguments.
+
+        Returns
+        -------
+        Array
+        """
+        return Array(sync(self._async_group.ones_like(name=name, data=data, **kwargs)))
+
+    def full_like(self, *, name: str, data: Any, **kwargs: Any) -> Array:
+        """A new array ``name`` like ``data`` reading as ``fill_value`` (default: the
+        fill value of ``data``; see :meth:`zeros_like`).
+
+        Parameters
+        ----------
+        name : str
+            Name of the array.
+        data : array-like
+            The model.
+        **kwargs
+            :func:`cuzarr.create` arguments.
+
+        Returns
+        -------
+        Array
+        """
+        return Array(sync(self._async_group.full_like(name=name, data=data, **kwargs)))
+
+    def empty_like(self, *, name: str, data: Any, **kwargs: Any) -> Array:
+        """A new array ``name`` like ``data`` with nothing written (see :meth:`zeros_like`).
+
+        Parameters
+        ----------
+        name : str
+            Name of the array.
+        data : array-like
+            The model.
+        **kwargs
+            :func:`cuzarr.create` arguments.
+
+        Returns
+        -------
+        Array
+        """
+        return Array(sync(self._async_group.empty_like(name=name, data=data, **kwargs)))
+
+    @property
+    def info(self) -> GroupInfo:
+        """Summary of the group without store requests (see :meth:`info_complete`)."""
+        return self._async_group.info
+
+    def info_complete(self) -> GroupInfo:
+        """Summary of the group with its member counts (lists the hierarchy).
+
+        Returns
+        -------
+        GroupInfo
+        """
+        return sync(self._async_group.info_complete())
+
+    def tree(self, expand: bool | None = None, level: int | None = None) -> str:
         """A text rendering of the hierarchy below this group (a ``str`` that also
         shows as the tree at the prompt). ``level`` is the ``max_depth`` of
-        ``members``: 0 shows only the children, as in zarr-python."""
+        ``members``: 0 shows only the children, as in zarr-python. ``expand`` is
+        accepted for zarr-python compatibility (it only affects its HTML rendering)."""
         members = self.members(max_depth=None if level is None else max(0, level))
         children: dict[str, list[tuple[str, Any]]] = {}
         for path, node in members:
@@ -411,3 +870,45 @@ class Group:
 
         walk("", "")
         return _Tree("\n".join(lines))
+
+
+class GroupInfo:
+    """Summary of a group (``Group.info`` / ``Group.info_complete()``), printed as
+    zarr-python prints its ``GroupInfo``."""
+
+    def __init__(
+        self,
+        name: str,
+        zarr_format: int,
+        read_only: bool,
+        store_type: str,
+        count_members: int | None = None,
+        count_arrays: int | None = None,
+        count_groups: int | None = None,
+    ) -> None:
+        self.name = name
+        self.type = "Group"
+        self.zarr_format = zarr_format
+        self.read_only = read_only
+        self.store_type = store_type
+        self.count_members = count_members
+        self.count_arrays = count_arrays
+        self.count_groups = count_groups
+
+    def __repr__(self) -> str:
+        rows = [
+            ("Name", self.name),
+            ("Type", self.type),
+            ("Zarr format", self.zarr_format),
+            ("Read-only", self.read_only),
+            ("Store type", self.store_type),
+        ]
+        if self.count_members is not None:
+            rows.append(("No. members", self.count_members))
+        if self.count_arrays is not None:
+            rows.append(("No. arrays", self.count_arrays))
+        if self.count_groups is not None:
+            rows.append(("No. groups", self.count_groups))
+        return "\n".join(f"{k:<12}: {v}" for k, v in rows)
+
+    __str__ = __repr__

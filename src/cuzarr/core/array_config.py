@@ -1,0 +1,70 @@
+"""``ArrayConfig``: the runtime configuration of an array (zarr-python's ``config=``)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from cuzarr.config import config as _global_config
+
+__all__ = ["ArrayConfig", "parse_array_config"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ArrayConfig:
+    """Runtime settings of an array, not stored in its metadata.
+
+    Parameters
+    ----------
+    order : {"C", "F"}
+        Memory layout of the arrays that reads return (for Zarr v3; a v2 array's order
+        is stored in its metadata).
+    write_empty_chunks : bool
+        Store chunks that equal the fill value (False: such chunks are deleted).
+    """
+
+    order: str = "C"
+    write_empty_chunks: bool = False
+
+    def __post_init__(self) -> None:
+        if self.order not in ("C", "F"):
+            raise ValueError(f"order must be 'C' or 'F', got {self.order!r}")
+        if not isinstance(self.write_empty_chunks, bool):
+            raise TypeError(
+                f"write_empty_chunks must be a bool, got {self.write_empty_chunks!r}"
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The settings as a plain ``dict``.
+
+        Returns
+        -------
+        dict
+            ``{"order": ..., "write_empty_chunks": ...}``.
+        """
+        return dataclasses.asdict(self)
+
+
+def parse_array_config(value: ArrayConfig | Mapping[str, Any] | None) -> ArrayConfig:
+    """An ``ArrayConfig`` from an ``ArrayConfig``, a ``dict`` or ``None``.
+
+    Parameters
+    ----------
+    value : ArrayConfig, dict or None
+        Missing keys come from ``cuzarr.config`` (``array.order``,
+        ``array.write_empty_chunks``); unknown keys raise.
+
+    Returns
+    -------
+    ArrayConfig
+    """
+    if isinstance(value, ArrayConfig):
+        return value
+    d = dict(value or {})
+    unknown = set(d) - {"order", "write_empty_chunks"}
+    if unknown:
+        raise ValueError(f"unknown array config keys: {sorted(unknown)}")
+    d.setdefault("order", _global_config.get("array.order", "C") or "C")
+    d.setdefault("write_empty_chunks", bool(_global_config.get("array.write_empty_chunks")))
+    return ArrayConfig(**d)
