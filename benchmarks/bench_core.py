@@ -108,6 +108,7 @@ NEEDS = {
 LIMIT_UNITS = ["write", "read", "tiny", "shard-read"]  # units with limit:* rows
 
 FULL_READS = ["read", "tiny-read", "shard-read"]  # rows with an RSS/out column
+RSS_GOAL_ROWS = ["read", "shard-read"]  # the >= 256 MiB reads the RSS goal is about
 WRITE_UNITS = {"write": "", "shard-write": "_shard"}  # unit -> store suffix
 RESULT_TAG = "BENCH_RESULT "
 JSON_TAG = "BENCH_JSON "
@@ -1142,9 +1143,16 @@ def print_summary(summary: list[dict[str, Any]], args) -> None:
         if e.get("cuzarr_rss_per_out") is not None:
             v = e["cuzarr_rss_per_out"]
             bp = e.get("best_peer_rss_per_out")
+            # The goal is about the large reads; a 40 MiB tiny-chunk output is
+            # smaller than the interpreter and its imports (~45 MiB) alone.
+            goal = (
+                f"goal <= 1.2: {'met' if v <= 1.2 else 'NOT met'}"
+                if e["workload"] in RSS_GOAL_ROWS
+                else "no goal: the interpreter's own RSS dominates at this size"
+            )
             print(
                 f"{e['workload']}: {cz} peak RSS = {v:.2f}x the output size "
-                f"(goal <= 1.2: {'met' if v <= 1.2 else 'NOT met'}); growth during the read "
+                f"({goal}); growth during the read "
                 f"(dRSS) = {e['cuzarr_drss_per_out']:.2f}x"
                 + (f"; lowest peer: {bp[0]} {bp[1]:.2f}x" if bp else "")
             )
