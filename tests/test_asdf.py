@@ -377,3 +377,17 @@ def test_asdf_extension_registered():
     exts = [e.extension_uri for e in asdf.get_config().extensions]
     assert "asdf://cuzarr.dev/cuzarr/extensions/cuzarr-1.0.0" in exts
     assert asdf.get_config().resource_manager["asdf://cuzarr.dev/cuzarr/schemas/zarr_array-1.0.0"]
+
+
+def test_embedded_readable_after_close_with_space_in_file_name(tmp_path):
+    """asdf hands out a percent-encoded file URL ('my%20obs.asdf')."""
+    a = cuzarr.create_array({}, shape=(5,), chunks=(2,), dtype="i2")
+    a[:] = np.arange(5)
+    b = cuzarr.create_array(str(tmp_path / "d.zarr"), shape=(3,), chunks=(2,), dtype="u1")
+    b[:] = [1, 2, 3]
+    path = tmp_path / "my obs.asdf"
+    asdf.AsdfFile({"a": a, "r": reference(b, "d.zarr")}).write_to(path)
+    with asdf.open(path) as af:
+        x, r = af["a"], af["r"]
+    np.testing.assert_array_equal(x[:], np.arange(5))
+    np.testing.assert_array_equal(r[:], [1, 2, 3])

@@ -398,3 +398,36 @@ def test_read_many_shared_chunks_staged(tmp_path, emulate, monkeypatch, kind, st
         np.testing.assert_array_equal(g, e)
     assert not np.shares_memory(got[0], got[5])
     assert emulate["stream:zstd"] > before  # the device path decoded them
+
+
+@pytest.mark.parametrize("compressor", [
+    {"name": "gzip", "configuration": {"level": 5}},
+    numcodecs.Zlib(level=1),
+    numcodecs.LZ4(),
+    {"name": "zstd", "configuration": {"level": 1}},
+])
+def test_corrupt_stream_body_raises_codec_error_naming_key(emulate, compressor):
+    """A chunk whose compressed body is damaged (header intact) fails as on the
+    host: a CodecError naming the key, never the decoder's own exception, and
+    zlib / gzip chunks whose Adler-32 / CRC-32 do not match are not returned."""
+    data = (np.arange(1200).reshape(40, 30) % 7).astype("<f4")  # compressible
+    a = _v3(MemoryStore(), "a", data, (20, 15), compressor)
+    store = a.store
+    key = "a/c/1/0"
+    good = cuzarr.core.sync.sync(store.get(key))
+    raised = 0
+    for pos in range(len(good) // 3, len(good) - 8, max(1, len(good) // 12)):
+        raw = bytearray(good)
+        raw[pos : pos + 4] = b"\xff\x00\xff\x00"
+        cuzarr.core.sync.sync(store.set(key, bytes(raw)))
+        with cuzarr.config.set({"gpu.emulate": False}):
+            try:
+                a[...]
+            except cuzarr.errors.CodecError:
+                pass
+            else:
+                continue  # the host decodes it too (e.g. a literal byte of lz4)
+        with pytest.raises(cuzarr.errors.CodecError, match=key):
+            a[...]
+        raised += 1
+    assert raised

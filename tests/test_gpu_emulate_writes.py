@@ -215,3 +215,27 @@ def test_blosc_parameters_the_device_takes():
     assert _blosc_params({"cname": "lz4", "shuffle": -1}, 1) is None  # auto: bit shuffle
     assert _blosc_params({"cname": "blosclz", "shuffle": 1}, 4) is None
     assert _blosc_params({"cname": "lz4", "shuffle": 1, "typesize": 300}, 4) is None
+
+
+@pytest.mark.parametrize("endian", ["little", "big"])
+@pytest.mark.parametrize("dtype, fill", [("<c8", complex(np.nan, 0)),
+                                         ("<c16", complex(np.nan, np.nan))])
+def test_complex_nan_fill_matches_any_nan(tmp_path, emulate, endian, dtype, fill):
+    """A complex fill with NaN parts: a chunk whose parts are NaN with another
+    payload (here -NaN) is empty, as on the host (not stored)."""
+    neg = np.float64(-np.nan)
+    value = np.full(4, complex(neg, 0 if np.isfinite(fill.imag) else neg), dtype)
+    a = cuzarr.create_array(LocalStore(tmp_path / "a"), shape=(8,), dtype=dtype, chunks=(4,),
+                            fill_value=fill,
+                            serializer={"name": "bytes", "configuration": {"endian": endian}})
+    a[:4] = value
+    a[4:] = np.array([complex(neg, -0.0)] * 4, dtype)  # imag -0.0 differs: stored
+    assert emulate["empty"] == 1
+    stored = 1
+    assert a.nchunks_initialized == stored
+    with cuzarr.config.set({"gpu.emulate": False}):
+        b = cuzarr.create_array(LocalStore(tmp_path / "b"), shape=(8,), dtype=dtype,
+                                chunks=(4,), fill_value=fill)
+        b[:4] = value
+        b[4:] = np.array([complex(neg, -0.0)] * 4, dtype)
+        assert b.nchunks_initialized == stored

@@ -211,3 +211,30 @@ def test_cli_copy_memory_is_bounded(tmp_path):
     src[...] = np.random.default_rng(1).random((256, 256))
     dst = copy_array(src, str(tmp_path / "d"), chunks=(32, 32), max_block_bytes=64 << 10)
     np.testing.assert_array_equal(dst[...], src[...])
+
+
+def test_cli_user_errors_are_messages_not_tracebacks(tmp_path, capsys):
+    from cuzarr.cli import main
+
+    src = str(tmp_path / "src.zarr")
+    a = cuzarr.create_array(src, name="x", shape=(6,), chunks=(2,), dtype="i4")
+    a[:] = np.arange(6)
+    assert main(["copy", src, str(tmp_path / "d.zarr"), "--quiet"]) == 0
+    for argv in (
+        ["copy", src, str(tmp_path / "d.zarr"), "--quiet"],  # destination exists
+        ["copy", src, str(tmp_path / "e.zarr"), "--src-path", "x", "--chunks", "abc"],
+        ["copy", src, str(tmp_path / "e.zarr"), "--src-path", "x", "--compressor", "foo"],
+        ["copy", src, str(tmp_path / "e.zarr"), "--src-path", "x", "--compressor", "zstd:z"],
+        # copying a node onto itself (or into itself) would delete the source first
+        ["copy", src, src, "--src-path", "x", "--dst-path", "x", "--overwrite", "--quiet"],
+        ["copy", src, src, "--dst-path", "inner", "--quiet"],
+    ):
+        capsys.readouterr()
+        assert main(argv) == 1, argv
+        err = capsys.readouterr().err
+        assert err.startswith("cuzarr: error:") and "Traceback" not in err, (argv, err)
+    np.testing.assert_array_equal(cuzarr.open_array(src, path="x")[:], np.arange(6))
+    r = subprocess.run(
+        [sys.executable, "-m", "cuzarr", "tree", src], capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0 and "x (6,) int32" in r.stdout, r.stderr

@@ -143,3 +143,69 @@ def test_lock_keys_excludes(tmp_path):
         return [k async for k in s1.list()]
 
     assert asyncio.run(keys()) == []
+
+
+def test_sharded_read_is_not_torn_by_a_shard_replaced_midway(tmp_path, monkeypatch):
+    """A partial read of a shard reads its index, then the inner chunks it points
+    to: both from the same file, even when a writer replaces the shard between."""
+    from cuzarr.codecs.sharding import ShardingCodec
+
+    a = cuzarr.create_array(
+        LocalStore(tmp_path / "s"), shape=(64, 64), chunks=(8, 8), shards=(64, 64), dtype="i4"
+    )
+    old = np.arange(64 * 64, dtype="i4").reshape(64, 64)
+    new = np.random.default_rng(0).integers(0, 2**31, (64, 64), dtype="i4")  # sizes differ
+    a[...] = old
+    real = ShardingCodec.decode_index
+    calls = []
+
+    def decode_index(self, raw, shape):
+        if not calls:
+            calls.append(1)
+            a[...] = new  # the shard is replaced between the index and the chunk reads
+        return real(self, raw, shape)
+
+    monkeypatch.setattr(ShardingCodec, "decode_index", decode_index)
+    got = a[8:16, 16:32]  # 2 of 64 inner chunks: index, then ranges
+    assert calls
+    np.testing.assert_array_equal(got, old[8:16, 16:32])
+    np.testing.assert_array_equal(a[8:16, 16:32], new[8:16, 16:32])
+
+
+_LATE_WRITER = """
+import concurrent.futures.thread as cft, sys, threading, time
+import numpy as np
+import cuzarr
+
+root = sys.argv[1]
+a = cuzarr.create_array(root, name="a", shape=(64,), chunks=(8,), dtype="i4")
+a[:] = 1  # the pools exist and have run work
+
+def late() -> None:
+    threading.main_thread().join()
+    while not cft._shutdown:  # concurrent.futures' exit hook has run
+        time.sleep(0.001)
+    b = cuzarr.open_array(root, path="a")
+    b[:] = np.arange(64)
+    b.attrs["done"] = True
+    print("late", int(b[:].sum()), flush=True)
+
+threading.Thread(target=late).start()
+"""
+
+
+def test_threads_still_running_at_interpreter_exit_keep_working(tmp_path):
+    """A non-daemon thread that reads and writes after the main thread has ended
+    (Python waits for it) is served: cuzarr's pools survive concurrent.futures'
+    exit hook."""
+    import subprocess
+
+    root = str(tmp_path / "s")
+    p = subprocess.run(
+        [sys.executable, "-c", _LATE_WRITER, root], capture_output=True, text=True, timeout=60
+    )
+    assert p.returncode == 0, p.stderr
+    assert "late 2016" in p.stdout, p.stderr
+    b = cuzarr.open_array(root, path="a", mode="r")
+    np.testing.assert_array_equal(b[:], np.arange(64))
+    assert b.attrs["done"] is True

@@ -140,3 +140,93 @@ def test_unsupported(tmp_path):
         cuzarr.create_array(path, shape=(4,), dtype="i4", zarr_format=2, fill_value=3)
     with pytest.raises(MetadataError, match="data type"):
         cuzarr.create_array(path, shape=(4,), dtype="c8", zarr_format=2)
+
+
+def test_blosc_autoshuffle_is_stored_as_an_n5_shuffle(tmp_path):
+    path = tmp_path / "auto.n5"
+    for name, dtype, shuffle in [("b", "uint8", 2), ("w", "int32", 1)]:
+        a = cuzarr.create_array(
+            str(path),
+            name=name,
+            shape=(7,),
+            chunks=(3,),
+            dtype=dtype,
+            zarr_format=2,
+            compressors=numcodecs.Blosc(shuffle=numcodecs.Blosc.AUTOSHUFFLE),
+        )
+        a[:] = np.arange(7)
+        assert (
+            json.loads((path / name / "attributes.json").read_text())["compression"]["shuffle"]
+            == shuffle
+        )
+        np.testing.assert_array_equal(_ts_open(path / name).read().result(), np.arange(7))
+
+
+def test_one_dimensional_slash_separated_chunks(tmp_path):
+    path = str(tmp_path / "s.n5")
+    a = cuzarr.create_array(
+        path,
+        name="s",
+        shape=(5,),
+        chunks=(2,),
+        dtype="i2",
+        zarr_format=2,
+        chunk_key_encoding={"name": "v2", "separator": "/"},
+    )
+    a[:] = np.arange(5)
+    np.testing.assert_array_equal(a[:], np.arange(5))
+    assert a.nchunks_initialized == 3
+    np.testing.assert_array_equal(_ts_open(tmp_path / "s.n5" / "s").read().result(), np.arange(5))
+
+
+def test_groups_without_attributes_json(tmp_path):
+    """tensorstore writes no group attributes.json; N5 groups are plain directories."""
+    path = tmp_path / "bare.n5"
+    for name in ["a", "b/c"]:
+        t = ts.open(
+            {
+                "driver": "n5",
+                "kvstore": {"driver": "file", "path": str(path / name)},
+                "metadata": {
+                    "dimensions": [4],
+                    "blockSize": [2],
+                    "dataType": "int8",
+                    "compression": {"type": "raw"},
+                },
+            },
+            create=True,
+        ).result()
+        t[...] = 1
+    g = cuzarr.open_group(str(path), mode="r")
+    assert sorted(g.keys()) == ["a", "b"]
+    np.testing.assert_array_equal(g["b"]["c"][:], np.ones(4, "i1"))
+    with pytest.raises(KeyError):
+        g["a/0"]  # a chunk directory of an array is not a group
+
+
+def test_zero_dimensional_arrays_and_root_array_listing(tmp_path):
+    s = cuzarr.create_array(str(tmp_path / "c.n5"), name="s", shape=(), dtype="f8", zarr_format=2)
+    s[()] = 2.5
+    assert s.nchunks_initialized == 1
+    assert _ts_open(tmp_path / "c.n5" / "s").read().result() == 2.5
+    t = ts.open(
+        {
+            "driver": "n5",
+            "kvstore": {"driver": "file", "path": str(tmp_path / "t.n5")},
+            "metadata": {
+                "dimensions": [],
+                "blockSize": [],
+                "dataType": "int16",
+                "compression": {"type": "gzip"},
+            },
+        },
+        create=True,
+    ).result()
+    t[...] = -7
+    z = cuzarr.open_array(str(tmp_path / "t.n5"), mode="r")  # an array at the container root
+    assert z[()] == -7 and z.nchunks_initialized == 1
+    r = cuzarr.create_array(
+        str(tmp_path / "r.n5"), shape=(5,), chunks=(2,), dtype="u1", zarr_format=2
+    )
+    r[:] = 1
+    assert cuzarr.open_array(str(tmp_path / "r.n5"), mode="r").nchunks_initialized == 3

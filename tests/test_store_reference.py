@@ -124,3 +124,14 @@ def test_http_targets(tmp_path):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_unreadable_reference_files_raise_metadata_error(tmp_path):
+    from cuzarr.errors import MetadataError
+
+    (tmp_path / "bad.json").write_text("{nope")
+    (tmp_path / "list.json").write_text("[1, 2]")
+    (tmp_path / "refs.parq").mkdir()
+    for name in ("bad.json", "list.json", "refs.parq"):
+        with pytest.raises(MetadataError, match="JSON"):
+            cuzarr.open_group(f"reference://{tmp_path / name}", mode="r")

@@ -179,3 +179,14 @@ def test_damaged_zip_raises_cuzarr_errors(tmp_path):
     path.write_bytes(bytes(raw))
     with pytest.raises(ChecksumError, match="c/0"):
         cuzarr.open_array(ZipStore(path, mode="r"))[:]
+
+
+def test_read_only_new_archive_mode_is_refused(tmp_path):
+    path = tmp_path / "keep.zip"
+    a = cuzarr.create_array(ZipStore(path, mode="w"), shape=(4,), chunks=(2,), dtype="i1")
+    a[:] = 1
+    a.store_path.store.close()
+    for mode in ("w", "x"):
+        with pytest.raises((ValueError, FileExistsError)):
+            ZipStore(path, mode=mode, read_only=True)
+    np.testing.assert_array_equal(cuzarr.open_array(str(path), mode="r")[:], [1, 1, 1, 1])

@@ -478,3 +478,39 @@ def test_pickled_store_finds_its_lock_directory_anew(tmp_path):
     locks.release()
     assert store._lock_base is not None
     assert pickle.loads(pickle.dumps(store))._lock_base is None
+
+
+def test_pool_resized_while_a_call_runs_keeps_serving_it():
+    """Another thread changing ``threading.max_workers`` mid-call rebuilds the
+    pool; the running call keeps submitting its batches to the pool it holds."""
+    from cuzarr.core import sync
+
+    seen: list[int] = []
+
+    def job(lo: int, hi: int) -> None:
+        if lo == 0:
+            with cuzarr.config.set({"threading.max_workers": sync.max_workers() + 1}):
+                sync.get_executor()  # as a call in another thread would
+        seen.append(lo)
+
+    _run(pull_batches(8, 1, job, slice_s=0.0))
+    assert sorted(seen) == list(range(8))
+
+
+def test_io_semaphores_of_closed_loops_are_forgotten():
+    """Each asyncio.run is a new loop with its own I/O semaphore: closed loops'
+    entries (which keep the loop alive once a task waited) are dropped."""
+    from cuzarr.core import sync
+
+    async def take() -> None:
+        async with sync.io_semaphore():
+            await asyncio.sleep(0)
+
+    async def main() -> None:
+        await asyncio.gather(take(), take())  # the second waits: bound to the loop
+
+    before = len(sync._semaphores)
+    with cuzarr.config.set({"async.concurrency": 1}):
+        for _ in range(10):
+            asyncio.run(main())
+    assert len(sync._semaphores) <= before + 1

@@ -131,7 +131,10 @@ def cmd_consolidate(args: argparse.Namespace) -> int:
 def _parse_ints(text: str | None) -> tuple[int, ...] | None:
     if not text:
         return None
-    return tuple(int(x) for x in text.replace("x", ",").split(",") if x.strip())
+    try:
+        return tuple(int(x) for x in text.replace("x", ",").split(",") if x.strip())
+    except ValueError:
+        raise ValueError(f"expected integers like 256,256, got {text!r}") from None
 
 
 def source_compressors(src: Any) -> Any:
@@ -157,13 +160,16 @@ def _parse_compressor(text: str | None, zarr_format: int) -> Any:
         return None
     import numcodecs
 
-    if name == "zstd":
-        return numcodecs.Zstd(level=int(arg or 1))
-    if name == "gzip":
-        return numcodecs.GZip(level=int(arg or 5))
+    try:
+        if name == "zstd":
+            return numcodecs.Zstd(level=int(arg or 1))
+        if name == "gzip":
+            return numcodecs.GZip(level=int(arg or 5))
+    except ValueError:
+        raise ValueError(f"compressor {text!r}: the level must be an integer") from None
     if name == "blosc":
         return numcodecs.Blosc(cname=arg or "lz4", clevel=5, shuffle=numcodecs.Blosc.SHUFFLE)
-    raise SystemExit(
+    raise ValueError(
         f"unknown compressor {text!r} (zstd[:level], gzip[:level], blosc[:cname], none)"
     )
 
@@ -236,10 +242,29 @@ def copy_array(
     return dst
 
 
+def _overlaps(src: Any, dst: Any, dst_path: str | None) -> bool:
+    """Whether the destination is the source node, inside it, or holds it."""
+    from cuzarr.storage.common import make_store_path
+
+    try:
+        sp = make_store_path(dst, dst_path, mode="r")
+    except Exception:
+        return False
+    if sp.store != src.store:
+        return False
+    a, b = src.path, sp.path
+    return not a or not b or a == b or a.startswith(b + "/") or b.startswith(a + "/")
+
+
 def cmd_copy(args: argparse.Namespace) -> int:
     import cuzarr
 
     src = cuzarr.open(args.src, mode="r", path=args.src_path)
+    if _overlaps(src, args.dst, args.dst_path):
+        raise ValueError(
+            "the destination overlaps the source (same node, or one inside the other); "
+            "copy to another path or store"
+        )
     fmt = args.zarr_format
     if isinstance(src, cuzarr.Array):
         copy_array(
@@ -357,13 +382,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``cuzarr`` console script."""
+    from cuzarr.errors import CuzarrError
+
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         print("\ninterrupted: the destination holds the chunks finished so far", file=sys.stderr)
         return 130
-    except (FileNotFoundError, ValueError, PermissionError) as e:
+    except (CuzarrError, OSError, ValueError, IndexError) as e:
         print(f"cuzarr: error: {e}", file=sys.stderr)
         return 1
 

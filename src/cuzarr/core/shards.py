@@ -223,6 +223,16 @@ def _shard_job(
 
 def _run_plan_sync(gen: Any, sio: Any) -> Any:
     """Drive an I/O plan generator with a store's blocking batch I/O."""
+    pinned = getattr(sio, "pinned", None)
+    if pinned is not None:
+        # A shard's index and its inner chunks are read separately: from one file,
+        # so that a writer replacing the shard meanwhile cannot tear the read.
+        with pinned():
+            return _drive(gen, sio)
+    return _drive(gen, sio)
+
+
+def _drive(gen: Any, sio: Any) -> Any:
     answer: Any = None
     try:
         while True:

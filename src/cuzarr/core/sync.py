@@ -11,9 +11,11 @@ from __future__ import annotations
 import asyncio
 import atexit
 import os
+import queue
 import threading
-from collections.abc import Coroutine
-from concurrent.futures import ThreadPoolExecutor
+import weakref
+from collections.abc import Callable, Coroutine
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from cuzarr.config import config
@@ -29,6 +31,86 @@ _pool_pid: int | None = None
 _pid: int | None = None
 
 
+class _Pool(ThreadPoolExecutor):
+    """A thread pool that keeps serving while the interpreter shuts down.
+
+    concurrent.futures' ``ThreadPoolExecutor`` refuses new work and stops its
+    threads as soon as the main thread ends, before Python waits for the other
+    non-daemon threads: a user thread still reading or writing then failed
+    with "cannot schedule new futures after interpreter shutdown". These
+    threads are daemons that only :meth:`shutdown`, or the pool being garbage
+    collected, stops. (A ``ThreadPoolExecutor`` subclass, so that it can be an
+    event loop's default executor; none of the base class's machinery is used.)
+    """
+
+    def __init__(self, max_workers: int, thread_name_prefix: str = "") -> None:
+        self._n = max(1, int(max_workers))
+        self._prefix = thread_name_prefix
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self._closed = False
+        # when the pool is collected (a resized one, once no call holds it)
+        weakref.finalize(self, self._queue.put, None)
+
+    @staticmethod
+    def _work(q: queue.SimpleQueue[Any]) -> None:
+        while True:
+            item = q.get()
+            if item is None:
+                q.put(None)  # wake the next thread: they all stop
+                return
+            fut, fn, args, kwargs = item
+            if fut.set_running_or_notify_cancel():
+                try:
+                    result = fn(*args, **kwargs)
+                except BaseException as e:
+                    fut.set_exception(e)
+                    del e
+                else:
+                    fut.set_result(result)
+                    del result
+            del item, fut, fn, args, kwargs  # an idle thread holds no buffers
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        fut: Future[T] = Future()
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("cannot schedule new futures after shutdown")
+            if not self._threads:
+                # All threads at once, on first use: Python refuses to start
+                # threads once it is shutting down.
+                for i in range(self._n):
+                    t = threading.Thread(
+                        target=self._work,
+                        args=(self._queue,),
+                        name=f"{self._prefix}_{i}",
+                        daemon=True,
+                    )
+                    t.start()
+                    self._threads.append(t)
+            self._queue.put((fut, fn, args, kwargs))
+        return fut
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        with self._lock:
+            self._closed = True
+            threads = list(self._threads)
+        if cancel_futures:
+            while True:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is not None:
+                    item[0].cancel()
+        self._queue.put(None)
+        if wait:
+            for t in threads:
+                if t is not threading.current_thread():
+                    t.join()
+
+
 def _run_loop(loop: asyncio.AbstractEventLoop) -> None:
     asyncio.set_event_loop(loop)
     loop.run_forever()
@@ -42,6 +124,10 @@ def get_loop() -> asyncio.AbstractEventLoop:
     with _lock:
         if _loop is None or _pid != os.getpid():
             loop = asyncio.new_event_loop()
+            # store calls in threads (asyncio.to_thread) keep working, as the
+            # codec pool does, while the interpreter waits for user threads
+            n_io = min(32, (os.cpu_count() or 1) + 4)  # asyncio's default
+            loop.set_default_executor(_Pool(n_io, thread_name_prefix="cuzarr-io-pool"))
             thread = threading.Thread(target=_run_loop, args=(loop,), name="cuzarr-io", daemon=True)
             thread.start()
             _loop, _thread, _pid = loop, thread, os.getpid()
@@ -66,11 +152,12 @@ def get_executor() -> ThreadPoolExecutor:
         if _pool is None or _pool_size != n or _pool_pid != os.getpid():
             # A child forked from a process with a pool inherits it without its
             # threads: it builds its own (and leaves the inherited one alone).
-            old, old_pid = _pool, _pool_pid
-            _pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="cuzarr-codec")
+            # A resized pool is not shut down: calls still running (in other
+            # threads) hold it and keep submitting batches to it. Its idle
+            # threads end once the last of them lets it go (ThreadPoolExecutor
+            # stops its workers when it is garbage collected).
+            _pool = _Pool(max_workers=n, thread_name_prefix="cuzarr-codec")
             _pool_size, _pool_pid = n, os.getpid()
-            if old is not None and old_pid == _pool_pid:
-                old.shutdown(wait=False)
     return _pool
 
 
@@ -126,7 +213,7 @@ def sync(coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         raise
 
 
-_semaphores: dict[int, tuple[int, asyncio.Semaphore]] = {}
+_semaphores: dict[int, tuple[int, asyncio.Semaphore, asyncio.AbstractEventLoop]] = {}
 
 
 def io_semaphore() -> asyncio.Semaphore:
@@ -134,8 +221,14 @@ def io_semaphore() -> asyncio.Semaphore:
     loop = asyncio.get_running_loop()
     limit = int(config.get("async.concurrency"))
     entry = _semaphores.get(id(loop))
-    if entry is None or entry[0] != limit:
-        entry = (limit, asyncio.Semaphore(limit))
+    if entry is None or entry[0] != limit or entry[2] is not loop:
+        if entry is None:
+            # Forget loops that have closed: a program calling asyncio.run again
+            # and again would otherwise keep every one of them (and a semaphore).
+            for key, e in list(_semaphores.items()):
+                if e[2].is_closed():
+                    _semaphores.pop(key, None)
+        entry = (limit, asyncio.Semaphore(limit), loop)
         _semaphores[id(loop)] = entry
     return entry[1]
 

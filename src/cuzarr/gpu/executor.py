@@ -119,6 +119,13 @@ class GpuBatch:
     # uncompressed chunks read from files straight into their slots (GPUDirect
     # Storage): (staging offset, path, file offset, bytes)
     direct: list[tuple[int, str, int, int]] = field(default_factory=list)
+    # per row of ``streams[codec]``: the index of the chunk it belongs to
+    owners: dict[str, list[int]] = field(default_factory=dict)
+    # zlib / gzip chunks whose decoded bytes are checked against their stored
+    # checksum: (chunk index, staging offset, bytes, "adler32" | "crc32", value)
+    checks: list[tuple[int, int, int, str, int]] = field(default_factory=list)
+    # store keys of the chunks (prefix of the errors they raise), when known
+    names: Sequence[str] | None = None
 
 
 def prepare_batch(
@@ -147,7 +154,7 @@ def prepare_batch(
                       present=present, chunk_order=chunk_order, swap=swap)
     pieces: list[bytes | memoryview] = []
     pos = 0
-    batch = GpuBatch(plan, np.zeros(0, np.uint8))
+    batch = GpuBatch(plan, np.zeros(0, np.uint8), names=names)
     unshuffle_rows = []
     scratch = 0
     for i, data in enumerate(datas):
@@ -186,6 +193,10 @@ def prepare_batch(
             continue
         except CodecError as e:
             raise _named(e, names, i) from e
+        if kind == "zlib":
+            batch.checks.append((i, slot, nbytes, "adler32", formats.parse_zlib(data)[1]))
+        elif kind == "gzip":
+            batch.checks.append((i, slot, nbytes, "crc32", formats.parse_gzip(data).crc32))
         base = slot
         if blosc is not None:  # decode into scratch, unshuffle into the slot
             base = scratch
@@ -197,6 +208,7 @@ def prepare_batch(
             batch.streams.setdefault(st.codec, []).append(
                 (pos, st.length, base + st.dst_offset, st.decoded_size, blosc is not None)
             )
+            batch.owners.setdefault(st.codec, []).append(i)
             pos += -(-st.length // STAGING_ALIGN) * STAGING_ALIGN
     packed = np.zeros(pos, np.uint8)
     p = 0
@@ -216,6 +228,31 @@ def _read_file(path: str, offset: int, n: int) -> bytes:
     if len(data) != n:
         raise CodecError(f"{path}: read {len(data)} bytes, expected {n} (file changed?)")
     return data
+
+
+def verify_checksums(batch: GpuBatch, staging: Any, compute: Callable[..., Any]) -> None:
+    """Compare the decoded bytes of the batch's zlib / gzip chunks with their
+    stored Adler-32 / CRC-32 (``compute(staging, offsets, lengths, kind)``: the
+    device or host checksums); a mismatch is a ``CodecError`` naming the key,
+    as the host decoders raise."""
+    for kind in ("adler32", "crc32"):
+        rows = [c for c in batch.checks if c[3] == kind]
+        if not rows:
+            continue
+        got = compute(staging, [r[1] for r in rows], [r[2] for r in rows], kind)
+        for r, g in zip(rows, got, strict=True):
+            if int(g) & 0xFFFFFFFF != r[4] & 0xFFFFFFFF:
+                raise _named(CodecError(f"{kind} of the decoded chunk does not match "
+                                        "the stored one (corrupt chunk)"), batch.names, r[0])
+
+
+def stream_error(batch: GpuBatch, codec: str, row: int, e: Exception) -> CodecError:
+    """A raw stream's decode failure as a ``CodecError`` naming its chunk's key."""
+    owners = batch.owners.get(codec, [])
+    err = e if isinstance(e, CodecError) else CodecError(f"{codec} stream: {e}")
+    if row < len(owners):
+        return _named(err, batch.names, owners[row])
+    return err
 
 
 def _named(e: CodecError, names: Sequence[str] | None, i: int) -> CodecError:
@@ -345,9 +382,12 @@ class HostExecutor(TwinStats):
         staging = np.zeros(plan.staging_nbytes, np.uint8)
         scratch = np.zeros(batch.scratch_nbytes, np.uint8)
         for codec, rows in batch.streams.items():
-            for src, n, dst, size, to_scratch in rows:
+            for j, (src, n, dst, size, to_scratch) in enumerate(rows):
                 st = formats.RawStream(codec, src, n, size)
-                dec = formats.decode_streams_cpu(batch.packed, [st], size)
+                try:
+                    dec = formats.decode_streams_cpu(batch.packed, [st], size)
+                except Exception as e:  # lz4/zstandard/zlib errors, as nvCOMP's are
+                    raise stream_error(batch, codec, j, e) from e
                 (scratch if to_scratch else staging)[dst : dst + size] = dec
         for slot, raw in batch.host_decoded:
             staging[slot : slot + len(raw)] = raw
@@ -357,6 +397,10 @@ class HostExecutor(TwinStats):
                 staging[slot : slot + n] = np.frombuffer(_read_file(path, offset, n), np.uint8)
         if len(batch.unshuffle):
             formats.unshuffle_numpy(batch.unshuffle, scratch, staging)
+        if batch.checks:
+            from cuzarr.gpu.checksums import host_chunk_checksums
+
+            verify_checksums(batch, staging, host_chunk_checksums)
         execute_plan_numpy(plan.table, staging, out, fill)
 
     def scatter_fancy(self, items: Sequence[Any], chunks: Sequence[Any], out: Any, fill: Any) -> None:
@@ -426,6 +470,13 @@ class GpuExecutor:
                 self._read_direct(batch.direct, staging)
             if len(batch.unshuffle):
                 self._unshuffle(batch.unshuffle, scratch, staging)
+            if batch.checks:
+                from cuzarr.gpu.checksums import device_chunk_checksums
+
+                def compute(buf: Any, offs: Any, lens: Any, kind: str) -> Any:
+                    return device_chunk_checksums(buf, offs, lens, kind, stream=self.stream)
+
+                verify_checksums(batch, staging, compute)
             self.scatter(plan, staging, out, fill)
             # Buffers freed here go back to CuPy's pool, which orders their reuse
             # on this stream.
@@ -482,9 +533,10 @@ class GpuExecutor:
                 want = [r[3] for r in sel]
                 if got != want:
                     bad = next(j for j, (g, w) in enumerate(zip(got, want)) if g != w)
-                    raise CodecError(
+                    row = [k for k, r in enumerate(rows) if r[4] is to_scratch][bad]
+                    raise stream_error(batch, codec, row, CodecError(
                         f"{codec} stream decoded to {got[bad]} bytes, expected {want[bad]}"
-                    )
+                    ))
 
     def _read_direct(self, reads: list[tuple[int, str, int, int]], staging: Any) -> None:
         """Files into staging slots: kvikio (GPUDirect Storage, or its POSIX compat

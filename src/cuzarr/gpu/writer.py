@@ -294,7 +294,14 @@ class _Encoder(ABC):
         fb = fill_bytes(batch.fill, dt)
         if batch.swap > 1:
             fb = fb.reshape(-1, batch.swap)[:, ::-1].reshape(-1)
-        nan_fill = dt.kind == "f" and bool(np.isnan(np.asarray(batch.fill, dtype=dt)))
+        # Floats and complex numbers compare per component (the real and the
+        # imaginary part): a NaN component of the fill matches any NaN there, as
+        # the host's check does; the others compare bits (-0.0 is not 0.0).
+        cs = isz // 2 if dt.kind == "c" else isz
+        fdt = np.dtype(f"f{cs}") if dt.kind in "fc" else None
+        fill_parts = (np.asarray(batch.fill, dtype=dt).reshape(1).view(fdt)
+                      if fdt is not None else None)
+        nan_fill = fill_parts is not None and bool(np.isnan(fill_parts).any())
         by_size: dict[int, list[int]] = {}
         for i, s in enumerate(sizes):
             by_size.setdefault(s, []).append(i)
@@ -305,11 +312,19 @@ class _Encoder(ABC):
             rows = self._rows(staging, [offsets[i] for i in idx], size)
             xp = _xp(rows)
             if nan_fill:
-                items = rows.reshape(len(idx), size // isz, isz)
+                assert fdt is not None and fill_parts is not None
+                items = rows.reshape(len(idx), size // cs, cs)
                 if batch.swap > 1:
                     items = items[:, :, ::-1]
-                vals = xp.ascontiguousarray(items).reshape(len(idx), size).view(dt)
-                eq = xp.isnan(vals).all(axis=1)
+                parts = xp.ascontiguousarray(items).reshape(len(idx), size).view(fdt)
+                parts = parts.reshape(len(idx), size // isz, isz // cs)
+                bits = np.dtype(f"u{cs}")
+                eq = xp.ones(len(idx), dtype=bool)
+                for j, f in enumerate(fill_parts):
+                    if np.isnan(f):
+                        eq &= xp.isnan(parts[:, :, j]).all(axis=1)
+                    else:
+                        eq &= (parts[:, :, j].view(bits) == f.view(bits)).all(axis=1)
             else:
                 pattern = xp.asarray(np.tile(fb, size // isz))
                 eq = (rows == pattern[None, :]).all(axis=1)

@@ -216,7 +216,15 @@ def _local_file(url: str | None) -> str | None:
     path = url[len("file://") :] if url.startswith("file://") else url
     if "://" in path:
         return None
-    return path if os.path.isfile(path) else None
+    if os.path.isfile(path):
+        return path
+    if url.startswith("file://"):  # asdf percent-encodes file URLs ('my%20data.asdf')
+        from urllib.parse import unquote
+
+        path = unquote(path)
+        if os.path.isfile(path):
+            return path
+    return None
 
 
 class _BlockStore(ReferenceStore):

@@ -68,6 +68,10 @@ class SyncIO:
     # ([(key, ByteRequest | None)]) -> list[bytes-like | None]: get_ranges, the
     # values possibly in the calling thread's buffer, as get_reused
     get_ranges_reused: Any = None
+    # () -> context manager: within it, the calling thread's reads of one key all
+    # see the same stored value (one open file per key), even if it is replaced
+    # meanwhile; for a shard's index and inner chunks read separately (None: not offered)
+    pinned: Any = None
 
 
 def slice_bytes(data: bytes, byte_range: ByteRequest | None) -> bytes:

@@ -30,7 +30,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -417,9 +417,38 @@ class LocalStore(Store):
         self._check_file(key, path)
         return os.open(path, os.O_RDONLY)
 
+    @contextlib.contextmanager
+    def _pinned(self) -> Iterator[None]:
+        """Within the block, this thread's reads of a key use one descriptor,
+        opened on its first read: a shard's index and the inner chunks it
+        points to come from the same file even if a writer replaces it meanwhile
+        (the replaced file stays readable through the open descriptor)."""
+        prev = getattr(_tls, "pins", None)
+        pins: dict[str, int] = {}
+        _tls.pins = pins
+        try:
+            yield
+        finally:
+            _tls.pins = prev
+            for fd in pins.values():
+                os.close(fd)
+
     def _read_fd(self, key: str, read: Callable[[int], Any]) -> Any:
         """``read(fd)`` on ``key``'s file; ``None`` when the key is missing."""
         path = self._path(key)
+        pins = getattr(_tls, "pins", None)
+        if pins is not None:
+            try:
+                fd = pins.get(path)
+                if fd is None:
+                    fd = pins[path] = self._open_checked(key, path)
+                return read(fd)
+            except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+                return None
+            except OSError as e:
+                if e.errno == errno.ENAMETOOLONG:
+                    return None
+                raise
         try:
             fd = self._open_checked(key, path)
             try:
@@ -509,6 +538,7 @@ class LocalStore(Store):
             self._read_batch,
             lambda key: self._read(key, None, reuse=True),
             self._read_ranges_reused,
+            self._pinned,
         )
 
     def _set_many_sync(self, items: Sequence[tuple[str, bytes]]) -> None:

@@ -188,13 +188,13 @@ def decode_block(data: bytes, attrs: dict[str, Any]) -> np.ndarray:
 def encode_block(arr: np.ndarray, attrs: dict[str, Any]) -> bytes:
     """A (possibly truncated) C-order array -> an N5 block (header + compressed data)."""
     dtype = _n5_dtype(attrs["dataType"])
-    a = np.ascontiguousarray(arr, dtype=dtype)
+    a = np.ascontiguousarray(arr, dtype=dtype).reshape(np.shape(arr))  # keeps 0-d arrays 0-d
     sizes = tuple(reversed(a.shape))
     header = struct.pack(f">HH{len(sizes)}I", 0, len(sizes), *sizes)
     return header + _compress(_compression(attrs), a.tobytes(), dtype.itemsize)
 
 
-def _n5_compression_from(compressor: dict[str, Any] | None) -> dict[str, Any]:
+def _n5_compression_from(compressor: dict[str, Any] | None, itemsize: int = 1) -> dict[str, Any]:
     if compressor is None:
         return {"type": "raw"}
     cid = compressor.get("id")
@@ -211,11 +211,14 @@ def _n5_compression_from(compressor: dict[str, Any] | None) -> dict[str, Any]:
     if cid == "lzma":
         return {"type": "xz", "preset": int(compressor.get("preset") or 6)}
     if cid == "blosc":
+        shuffle = int(compressor.get("shuffle", 1))
+        if shuffle == -1:  # numcodecs AUTOSHUFFLE; N5 knows only 0, 1 and 2
+            shuffle = 2 if itemsize == 1 else 1
         return {
             "type": "blosc",
             "cname": compressor.get("cname", "lz4"),
             "clevel": int(compressor.get("clevel", 5)),
-            "shuffle": int(compressor.get("shuffle", 1)),
+            "shuffle": shuffle,
             "blocksize": int(compressor.get("blocksize", 0)),
         }
     raise MetadataError(
@@ -332,6 +335,8 @@ class N5Store(Store):
         path = "/".join(parts[:-1])
         attrs = await self._attrs(path)
         if self._is_array(attrs):
+            if not attrs["dimensions"]:  # 0-d: one block, key "0" in both layouts
+                return (path, ()) if parts[-1] == "0" else None
             sep = self._client.get(path, {}).get("dimension_separator") or "."
             if sep == ".":
                 try:
@@ -339,7 +344,7 @@ class N5Store(Store):
                 except ValueError:
                     return None
                 return (path, coords) if len(coords) == len(attrs["dimensions"]) else None
-        for k in range(2, len(parts) + 1):
+        for k in range(1, len(parts) + 1):  # '/'-separated keys (k=1: 1-D arrays)
             path = "/".join(parts[:-k])
             attrs = await self._attrs(path)
             if self._is_array(attrs) and len(attrs["dimensions"]) == k:
@@ -349,9 +354,19 @@ class N5Store(Store):
                     return None
         return None
 
+    async def _implicit_group(self, path: str) -> bool:
+        """N5 groups need no ``attributes.json``: any non-empty directory outside an array."""
+        parts = path.split("/") if path else []
+        for i in range(len(parts)):
+            if self._is_array(await self._attrs("/".join(parts[:i]))):
+                return False
+        async for _ in self.inner.list_dir(path):
+            return True
+        return False
+
     @staticmethod
     def _block_key(path: str, coords: tuple[int, ...]) -> str:
-        return _join(path, "/".join(str(c) for c in reversed(coords)))
+        return _join(path, "/".join(str(c) for c in reversed(coords)) or "0")
 
     # -- client view -----------------------------------------------------------------
     def _client_doc(self, path: str, attrs: dict[str, Any]) -> dict[str, Any] | None:
@@ -410,7 +425,9 @@ class N5Store(Store):
             return json.dumps(doc).encode()
         if name == ".zgroup":
             attrs = await self._attrs(path, fresh=True)
-            if attrs is None or self._is_array(attrs):
+            if self._is_array(attrs):
+                return None
+            if attrs is None and not await self._implicit_group(path):
                 return None
             return b'{"zarr_format": 2}'
         if name == ".zattrs":
@@ -511,7 +528,7 @@ class N5Store(Store):
             )
         if any(not isinstance(c, int) for c in doc["chunks"]):
             raise MetadataError("N5 needs a regular chunk grid")
-        comp = _n5_compression_from(doc.get("compressor"))
+        comp = _n5_compression_from(doc.get("compressor"), dtype.itemsize)
         async with self._meta_lock():
             attrs = await self._attrs(path, fresh=True) or {}
             user = {k: v for k, v in attrs.items() if k not in _RESERVED}
@@ -587,11 +604,13 @@ class N5Store(Store):
                     out.append(_join(path, ".zattrs"))
                 continue
             parts = key.split("/")
-            for k in range(1, len(parts)):
+            for k in range(1, len(parts) + 1):  # k == len(parts): an array at the root
                 apath = "/".join(parts[:-k])
                 attrs = await self._attrs(apath)
                 if self._is_array(attrs):
-                    if len(attrs["dimensions"]) == k:
+                    if not attrs["dimensions"] and k == 1 and parts[-1] == "0":
+                        out.append(_join(apath, "0"))
+                    elif len(attrs["dimensions"]) == k:
                         try:
                             coords = [int(c) for c in reversed(parts[-k:])]
                         except ValueError:

@@ -45,17 +45,31 @@ def _load_refs(fo: Any, target_options: dict[str, Any] | None) -> dict[str, Any]
     if isinstance(fo, Mapping):
         return dict(fo)
     if isinstance(fo, (bytes, bytearray)):
-        return json.loads(fo)
+        return _parse_refs(fo, "references")
     s = os.fspath(fo)
     if "://" in s and not s.startswith("file://"):
         import fsspec
 
         with fsspec.open(s, "rb", **(target_options or {})) as f:
-            return json.loads(f.read())
+            return _parse_refs(f.read(), s)
     if s.startswith("file://"):
         s = s[len("file://") :]
+    if os.path.isdir(s):
+        raise MetadataError(
+            f"{s} is a directory (Parquet references?): only JSON reference files are supported"
+        )
     with open(s, "rb") as f:
-        return json.load(f)
+        return _parse_refs(f.read(), s)
+
+
+def _parse_refs(raw: bytes, where: str) -> dict[str, Any]:
+    try:
+        doc = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise MetadataError(f"{where}: not a JSON reference file ({e})") from None
+    if not isinstance(doc, dict):
+        raise MetadataError(f"{where}: references must be a JSON object")
+    return doc
 
 
 class ReferenceStore(Store):

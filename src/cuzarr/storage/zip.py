@@ -356,6 +356,9 @@ class ZipStore(Store):
     ) -> None:
         if mode not in ("r", "a", "w", "x"):
             raise ValueError(f"mode must be 'r', 'a', 'w' or 'x', got {mode!r}")
+        if read_only and mode in ("w", "x"):
+            # mode 'w' empties the archive: not something a read-only store may do
+            raise ValueError(f"mode {mode!r} starts a new archive and cannot be read-only")
         super().__init__(read_only=read_only or mode == "r")
         self.path = os.path.abspath(os.fspath(path))
         self.mode = mode
