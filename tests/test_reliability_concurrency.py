@@ -209,3 +209,49 @@ def test_threads_still_running_at_interpreter_exit_keep_working(tmp_path):
     b = cuzarr.open_array(root, path="a", mode="r")
     np.testing.assert_array_equal(b[:], np.arange(64))
     assert b.attrs["done"] is True
+
+
+def test_fork_while_another_thread_holds_the_loop_lock(tmp_path):
+    import os
+    import time
+
+    from cuzarr.core import sync as sync_mod
+
+    a = cuzarr.create_array(tmp_path / "a", shape=(4,), chunks=(2,), dtype="i4")
+    held, release = threading.Event(), threading.Event()
+
+    def hold():
+        with sync_mod._lock:
+            held.set()
+            release.wait()
+
+    t = threading.Thread(target=hold)
+    t.start()
+    held.wait()
+    try:
+        pid = os.fork()
+        if pid == 0:  # child: the holder thread does not exist here
+            code = 1
+            try:
+                sync_mod._loop = None  # force the child to build its own loop
+                b = cuzarr.open_array(tmp_path / "a", mode="r+")
+                b[:] = 7
+                code = 0 if (b[:] == 7).all() else 2
+            finally:
+                os._exit(code)
+    finally:
+        release.set()
+        t.join()
+    deadline = 20
+    t0 = time.monotonic()
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() - t0 > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            pytest.fail("the child deadlocked on the lock held at fork time")
+        time.sleep(0.05)
+    assert os.waitstatus_to_exitcode(status) == 0
+    np.testing.assert_array_equal(a[:], 7)

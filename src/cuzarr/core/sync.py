@@ -28,6 +28,17 @@ _thread: threading.Thread | None = None
 _pool: ThreadPoolExecutor | None = None
 _pool_size: int | None = None
 _pool_pid: int | None = None
+
+
+def _after_fork_in_child() -> None:
+    # A thread of the parent may have held the lock when another forked: the
+    # child has only the forking thread, which would then wait on it forever.
+    global _lock
+    _lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 _pid: int | None = None
 
 
