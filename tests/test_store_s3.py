@@ -201,3 +201,55 @@ def test_dead_endpoint_is_not_retried_on_top_of_botocore(client_retries, attempt
     with pytest.raises(RemoteStoreError, match="EndpointConnectionError") as info:
         cuzarr.open_array(store, mode="r")
     assert ("after 3 attempts" in str(info.value)) == (attempts == 3)
+
+
+def test_whole_chunk_reads_are_one_get_each(s3):
+    """No HEAD before each GET (s3fs asks for the size to split large objects)."""
+    import http.client
+    import http.server
+    import threading
+    from collections import Counter
+
+    upstream = s3["opts"]["endpoint_url"].rsplit(":", 1)
+    seen: Counter = Counter()
+
+    class Proxy(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            pass
+
+        def _forward(self):
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            seen[self.command, self.path.split("?", 1)[0]] += 1
+            conn = http.client.HTTPConnection(upstream[0][7:], int(upstream[1]), timeout=10)
+            headers = {k: v for k, v in self.headers.items() if k.lower() != "connection"}
+            conn.request(self.command, self.path, body=body or None, headers=headers)
+            resp = conn.getresponse()
+            data = resp.read()
+            self.send_response(resp.status)
+            for k, v in resp.getheaders():
+                if k.lower() not in ("transfer-encoding", "connection", "content-length"):
+                    self.send_header(k, v)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(data)
+            conn.close()
+
+        do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        opts = dict(s3["opts"], endpoint_url=f"http://127.0.0.1:{server.server_address[1]}")
+        url = f"s3://{BUCKET}/one_get.zarr"
+        a = cuzarr.create_array(url, shape=(40,), chunks=(10,), dtype="i4", storage_options=opts)
+        a[:] = np.arange(40, dtype="i4")
+        seen.clear()
+        b = cuzarr.open_array(url, mode="r", storage_options=opts)
+        np.testing.assert_array_equal(b[:], np.arange(40))
+        chunk_requests = {k: n for k, n in seen.items() if "/c/" in k[1]}
+        assert chunk_requests == {("GET", f"/{BUCKET}/one_get.zarr/c/{i}"): 1 for i in range(4)}
+    finally:
+        server.shutdown()

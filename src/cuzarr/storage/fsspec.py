@@ -22,11 +22,13 @@ anything else fails at once with a :class:`RemoteStoreError` naming the key.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import random
 import weakref
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote, unquote
 
 from cuzarr.config import config
 from cuzarr.errors import CuzarrError
@@ -97,6 +99,22 @@ def _status_of(exc: BaseException) -> int | None:
         if isinstance(status, int):
             return status
     return None
+
+
+_SPLITS: dict[type, bool] = {}
+
+
+def _splits_whole_reads(fs: Any) -> bool:
+    """Whether ``fs._cat_file`` takes ``max_concurrency`` (s3fs: with more than
+    one, a read of a whole object first asks for its size)."""
+    cls = type(fs)
+    if cls not in _SPLITS:
+        try:
+            params = inspect.signature(fs._cat_file).parameters
+        except (TypeError, ValueError):
+            params = {}
+        _SPLITS[cls] = "max_concurrency" in params
+    return _SPLITS[cls]
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -323,6 +341,10 @@ class FsspecStore(Store):
                     return b""
                 # A suffix is start=-N: fsspec's contract for negative starts, sent
                 # by HTTP, S3 and GCS as one "Range: bytes=-N" request (no size lookup).
+                if start is None and end is None and _splits_whole_reads(fs):
+                    # s3fs looks a whole object's size up (a HEAD) to split big
+                    # ones into parallel parts: a second request per chunk.
+                    return bytes(await fs._cat_file(path, max_concurrency=1))
                 return bytes(await fs._cat_file(path, start=start, end=end))
             return await asyncio.to_thread(self._fetch_sync, path, byte_range)
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
