@@ -148,8 +148,20 @@ def _cpu() -> float:
 
 
 def _epoch_batches(n: int, batch: int, count: int, seed: int) -> list[np.ndarray]:
-    order = np.random.default_rng(seed).permutation(n)
-    return [order[k * batch : (k + 1) * batch] for k in range(count)]
+    """``count`` batches in shuffled epoch order; a new epoch (a new permutation)
+    starts when one runs out, as with a DataLoader (small stores, many batches)."""
+    rng = np.random.default_rng(seed)
+    out: list[np.ndarray] = []
+    while len(out) < count:
+        order = rng.permutation(n)
+        out += [order[k : k + batch] for k in range(0, n, batch)]
+    return out[:count]
+
+
+def _epochs(loader: Any) -> Any:
+    """The loader's batches, epoch after epoch."""
+    while True:
+        yield from loader
 
 
 def run_numpy_batches(get_batch: Any, batches: list[np.ndarray], warmup: int) -> dict[str, Any]:
@@ -233,7 +245,7 @@ def worker_zarr_oindex(
 
 
 def _run_torch_loader(loader: Any, n_batches: int, warmup: int) -> dict[str, Any]:
-    it = iter(loader)
+    it = _epochs(loader)
     for _ in range(warmup):
         x, y = next(it)
         check_batch(x.numpy(), y.numpy(), None)

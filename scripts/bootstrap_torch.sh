@@ -2,7 +2,8 @@
 # A second environment, .venv311, for the PyTorch tests: Python 3.11 (cuzarr
 # supports 3.11+) because the package index holds only multi-GB CUDA builds of
 # torch for 3.12, while a CPU wheel of torch 2.13.0 for 3.11 is at hand on these
-# machines. Installs torch, cuzarr (editable) and pytest; prints the python path.
+# machines. Installs torch, ml_dtypes (bfloat16/float8 arrays), cuzarr (editable) and
+# pytest; prints the python path.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="$root/.venv311"
@@ -30,10 +31,10 @@ if [ ! -x "$venv/bin/python" ] || ! is_311 "$venv/bin/python"; then
     "$py" -m venv "$venv"
 fi
 stamp="$venv/.cuzarr-install-stamp"
-want="$(sha256sum "$root/pyproject.toml" | cut -d' ' -f1)"
+want="$(cat "$root/pyproject.toml" "${BASH_SOURCE[0]}" | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "bootstrap_torch: installing torch 2.13.0 (CPU) and cuzarr into $venv" >&2
-    "$venv/bin/python" -m pip install -q --disable-pip-version-check "torch==2.13.0" "pytest>=8.0" "pytest-timeout>=2.3" \
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check "torch==2.13.0" "ml_dtypes>=0.5" "pytest>=8.0" "pytest-timeout>=2.3" \
         -e "$root" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
     echo "$want" > "$stamp"
 fi

@@ -401,3 +401,23 @@ def test_update_attributes_merges_as_zarr_does(tmp_path):
     for name in ("zarr", "cuzarr"):
         assert dict(cuzarr.open_array(tmp_path / name, mode="r").attrs) == {"a": 1, "b": 3, "c": 4}
         assert dict(_zarr.open_group(tmp_path / (name + "g"), mode="r").attrs) == {"x": 1, "y": 2}
+
+
+def test_create_object_codec_is_the_first_v2_filter(tmp_path):
+    import numcodecs
+
+    a = cuzarr.create(shape=(3,), dtype=object, object_codec=numcodecs.VLenBytes(),
+                      zarr_format=2, store=tmp_path / "b")
+    a[:] = np.array([b"x", b"", b"\x00y"], dtype=object)
+    assert list(zarr.open_array(tmp_path / "b", mode="r")[:]) == [b"x", b"", b"\x00y"]
+    meta = json.loads((tmp_path / "b" / ".zarray").read_text())
+    assert [f["id"] for f in meta["filters"]] == ["vlen-bytes"]
+
+
+def test_shortcuts_take_path_as_zarr_does(tmp_path):
+    for fn, args in ((cuzarr.zeros, ((3,),)), (cuzarr.full, ((3,), 7)),
+                     (cuzarr.array, (np.arange(3),)), (cuzarr.empty, ((3,),))):
+        fn(*args, store=tmp_path / "s", path=f"g/{fn.__name__}")
+        assert zarr.open_array(tmp_path / "s", path=f"g/{fn.__name__}", mode="r").shape == (3,)
+    with pytest.raises(ValueError, match="name or path"):
+        cuzarr.zeros((3,), store=tmp_path / "t", name="a", path="b")

@@ -452,6 +452,21 @@ def test_numpy_protocols(rng):
     assert float(np.sum(a)) == pytest.approx(float(data.sum()))
 
 
+@pytest.mark.parametrize("lazy", [False, True])
+def test_array_protocol_copy_false_with_a_cast_raises(lazy):
+    """numpy 2's __array__(copy=False): a read is fresh memory (no error), but a
+    dtype cast is a copy, so copy=False with another dtype raises as numpy does."""
+    data = np.arange(12, dtype="i4").reshape(3, 4)
+    a = cuzarr.array(data, store={}, chunks=(2, 3))
+    src = a.lazy[1:] if lazy else a
+    want = data[1:] if lazy else data
+    np.testing.assert_array_equal(np.asarray(src, copy=False), want)
+    np.testing.assert_array_equal(np.asarray(src, dtype="i4", copy=False), want)
+    assert np.asarray(src, dtype="f8", copy=True).dtype == np.float64
+    with pytest.raises(ValueError, match="avoid copy"):
+        np.asarray(src, dtype="f8", copy=False)
+
+
 def test_iter_1d_gives_scalars():
     a = cuzarr.array(np.arange(7, dtype="i4"), store={}, chunks=(3,))
     got = list(a)

@@ -550,3 +550,18 @@ def test_minimal_store_full_round_trip():
     a[...] = 0
     assert a.nchunks_initialized == 0
     assert sorted(store.data) == ["x/zarr.json", "zarr.json"]
+
+
+@pytest.mark.parametrize("chain", ["", "simplecache::"])
+def test_fsspec_file_url_writes_into_new_directories(tmp_path, chain):
+    """An FsspecStore over file:// (plain or chained) creates the directories a key
+    needs: every write into a fresh directory used to fail with 'the bucket or
+    path does not exist'."""
+    from cuzarr.storage import FsspecStore
+
+    store = FsspecStore.from_url(f"{chain}file://{tmp_path}/new.zarr")
+    g = cuzarr.create_group(store)
+    a = g.create_array("a/b", shape=(6,), dtype="i2", chunks=(4,))
+    a[:] = np.arange(6)
+    assert sorted(p.name for p in (tmp_path / "new.zarr" / "a" / "b" / "c").iterdir()) == ["0", "1"]
+    np.testing.assert_array_equal(cuzarr.open_array(str(tmp_path / "new.zarr"), path="a/b")[:], np.arange(6))

@@ -195,3 +195,85 @@ def test_fsspec_http_suffix_is_one_request(site, n):
     assert RangeHandler.heads_served == heads
     assert RangeHandler.ranges_served == ranges + 1
     assert sync(store.get("missing", byte_range=SuffixByteRequest(n))) is None
+
+
+ODD_NAMES = ["sp ace", "hash#x", "q?x", "pct%20x", "plus+x", "ünï"]
+
+
+@pytest.fixture(scope="module")
+def odd_site(tmp_path_factory):
+    root = tmp_path_factory.mktemp("odd")
+    for fmt in (2, 3):
+        g = zarr.open_group(str(root / f"v{fmt}.zarr"), mode="w", zarr_format=fmt)
+        for i, name in enumerate(ODD_NAMES):
+            g.create_array(name, shape=(4,), dtype="i4", chunks=(2,))[:] = i + 1
+    zarr.consolidate_metadata(str(root / "v3.zarr"))
+    server = _serve(root, PlainHandler)
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_keys_needing_percent_encoding(odd_site, fmt):
+    """'#', '?' and '%' in a key are part of the name (they used to cut the URL or
+    be taken as an escape, and the array read as all fill value); names listed
+    from index pages are the decoded ones. v3 is consolidated, v2 is listed."""
+    g = cuzarr.open_group(f"{odd_site}/v{fmt}.zarr", mode="r")
+    assert sorted(g.keys()) == sorted(ODD_NAMES)
+    for i, name in enumerate(ODD_NAMES):
+        assert g[name][:].tolist() == [i + 1] * 4, name
+        a = cuzarr.open_array(f"{odd_site}/v{fmt}.zarr", path=name, mode="r")
+        assert a[:].tolist() == [i + 1] * 4, name
+    store = HTTPStore(f"{odd_site}/v{fmt}.zarr")
+    assert sync(store.exists("hash#x/c/0" if fmt == 3 else "hash#x/0"))
+    assert not sync(store.exists("hash"))
+
+
+class NoSuffixHandler(RangeHandler):
+    """Answers 416 to suffix ranges (``bytes=-N``), with or without the size."""
+
+    with_size = False
+    seen: list = []
+
+    def do_GET(self):
+        rng = self.headers.get("Range") or ""
+        type(self).seen.append((self.command, rng))
+        path = self.translate_path(self.path)
+        if rng.startswith("bytes=-") and os.path.isfile(path):
+            self.send_response(416)
+            if self.with_size:
+                self.send_header("Content-Range", f"bytes */{os.path.getsize(path)}")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        return super().do_GET()
+
+    def do_HEAD(self):
+        type(self).seen.append((self.command, ""))
+        return super().do_HEAD()
+
+
+@pytest.mark.parametrize("with_size", [False, True])
+def test_server_refusing_suffix_ranges(site, with_size):
+    """A 416 to ``bytes=-N`` (the shard index read) falls back to the size (from
+    the 416's Content-Range, else a HEAD) and a plain range: it used to read as
+    empty, and every sharded read failed with 'shard index has 0 bytes'."""
+    handler = type("H", (NoSuffixHandler,), {"with_size": with_size, "seen": []})
+    server = _serve(site["root"], handler)
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        a = cuzarr.open_array(f"{url}/v3.zarr", path="s", mode="r")
+        handler.seen.clear()
+        np.testing.assert_array_equal(a[4, 4], site["data"][4, 4])
+        assert all(r for m, r in handler.seen if m == "GET")  # never the whole shard
+        assert ("HEAD", "") in handler.seen or with_size
+        np.testing.assert_array_equal(a[:], site["data"])
+        store = HTTPStore(f"{url}/v2.zarr")
+        raw = (site["root"] / "v2.zarr" / "b" / ".zarray").read_bytes()
+        assert sync(store.get("b/.zarray", byte_range=SuffixByteRequest(5))) == raw[-5:]
+        assert sync(store.get("b/.zarray", byte_range=SuffixByteRequest(10**6))) == raw
+        assert sync(store.get("nope", byte_range=SuffixByteRequest(5))) is None
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -253,3 +253,28 @@ def test_whole_chunk_reads_are_one_get_each(s3):
         assert chunk_requests == {("GET", f"/{BUCKET}/one_get.zarr/c/{i}"): 1 for i in range(4)}
     finally:
         server.shutdown()
+
+
+@pytest.mark.parametrize(
+    "req",
+    [
+        RangeByteRequest(5, 5),
+        RangeByteRequest(5, 3),
+        RangeByteRequest(100, 200),
+        RangeByteRequest(150, 200),
+        OffsetByteRequest(100),
+        OffsetByteRequest(0),
+    ],
+)
+def test_empty_and_past_the_end_ranges_are_sliced(s3, req):
+    """Ranges follow slice semantics, as in every other store: an empty range used
+    to return the whole object (S3 ignores 'bytes=5-4'), and one starting at or past
+    the end (or any range of an empty object) raised RemoteStoreError (a 416)."""
+    from cuzarr.storage.base import slice_bytes
+
+    store = FsspecStore.from_url(f"s3://{BUCKET}/slices", storage_options=s3["opts"])
+    data = bytes(range(100))
+    sync(store.set_many([("k", data), ("empty", b"")]))
+    assert sync(store.get("k", byte_range=req)) == slice_bytes(data, req)
+    assert sync(store.get("empty", byte_range=req)) == b""
+    assert sync(store.get("missing", byte_range=req)) is None

@@ -75,3 +75,35 @@ def test_prefetching_loader(data):
     assert [len(x) for x, _ in batches] == [32, 32, 32, 4]
     got = torch.cat([y for _, y in batches]).numpy()
     assert sorted(got.tolist()) == sorted(labels.tolist())
+
+
+@pytest.mark.parametrize("name", ["bfloat16", "float8_e4m3fn", "float8_e5m2"])
+def test_ml_dtypes_arrays_become_torch_tensors(tmp_path, name):
+    """bfloat16 / float8 arrays (ml_dtypes) reach torch as the same torch dtype,
+    bit for bit: torch.from_numpy alone refuses them."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    dt = np.dtype(getattr(ml_dtypes, name))
+    data = (np.arange(-12, 12) / 4).astype(dt).reshape(6, 4)
+    a = cuzarr.create_array(str(tmp_path / name), shape=data.shape, chunks=(4, 3), dtype=dt)
+    a[...] = data
+    (x,) = ArrayDataset(a)[2]
+    assert x.dtype == getattr(torch, name)
+    xs = torch.cat([x for (x,) in DataLoader(ArrayDataset(a), batch_size=4)])
+    assert xs.dtype == getattr(torch, name)
+    np.testing.assert_array_equal(xs.view(torch.uint8).numpy(), data.view(np.uint8))
+    (pb,) = next(iter(PrefetchingLoader(ArrayDataset(a), batch_size=6)))
+    assert torch.equal(pb.view(torch.uint8), xs.view(torch.uint8))
+
+
+def test_prefetching_loader_len_keeps_the_shuffled_order(data):
+    """len() of a shuffled PrefetchingLoader draws no permutation: calling it does
+    not change the order of the next epoch."""
+    _, a, b, _, _ = data
+    ds = ArrayDataset(a, b)
+    ref = [y.tolist() for _, y in PrefetchingLoader(ds, batch_size=32, shuffle=True, seed=5)]
+    loader = PrefetchingLoader(ds, batch_size=32, shuffle=True, seed=5)
+    assert len(loader) == 4
+    assert len(PrefetchingLoader(ds, batch_size=32, drop_last=True)) == 3
+    assert [y.tolist() for _, y in loader] == ref
+    with pytest.raises(ValueError, match="batch_size"):
+        PrefetchingLoader(ds, batch_size=0)

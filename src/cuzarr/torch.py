@@ -35,8 +35,25 @@ def _to_tensor(x: Any, device: Any) -> Any:
         x = np.asarray(x)
         if not x.flags.writeable:
             x = x.copy()
-        t = torch.from_numpy(x)
+        ext = _torch_extension_dtype(torch, x.dtype)
+        if ext is not None:
+            # bfloat16 / float8 (ml_dtypes): torch.from_numpy refuses them; the
+            # bits are the same, so reinterpret through an unsigned int of that size.
+            t = torch.from_numpy(x.view(f"u{x.dtype.itemsize}")).view(ext)
+        else:
+            t = torch.from_numpy(x)
     return t.to(device) if device is not None else t
+
+
+def _torch_extension_dtype(torch: Any, dtype: np.dtype) -> Any:
+    """The torch dtype of an ml_dtypes dtype (``bfloat16``, ``float8_e4m3fn``, ...)
+    of the same name and size, or ``None``."""
+    if dtype.fields is not None or not dtype.name.startswith(("bfloat16", "float8_")):
+        return None
+    ext = getattr(torch, dtype.name, None)
+    if isinstance(ext, torch.dtype) and ext.itemsize == dtype.itemsize:
+        return ext
+    return None
 
 
 class ArrayDataset:
@@ -114,8 +131,10 @@ class PrefetchingLoader:
     """
 
     def __init__(self, dataset: ArrayDataset, batch_size: int, *, shuffle: bool = False, seed: int | None = None, drop_last: bool = False) -> None:
+        if int(batch_size) < 1:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
         self.dataset = dataset
-        self.batch_size = batch_size
+        self.batch_size = int(batch_size)
         self.shuffle = shuffle
         self.drop_last = drop_last
         self._rng = np.random.default_rng(seed)
@@ -129,7 +148,10 @@ class PrefetchingLoader:
         return out
 
     def __len__(self) -> int:
-        return len(self._batches())
+        # Arithmetic, not len(self._batches()): that would draw a permutation
+        # and shift the shuffled order of the next epoch.
+        n = len(self.dataset)
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
 
     def __iter__(self) -> Iterator[tuple[Any, ...]]:
         batches = self._batches()

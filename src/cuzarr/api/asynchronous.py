@@ -293,14 +293,22 @@ async def open_consolidated(
     return await AsyncGroup.open(sp, zarr_format, use_consolidated=True)
 
 
+def name_of(kwargs: dict[str, Any]) -> str | None:
+    """Pop the new array's ``name`` from ``kwargs``; ``path`` is accepted for it,
+    as zarr-python's ``zeros``/``full``/``array`` (through ``create``) take it."""
+    name, path = kwargs.pop("name", None), kwargs.pop("path", None)
+    if name is not None and path is not None and name != path:
+        raise ValueError(f"give name or path, not both ({name!r}, {path!r})")
+    return name if name is not None else path
+
+
 async def array(data: Any, store: Any = None, **kwargs: Any) -> AsyncArray:
     """Create an array holding ``data``."""
     data = await _materialize(data)
     data = np.asanyarray(data) if not hasattr(data, "__cuda_array_interface__") else data
     kwargs.setdefault("dtype", data.dtype)
     kwargs.setdefault("shape", data.shape)
-    name = kwargs.pop("name", None)
-    a = await create_array(store, name, **kwargs)
+    a = await create_array(store, name_of(kwargs), **kwargs)
     await a.setitem(Ellipsis, data)
     return a
 
@@ -563,6 +571,12 @@ async def create(
     data: Any = None,
 ) -> AsyncArray:
     """Create an array (zarr-python's legacy creation function); see :func:`cuzarr.create`."""
+    zarr_format = 3 if zarr_format is None else zarr_format
+    if object_codec is not None and zarr_format == 2:
+        # zarr-python 2's meaning: the object codec is the first filter (zarr 3.4
+        # ignores it with a warning, and the array silently becomes a string one)
+        filters = [object_codec, *(filters or [])]
+        object_codec = None
     _warn_unimplemented(
         synchronizer=synchronizer,
         chunk_store=chunk_store,
@@ -571,7 +585,6 @@ async def create(
         object_codec=object_codec,
         read_only=read_only,
     )
-    zarr_format = 3 if zarr_format is None else zarr_format
     mode = "a" if mode is None else mode
     _check_mode(mode)
     if mode == "r":

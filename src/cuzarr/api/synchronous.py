@@ -304,7 +304,7 @@ def array(data: Any, store: Any = None, **kwargs: Any) -> Array:
 def full(shape: Any, fill_value: Any, store: Any = None, **kwargs: Any) -> Array:
     """An array whose elements all read as ``fill_value`` (nothing is written)."""
     return create_array(
-        store, kwargs.pop("name", None), shape=shape, fill_value=fill_value, **kwargs
+        store, _async.name_of(kwargs), shape=shape, fill_value=fill_value, **kwargs
     )
 
 
@@ -317,7 +317,7 @@ def ones(shape: Any, store: Any = None, **kwargs: Any) -> Array:
 
 
 def empty(shape: Any, store: Any = None, **kwargs: Any) -> Array:
-    return create_array(store, kwargs.pop("name", None), shape=shape, **kwargs)
+    return create_array(store, _async.name_of(kwargs), shape=shape, **kwargs)
 
 
 def _like(a: Any, kwargs: dict[str, Any], keep_fill: bool = False) -> dict[str, Any]:
@@ -483,7 +483,10 @@ def create(
         Path of the array inside the store.
     filters : list of numcodecs codecs, optional
         Filters (Zarr v2 only; for v3 use ``codecs``).
-    synchronizer, chunk_store, cache_metadata, cache_attrs, read_only, object_codec
+    object_codec : numcodecs codec, optional
+        Zarr v2: the codec of an object array (``VLenUTF8``, ``VLenBytes``), put
+        first in ``filters`` as zarr-python 2 did. Zarr v3: warns, no effect.
+    synchronizer, chunk_store, cache_metadata, cache_attrs, read_only
         Accepted for compatibility; a value other than None warns and has no effect.
     dimension_separator : {".", "/"}, optional
         Chunk key separator (Zarr v2 only; for v3 use ``chunk_key_encoding``).

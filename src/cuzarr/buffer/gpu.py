@@ -38,6 +38,35 @@ def import_cupy() -> Any:
     return cupy
 
 
+_DEVICE_SEEN = False
+
+
+def _device_cupy() -> Any:
+    """``import_cupy()`` for an allocation: ``RuntimeError`` saying so when CuPy
+    imports but finds no usable CUDA device (no GPU, no driver), instead of
+    CUDA's own error from deep inside CuPy's memory pool."""
+    global _DEVICE_SEEN
+    cp = import_cupy()
+    if not _DEVICE_SEEN:
+        try:
+            n = int(cp.cuda.runtime.getDeviceCount())
+        except Exception as e:
+            raise RuntimeError(
+                "GPU buffers were requested (prototype='gpu', meta_array or "
+                "cuzarr.config.enable_gpu()) but CuPy finds no usable CUDA device "
+                f"({type(e).__name__}: {e}); read with prototype='cpu' or "
+                "cuzarr.config.enable_cpu()"
+            ) from e
+        if n < 1:
+            raise RuntimeError(
+                "GPU buffers were requested (prototype='gpu', meta_array or "
+                "cuzarr.config.enable_gpu()) but CuPy finds no CUDA device; read "
+                "with prototype='cpu' or cuzarr.config.enable_cpu()"
+            )
+        _DEVICE_SEEN = True
+    return cp
+
+
 def gpu_available() -> bool:
     """True when CuPy imports and sees at least one CUDA device."""
     try:
@@ -71,11 +100,11 @@ class GpuPrototype:
         return import_cupy()
 
     def empty(self, shape: Any, dtype: Any, order: str = "C") -> Any:
-        cp = import_cupy()
+        cp = _device_cupy()
         return cp.empty(shape, dtype=_check_dtype(_dtype(dtype)), order=order)
 
     def zeros(self, shape: Any, dtype: Any, order: str = "C") -> Any:
-        cp = import_cupy()
+        cp = _device_cupy()
         return cp.zeros(shape, dtype=_check_dtype(_dtype(dtype)), order=order)
 
     def full(self, shape: Any, fill_value: Any, dtype: Any, order: str = "C") -> Any:
@@ -89,7 +118,7 @@ class GpuPrototype:
         return out
 
     def asarray(self, x: Any, dtype: Any = None) -> Any:
-        cp = import_cupy()
+        cp = _device_cupy()
         return cp.asarray(x, dtype=None if dtype is None else _dtype(dtype))
 
     def to_host(self, x: Any) -> np.ndarray:
@@ -113,7 +142,7 @@ class PinnedHostPrototype:
         return np
 
     def empty(self, shape: Any, dtype: Any, order: str = "C") -> np.ndarray:
-        cp = import_cupy()
+        cp = _device_cupy()
         dt = _check_dtype(_dtype(dtype))
         shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
         nbytes = max(1, math.prod(shape) * dt.itemsize)

@@ -67,6 +67,17 @@ def _plain_raws(datas: Sequence[Any], n: int, zstd: bool) -> bytes | None:
     return raws if len(raws) == n * len(datas) else None
 
 
+def _as_stored(a: np.ndarray, dt: np.dtype) -> np.ndarray:
+    """``a`` as the stored dtype ``dt``, C-contiguous. numpy keeps no byte order on
+    generic datetime64/timedelta64 ('>M8' allocates and casts as native, unswapped),
+    so big-endian generic ones swap through int64."""
+    generic = dt.kind in "Mm" and np.datetime_data(dt)[0] == "generic"
+    if generic and dt.byteorder == ">" and a.dtype.kind in "Mm":
+        order = a.dtype.str[0] if a.dtype.str[0] in "<>" else "="
+        return np.ascontiguousarray(a.view(order + "i8"), dtype=">i8")
+    return np.ascontiguousarray(a, dtype=dt)
+
+
 def _plain_encode(chunks: np.ndarray, zstd: Any) -> list[bytes]:
     """Each row of the C-contiguous ``chunks`` as raw bytes or a zstd frame."""
     if len(chunks) == 0:
@@ -409,7 +420,7 @@ class V2Pipeline:
         if self.order == "F":
             nd = chunks.ndim - 1
             chunks = chunks.transpose(0, *range(nd, 0, -1))
-        chunks = np.ascontiguousarray(chunks, dtype=dt)
+        chunks = _as_stored(chunks, dt)
         return _plain_encode(chunks, self._zstd)
 
     def encode(self, arr: np.ndarray, shape: tuple[int, ...]) -> bytes:
@@ -422,8 +433,8 @@ class V2Pipeline:
                 else:
                     data = f.encode(data)
         else:
-            if flat.dtype != self.dtype.dtype:
-                flat = flat.astype(self.dtype.dtype)
+            if flat.dtype != self.dtype.dtype or flat.dtype.str != self.dtype.dtype.str:
+                flat = _as_stored(flat, self.dtype.dtype)
             data = flat
             for f in self.filters:
                 data = f.encode(data)

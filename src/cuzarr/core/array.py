@@ -1150,7 +1150,14 @@ class Array:
     # -- other numpy-isms -----------------------------------------------------------
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         arr = cpu_prototype.to_host(self.get_basic_selection(..., prototype="cpu"))
-        return arr.astype(dtype) if dtype is not None and arr.dtype != dtype else arr
+        if dtype is None or arr.dtype == dtype:
+            return arr  # freshly read: never shared, so copy=False holds too
+        if copy is False:  # numpy 2: a cast is a copy
+            raise ValueError(
+                f"Unable to avoid copy while creating an array as requested "
+                f"(casting {arr.dtype} to {np.dtype(dtype)})"
+            )
+        return arr.astype(dtype)
 
     def __len__(self) -> int:
         if self.ndim == 0:

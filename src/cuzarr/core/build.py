@@ -172,6 +172,44 @@ def _v3_codecs(
     return (*aa, ab, *bb)
 
 
+_OBJECT_CODEC_IDS = ("vlen-utf8", "vlen-bytes", "vlen-array", "json2", "msgpack2", "pickle")
+
+
+def _v2_object_type(requested: Any, dt: DataType, filters: Any) -> DataType:
+    """Check the object codec among v2 ``filters`` against the data type.
+
+    As in zarr-python 2, ``dtype=object`` takes its element type from its object codec
+    (``VLenBytes`` makes variable-length bytes). Object codecs cuzarr does not implement
+    (JSON, MsgPack, Pickle, VLenArray) are refused rather than chained after a vlen-utf8
+    filter that would store every object as its ``str``.
+    """
+    if filters in (None, "auto"):
+        return dt
+    ids = [as_numcodec(f).codec_id for f in _as_list(filters)]
+    obj = [i for i in ids if i in _OBJECT_CODEC_IDS]
+    if not obj:
+        return dt
+    if len(obj) > 1:
+        raise ValueError(f"filters hold more than one object codec: {obj}")
+    if obj[0] not in ("vlen-utf8", "vlen-bytes"):
+        raise ValueError(
+            f"object arrays with the {obj[0]!r} codec are not supported; "
+            "use VLenUTF8 (str) or VLenBytes (bytes)"
+        )
+    if not dt.is_vlen:
+        raise ValueError(f"the {obj[0]!r} filter encodes object arrays, not {dt.dtype}")
+    want = "vlen-utf8" if dt.kind == "string" else "vlen-bytes"
+    if obj[0] == want:
+        return dt
+    try:
+        plain_object = np.dtype(requested).kind == "O"
+    except TypeError:
+        plain_object = False
+    if plain_object:
+        return parse_data_type(str if obj[0] == "vlen-utf8" else bytes, 2)
+    raise ValueError(f"the {obj[0]!r} filter does not match the data type {requested!r}")
+
+
 def _v2_codecs(
     dtype: DataType, filters: Any, compressors: Any
 ) -> tuple[tuple[Any, ...] | None, Any]:
@@ -215,6 +253,8 @@ def build_array_metadata(
         compressors = compressor
     shape = normalize_shape(shape)
     dt = parse_data_type(dtype, zarr_format)
+    if zarr_format == 2:
+        dt = _v2_object_type(dtype, dt, filters)
     if zarr_format == 2 and not dt.is_vlen and dt.dtype.byteorder == "=":
         dt = DataType(dt.kind, dt.dtype.newbyteorder("<"), dt.v3_name)
     chunk_shape = _normalize_chunks(chunks, shape, dt.item_size if not dt.is_vlen else 16)

@@ -431,7 +431,14 @@ class LazyArray:
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         arr = self.read(prototype="cpu")
-        return arr.astype(dtype) if dtype is not None and arr.dtype != dtype else arr
+        if dtype is None or arr.dtype == dtype:
+            return arr  # freshly read: never shared, so copy=False holds too
+        if copy is False:  # numpy 2: a cast is a copy
+            raise ValueError(
+                f"Unable to avoid copy while creating an array as requested "
+                f"(casting {arr.dtype} to {np.dtype(dtype)})"
+            )
+        return arr.astype(dtype)
 
     def __dask_tokenize__(self) -> str:
         # A token per view object: never equal for views that might differ.

@@ -288,6 +288,8 @@ class DataType:
         k = self.kind
         try:
             if k == "bool":
+                if zarr_format == 2 and type(obj) is int and obj in (0, 1):
+                    obj = bool(obj)  # v2 writers (zarr-python 2 among them) wrote 0 / 1
                 if not isinstance(obj, bool):
                     raise MetadataError(f"bool fill_value must be true/false, got {obj!r}")
                 return np.bool_(obj)
@@ -464,9 +466,8 @@ def _from_numpy(dt: np.dtype, zarr_format: int) -> DataType:
         return DataType("complex", d, d.name)
     if k in "Mm":
         d = dt if zarr_format == 2 else dt.newbyteorder("=")
-        unit, _ = np.datetime_data(d)
-        if unit == "generic":
-            raise MetadataError(f"{dt} has no unit; give one, e.g. 'M8[s]'")
+        # generic units (``M8``, ``m8``) as zarr-python writes them: v2 '<M8', v3 unit
+        # "generic"; every value but NaT is a bare count
         return DataType("datetime" if k == "M" else "timedelta", d, "")
     if k == "S":
         if dt.itemsize == 0:

@@ -336,7 +336,8 @@ class FsspecStore(Store):
         try:
             if self._async:
                 fs = await self._afs()
-                if isinstance(byte_range, SuffixByteRequest) and byte_range.suffix == 0:
+                if _is_empty_range(byte_range):
+                    # (S3 ignores a range that ends before it starts: all of it)
                     await fs._size(path)  # raises if missing
                     return b""
                 # A suffix is start=-N: fsspec's contract for negative starts, sent
@@ -345,7 +346,14 @@ class FsspecStore(Store):
                     # s3fs looks a whole object's size up (a HEAD) to split big
                     # ones into parallel parts: a second request per chunk.
                     return bytes(await fs._cat_file(path, max_concurrency=1))
-                return bytes(await fs._cat_file(path, start=start, end=end))
+                try:
+                    return bytes(await fs._cat_file(path, start=start, end=end))
+                except OSError as e:
+                    # 416: the range starts at or past the end (or the value is
+                    # empty); a missing key is a 404. Slice semantics: empty.
+                    if start is not None and start >= 0 and _is_unsatisfiable(e):
+                        return b""
+                    raise
             return await asyncio.to_thread(self._fetch_sync, path, byte_range)
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             return None
@@ -418,9 +426,17 @@ class FsspecStore(Store):
                 fs = await self._afs()
                 await fs._pipe_file(path, data)
             else:
-                await asyncio.to_thread(self._fs.pipe_file, path, data)
+                await asyncio.to_thread(self._pipe_sync, path, data)
 
         await self._retrying("write", key, put)
+
+    def _pipe_sync(self, path: str, data: bytes) -> None:
+        try:
+            self._fs.pipe_file(path, data)
+        except FileNotFoundError:
+            # Directory-based filesystems (file://) need the parent directory first.
+            self._fs.makedirs(self._fs._parent(path), exist_ok=True)
+            self._fs.pipe_file(path, data)
 
     async def delete(self, key: str) -> None:
         self._check_fs_writable()
@@ -444,9 +460,17 @@ class FsspecStore(Store):
         await self.delete_many(keys)
 
     # -- listing -----------------------------------------------------------------
+    def _dir_path(self, sub: str) -> str:
+        """The filesystem path of directory ``sub`` (a key prefix) below the root."""
+        return f"{self.path}/{sub}" if sub and self.path else (sub or self.path)
+
+    def _canon(self, full: str) -> str:
+        """A listed path without its protocol, comparable with the root's."""
+        return full.split("://", 1)[-1] if "://" in full else full
+
     def _rel(self, full: str) -> str | None:
-        root = self.path.split("://", 1)[-1]
-        full = full.split("://", 1)[-1] if "://" in full else full
+        root = self._canon(self.path)
+        full = self._canon(full)
         if not root:
             return full.lstrip("/")
         if full.startswith(root + "/"):
@@ -454,7 +478,7 @@ class FsspecStore(Store):
         return None
 
     async def _find(self, sub: str) -> list[str]:
-        path = f"{self.path}/{sub}" if sub and self.path else (sub or self.path)
+        path = self._dir_path(sub)
         try:
             if self._async:
                 fs = await self._afs()
@@ -491,7 +515,7 @@ class FsspecStore(Store):
     def list_dir(self, prefix: str) -> AsyncIterator[str]:
         async def gen() -> AsyncIterator[str]:
             p = prefix.strip("/")
-            path = f"{self.path}/{p}" if p and self.path else (p or self.path)
+            path = self._dir_path(p)
 
             async def ls() -> list[str]:
                 try:
@@ -505,9 +529,9 @@ class FsspecStore(Store):
                     return []
 
             names: set[str] = set()
-            base = path.split("://", 1)[-1].rstrip("/")
+            base = self._canon(path).rstrip("/")
             for entry in await self._retrying("list", prefix, ls):
-                e = entry.split("://", 1)[-1].rstrip("/")
+                e = self._canon(entry).rstrip("/")
                 if e.startswith(base + "/") or not base:
                     name = e[len(base) + 1 :] if base else e.lstrip("/")
                     name = name.split("/", 1)[0]
@@ -552,6 +576,19 @@ def _range_args(byte_range: ByteRequest | None) -> tuple[int | None, int | None]
     if isinstance(byte_range, SuffixByteRequest):
         return -byte_range.suffix, None
     raise TypeError(f"unsupported byte range {byte_range!r}")
+
+
+def _is_empty_range(byte_range: ByteRequest | None) -> bool:
+    if isinstance(byte_range, SuffixByteRequest):
+        return byte_range.suffix == 0
+    return isinstance(byte_range, RangeByteRequest) and byte_range.end <= byte_range.start
+
+
+def _is_unsatisfiable(exc: BaseException) -> bool:
+    """Whether ``exc`` (or the client error it was translated from) is an HTTP 416."""
+    if isinstance(exc, FileNotFoundError):
+        return False
+    return 416 in (_status_of(exc), exc.__cause__ and _status_of(exc.__cause__))
 
 
 def _protocol_of(fs: Any) -> str:
@@ -629,8 +666,17 @@ class HTTPStore(FsspecStore):
         return f"HTTPStore({self.path!r})"
 
     def _full(self, key: str) -> str:
+        # Keys are percent-encoded: a '#', '?' or '%' in a key is part of the
+        # name, not a fragment, query or escape.
         normalize_key(key)
-        return f"{self.path}/{key}"
+        return f"{self.path}/{quote(key, safe='/')}"
+
+    def _dir_path(self, sub: str) -> str:
+        return f"{self.path}/{quote(sub, safe='/')}" if sub else self.path
+
+    def _canon(self, full: str) -> str:
+        # Index pages link percent-encoded names: keys are the decoded ones.
+        return unquote(super()._canon(full))
 
     async def _fetch(self, path: str, byte_range: ByteRequest | None) -> bytes | None:
         fs = await self._afs()
@@ -649,20 +695,49 @@ class HTTPStore(FsspecStore):
             else:
                 headers["Range"] = f"bytes={start}-"
         kw = dict(getattr(fs, "kwargs", {}))
-        if headers:
-            kw["headers"] = {**kw.get("headers", {}), **headers}
-        async with session.get(path, **kw) as r:
-            status = r.status
-            if status == 404 or (status == 403 and self.forbidden_is_missing):
-                return None
-            if status == 416:
+
+        async def get(extra: dict[str, str]) -> tuple[int, bytes | None, Any]:
+            args = dict(kw)
+            if extra:
+                args["headers"] = {**kw.get("headers", {}), **extra}
+            async with session.get(path, **args) as r:
+                if r.status == 404 or (r.status == 403 and self.forbidden_is_missing):
+                    return r.status, None, r.headers
+                if r.status == 416:
+                    return r.status, b"", r.headers
+                if r.status >= 400:
+                    raise _HTTPStatusError(r.status, path)
+                return r.status, await r.read(), r.headers
+
+        status, data, resp_headers = await get(headers)
+        if data is None:
+            return None
+        if status == 416 and isinstance(byte_range, SuffixByteRequest):
+            # A server that refuses suffix ranges (or ones longer than the value):
+            # the value's size from the answer or a HEAD, then a plain range.
+            size = await self._size_of(session, kw, path, resp_headers)
+            if size == 0:
                 return b""
-            if status >= 400:
-                raise _HTTPStatusError(status, path)
-            data = await r.read()
+            extra = {} if size is None else {"Range": f"bytes={max(0, size - byte_range.suffix)}-"}
+            status, data, _ = await get(extra)
+            if data is None:
+                return None
         if byte_range is not None and status != 206:
             data = slice_bytes(data, byte_range)  # the server ignored Range
         return data
+
+    async def _size_of(
+        self, session: Any, kw: dict[str, Any], path: str, headers: Any
+    ) -> int | None:
+        """The size of ``path`` from a 416's ``Content-Range: bytes */N``, else a HEAD."""
+        total = (headers.get("Content-Range") or "").rpartition("/")[2].strip()
+        if total.isdigit():
+            return int(total)
+        async with session.head(path, allow_redirects=True, **kw) as r:
+            length = r.headers.get("Content-Length", "")
+            if r.status < 300 and length.isdigit() and not r.headers.get("Content-Encoding"):
+                return int(length)
+        return None
 
     async def exists(self, key: str) -> bool:
         path = self._full(key)
