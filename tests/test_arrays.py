@@ -819,6 +819,35 @@ def test_sync_timeout_cancels_the_operation():
     np.testing.assert_array_equal(a[:], 0)
 
 
+def test_sync_timeout_while_the_loop_is_busy_never_starts_the_operation():
+    # The loop is blocked for longer than the timeout, so it has not even created
+    # the operation's task when the caller gives up: the operation must not run
+    # afterwards (it used to start once the loop was free).
+    import time
+
+    from cuzarr.core import sync as sync_mod
+
+    loop = sync_mod.get_loop()
+    ran = []
+
+    async def work():
+        ran.append("start")
+        return 1
+
+    blocked = threading.Event()
+
+    def block():
+        blocked.set()
+        time.sleep(0.3)
+
+    loop.call_soon_threadsafe(block)
+    blocked.wait(5)
+    with pytest.raises(TimeoutError, match=r"async\.timeout"):
+        sync_mod.sync(work(), timeout=0.05)
+    sync_mod.sync(asyncio.sleep(0))  # the loop is free again, and ran what it had
+    assert ran == []
+
+
 # --------------------------------------------------------------------------------------
 # async API
 
@@ -1000,3 +1029,45 @@ def test_representable_ml_fill_values(dtype, fill):
     assert (np.isnan(got) and np.isnan(fill)) or (
         got == fill and np.signbit(got) == np.signbit(fill)
     )
+
+
+def test_write_numpy_scalars_into_basic_selections_as_numpy():
+    # numpy packs a scalar assigned to a basic selection by its Python value:
+    # NaN into ints and out-of-range ints raise instead of casting to garbage.
+    a = cuzarr.create_array({}, shape=(4,), chunks=(2,), dtype="i1", fill_value=0)
+    for sel, v, err in [
+        (slice(0, 3), np.float64("nan"), ValueError),
+        (1, np.int64(300), OverflowError),
+        (slice(None), np.uint64(2**64 - 1), OverflowError),
+        (0, np.datetime64("2020-01-01"), TypeError),
+    ]:
+        with pytest.raises(err):
+            np.zeros(4, "i1")[sel] = v
+        with pytest.raises(err):
+            a[sel] = v
+        with pytest.raises(err):
+            a.blocks[0] = v
+        with pytest.raises(err):
+            a.lazy[sel] = v
+    assert not a.nchunks_initialized
+    a[1:3] = np.float64(-1.7)
+    a.vindex[[0]] = np.int64(300)  # numpy casts for advanced selections
+    np.testing.assert_array_equal(a[:], [44, -1, -1, 0])
+    with pytest.raises(ValueError, match="abc"):  # numpy's class, not TypeError
+        cuzarr.create_array({}, shape=(2,), dtype="f8")[0] = "abc"
+
+
+def test_write_value_with_leading_length_one_axes():
+    # numpy accepts extra leading length-1 axes on the value (x[::2] = [[1, 2]]).
+    a = cuzarr.create_array({}, shape=(4, 3), chunks=(2, 2), dtype="i4", fill_value=0)
+    x = np.zeros((4, 3), "i4")
+    for sel, v in [((slice(None, None, 2), 0), np.array([[1, 2]])), ((1,), np.ones((1, 1, 3)))]:
+        x[sel] = v
+        a[sel] = v
+    a.oindex[[0, 3], 2] = np.array([[5, 6]])
+    a.vindex[[1, 2], [2, 2]] = np.array([[7, 8]])
+    x[[0, 3], 2] = [5, 6]
+    x[[1, 2], [2, 2]] = [7, 8]
+    np.testing.assert_array_equal(a[:], x)
+    with pytest.raises(ValueError, match="broadcast"):
+        a[0] = np.ones((2, 3))

@@ -510,3 +510,23 @@ def test_async_group():
         assert not await g.contains("t")
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_delete_member_of_consolidated_group(tmp_path, zarr_format):
+    # As zarr-python: a deleted member (and its descendants) leaves the
+    # consolidated metadata, in memory and in the store.
+    g = cuzarr.create_group(tmp_path, zarr_format=zarr_format)
+    g.create_array("a", shape=(2,), dtype="i4")
+    g.create_array("ab", shape=(2,), dtype="i4")
+    g.create_group("s").create_array("b", shape=(2,), dtype="i4")
+    cuzarr.consolidate_metadata(tmp_path)
+    c = cuzarr.open_consolidated(tmp_path, mode="a")
+    del c["a"]
+    del c["s"]
+    assert sorted(c.keys()) == ["ab"] and "a" not in c
+    assert [k for k, _ in c.members(max_depth=None)] == ["ab"]
+    reopened = cuzarr.open_group(tmp_path, mode="r", use_consolidated=True)
+    assert [k for k, _ in reopened.members(max_depth=None)] == ["ab"]
+    z = zarr.open_consolidated(str(tmp_path), mode="r", zarr_format=zarr_format)
+    assert sorted(z.keys()) == ["ab"]

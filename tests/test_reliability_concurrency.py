@@ -172,6 +172,36 @@ def test_sharded_read_is_not_torn_by_a_shard_replaced_midway(tmp_path, monkeypat
     np.testing.assert_array_equal(a[8:16, 16:32], new[8:16, 16:32])
 
 
+_MANY_SHARDS = """
+import resource, sys
+import numpy as np
+import cuzarr
+
+a = cuzarr.create_array(sys.argv[1], shape=(8192,), chunks=(1,), shards=(4,), dtype="i4",
+                        compressors=None)
+a[:] = np.arange(8192, dtype="i4")
+resource.setrlimit(resource.RLIMIT_NOFILE, (160, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+with cuzarr.config.set({"threading.max_workers": 8}):
+    assert (a[::4] == np.arange(0, 8192, 4)).all()  # partial shard reads
+    assert (a[:] == np.arange(8192)).all()
+print("ok", flush=True)
+"""
+
+
+def test_sharded_reads_of_many_shards_stay_within_the_open_file_limit(tmp_path):
+    """Descriptors pinned for a sharded read are held per group of a few shards,
+    not for a whole batch of 64 per worker (8 workers under 160 open files used to
+    fail with EMFILE)."""
+    import subprocess
+
+    p = subprocess.run(
+        [sys.executable, "-c", _MANY_SHARDS, str(tmp_path / "a")],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "ok" in p.stdout
+
+
 _LATE_WRITER = """
 import concurrent.futures.thread as cft, sys, threading, time
 import numpy as np

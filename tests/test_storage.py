@@ -565,3 +565,19 @@ def test_fsspec_file_url_writes_into_new_directories(tmp_path, chain):
     a[:] = np.arange(6)
     assert sorted(p.name for p in (tmp_path / "new.zarr" / "a" / "b" / "c").iterdir()) == ["0", "1"]
     np.testing.assert_array_equal(cuzarr.open_array(str(tmp_path / "new.zarr"), path="a/b")[:], np.arange(6))
+
+
+@pytest.mark.parametrize("kind", ["memory", "local"])
+def test_getsize_and_getsize_prefix(tmp_path, kind):
+    from cuzarr.core.sync import sync
+    from cuzarr.storage import LocalStore, MemoryStore
+
+    store = MemoryStore() if kind == "memory" else LocalStore(tmp_path / "s")
+    sync(store.set("a/x", b"12345"))
+    sync(store.set("a/y", b"12"))
+    sync(store.set("ab/z", b"1"))
+    assert sync(store.getsize("a/x")) == 5
+    assert sync(store.getsize_prefix("a/")) == 7
+    assert sync(store.getsize_prefix("")) == 8
+    with pytest.raises(FileNotFoundError):
+        sync(store.getsize("a/missing"))

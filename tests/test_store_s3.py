@@ -203,8 +203,9 @@ def test_dead_endpoint_is_not_retried_on_top_of_botocore(client_retries, attempt
     assert ("after 3 attempts" in str(info.value)) == (attempts == 3)
 
 
-def test_whole_chunk_reads_are_one_get_each(s3):
-    """No HEAD before each GET (s3fs asks for the size to split large objects)."""
+@pytest.fixture
+def counted(s3):
+    """storage_options through a proxy in front of moto that counts (method, path)."""
     import http.client
     import http.server
     import threading
@@ -241,18 +242,35 @@ def test_whole_chunk_reads_are_one_get_each(s3):
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        opts = dict(s3["opts"], endpoint_url=f"http://127.0.0.1:{server.server_address[1]}")
-        url = f"s3://{BUCKET}/one_get.zarr"
-        a = cuzarr.create_array(url, shape=(40,), chunks=(10,), dtype="i4", storage_options=opts)
-        a[:] = np.arange(40, dtype="i4")
-        seen.clear()
-        b = cuzarr.open_array(url, mode="r", storage_options=opts)
-        np.testing.assert_array_equal(b[:], np.arange(40))
-        chunk_requests = {k: n for k, n in seen.items() if "/c/" in k[1]}
-        assert chunk_requests == {("GET", f"/{BUCKET}/one_get.zarr/c/{i}"): 1 for i in range(4)}
-    finally:
-        server.shutdown()
+    opts = dict(s3["opts"], endpoint_url=f"http://127.0.0.1:{server.server_address[1]}")
+    yield opts, seen
+    server.shutdown()
+
+
+def test_whole_chunk_reads_are_one_get_each(counted):
+    """No HEAD before each GET (s3fs asks for the size to split large objects)."""
+    opts, seen = counted
+    url = f"s3://{BUCKET}/one_get.zarr"
+    a = cuzarr.create_array(url, shape=(40,), chunks=(10,), dtype="i4", storage_options=opts)
+    a[:] = np.arange(40, dtype="i4")
+    seen.clear()
+    b = cuzarr.open_array(url, mode="r", storage_options=opts)
+    np.testing.assert_array_equal(b[:], np.arange(40))
+    chunk_requests = {k: n for k, n in seen.items() if "/c/" in k[1]}
+    assert chunk_requests == {("GET", f"/{BUCKET}/one_get.zarr/c/{i}"): 1 for i in range(4)}
+
+
+def test_nbytes_stored_asks_sizes_and_reads_no_chunk(counted, s3):
+    opts, seen = counted
+    url = f"s3://{BUCKET}/sizes.zarr"
+    a = cuzarr.create_array(url, shape=(40,), chunks=(10,), dtype="i4", storage_options=opts)
+    a[:] = np.arange(40, dtype="i4")
+    seen.clear()
+    n = a.nbytes_stored()
+    fs = s3["fs"]
+    assert n == sum(fs.size(p) for p in fs.find(f"{BUCKET}/sizes.zarr"))
+    assert not any(m == "GET" and "/c/" in path for m, path in seen)
+
 
 
 @pytest.mark.parametrize(

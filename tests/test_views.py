@@ -582,3 +582,14 @@ def test_rectilinear_views():
     a.lazy[2:4].oindex[:, [1, 5]] = 0
     data[2:4, [1, 5]] = 0
     np.testing.assert_array_equal(a[...], data)
+
+
+def test_write_view_from_a_view_or_array():
+    # The value is read on the loop thread (its __array__ would re-enter sync).
+    src = cuzarr.create_array({}, shape=(4,), chunks=(3,), dtype="i4", fill_value=0)
+    src[:] = [1, 2, 3, 4]
+    a = cuzarr.create_array({}, shape=(6,), chunks=(2,), dtype="i4", fill_value=0)
+    a.lazy[2:6] = src
+    a.lazy[[0, 1]] = src.lazy[::2]
+    a.lazy[4:6].write(src.lazy[1:3])
+    np.testing.assert_array_equal(a[:], [1, 3, 1, 2, 2, 3])

@@ -42,6 +42,15 @@ from cuzarr.storage.common import StorePath
 __all__ = ["Array", "AsyncArray"]
 
 
+def _drop_leading_ones(arr: Any, ndim: int) -> Any:
+    """numpy's setitem accepts a value with extra leading length-1 axes
+    (``x[::2] = [[1, 2]]``): drop them before broadcasting."""
+    extra = arr.ndim - ndim
+    if ndim and extra > 0 and all(n == 1 for n in arr.shape[:extra]):
+        return arr.reshape(arr.shape[extra:])
+    return arr
+
+
 async def _materialize(value: Any) -> Any:
     """Read cuzarr arrays (and views) given as values, without re-entering the sync API."""
     inner = getattr(value, "_async_array", None)
@@ -525,14 +534,21 @@ class AsyncArray:
         return tuple(out)
 
     # -- writing -----------------------------------------------------------------
-    def _as_value(self, value: Any, shape: tuple[int, ...], keep_device: bool = False) -> Any:
+    def _as_value(
+        self, value: Any, shape: tuple[int, ...], keep_device: bool = False, basic: bool = False
+    ) -> Any:
+        """``value`` as an array of the stored dtype broadcast to ``shape``.
+        ``basic``: the selection is basic (ints and slices), where numpy packs
+        a scalar value by its Python value rather than casting it."""
         if is_device_array(value):
             dt = device_dtype(self.dtype)
             if keep_device and dt is not None:
                 # Chunks are built and compressed on the device (gpu/writer.py).
                 xp = prototype_for(value).xp
                 try:
-                    return xp.broadcast_to(xp.asarray(value, dtype=dt), shape)
+                    return xp.broadcast_to(
+                        _drop_leading_ones(xp.asarray(value, dtype=dt), len(shape)), shape
+                    )
                 except ValueError as e:
                     raise ValueError(
                         f"could not broadcast value of shape {value.shape} to the "
@@ -553,15 +569,27 @@ class AsyncArray:
                 arr = arr.astype(dt.dtype)
         else:
             try:
-                arr = (
-                    np.asarray(value, dtype=dt.dtype)
-                    if not (isinstance(value, np.ndarray) and value.dtype == dt.dtype)
-                    else value
-                )
+                if basic and isinstance(value, np.generic) and value.dtype != dt.dtype:
+                    # numpy's rule for a scalar into a basic selection
+                    # (``x[1:3] = np.float64("nan")``):
+                    # packed as a Python value, so NaN into ints, out-of-range
+                    # ints and datetimes into ints raise instead of casting to
+                    # garbage as ``np.asarray(value, dtype)`` would.
+                    arr = np.empty((), dtype=dt.dtype)
+                    arr[()] = value
+                else:
+                    arr = (
+                        np.asarray(value, dtype=dt.dtype)
+                        if not (isinstance(value, np.ndarray) and value.dtype == dt.dtype)
+                        else value
+                    )
             except (TypeError, ValueError) as e:
-                raise TypeError(
+                # Keep numpy's class (ValueError for "abc" into floats, NaN into ints).
+                cls = ValueError if isinstance(e, ValueError) else TypeError
+                raise cls(
                     f"cannot write {type(value).__name__} into an array of {dt.dtype}: {e}"
                 ) from e
+        arr = _drop_leading_ones(arr, len(shape))
         try:
             return np.broadcast_to(arr, shape)
         except ValueError as e:
@@ -576,7 +604,7 @@ class AsyncArray:
         plan = normalize_numpy(selection, self.shape, self._write_dims())
         if isinstance(plan, BasicPlan):
             v = self._as_value(
-                await _materialize(value), plan.result_shape, keep_device=True
+                await _materialize(value), plan.result_shape, keep_device=True, basic=True
             ).reshape(plan.buffer_shape)
             await engine.write_plan(
                 self.store_path,
@@ -603,11 +631,15 @@ class AsyncArray:
             self.write_empty_chunks,
         )
 
-    async def set_orthogonal_selection(self, selection: Any, value: Any) -> None:
+    async def set_orthogonal_selection(
+        self, selection: Any, value: Any, *, _basic: bool = False
+    ) -> None:
         """Write with orthogonal (outer) indexing semantics."""
         self._check_writable()
         plan = normalize_orthogonal(host_selection(selection), self.shape, self._write_dims())
-        v = self._as_value(await _materialize(value), plan.result_shape).reshape(plan.buffer_shape)
+        v = self._as_value(await _materialize(value), plan.result_shape, basic=_basic).reshape(
+            plan.buffer_shape
+        )
         await engine.write_plan(
             self.store_path,
             self.metadata,
@@ -634,7 +666,7 @@ class AsyncArray:
 
     async def set_block_selection(self, selection: Any, value: Any) -> None:
         """Write whole chunks by chunk-grid index."""
-        await self.set_orthogonal_selection(self._block_to_slices(selection), value)
+        await self.set_orthogonal_selection(self._block_to_slices(selection), value, _basic=True)
 
     # -- shape changes and attributes -----------------------------------------------
     async def resize(self, new_shape: Any) -> None:
@@ -769,16 +801,9 @@ class AsyncArray:
 
     async def nbytes_stored(self) -> int:
         """Bytes stored under the array's path: metadata and chunks, as in zarr-python."""
-        from cuzarr.storage.local import LocalStore
-
-        store = self.store_path.store
         prefix = self.store_path.path + "/" if self.store_path.path else ""
-        keys = [k async for k in store.list_prefix(prefix)]
-        if isinstance(store, LocalStore):
-            import os
-
-            return sum(os.path.getsize(os.path.join(store.root, k)) for k in keys)
-        return sum(len(v) for v in await store.get_many(keys) if v is not None)
+        # sizes asked of the store (a stat, a HEAD), not the values read
+        return await self.store_path.store.getsize_prefix(prefix)
 
 
 @dataclass
@@ -1041,6 +1066,12 @@ class Array:
 
     @property
     def nshards_initialized(self) -> int:
+        """How many shards (chunks when not sharded) are stored.
+
+        Returns
+        -------
+        int
+        """
         return sync(self._async_array.nshards_initialized())
 
     def nbytes_stored(self) -> int:

@@ -58,6 +58,9 @@ class AsyncGroup:
         # Metadata of every descendant, by relative path, when the group was opened
         # with consolidated metadata: lookups and listings then need no requests.
         self.consolidated = consolidated
+        # True when ``consolidated`` was read from (or written at) this group's own
+        # node, not handed down from a consolidated ancestor.
+        self._owns_consolidated = False
 
     @classmethod
     async def open(
@@ -82,14 +85,18 @@ class AsyncGroup:
                 raise MetadataError(
                     f"no consolidated metadata at {store_path.store!r}, path {store_path.path!r}"
                 )
-        return cls(meta, store_path, consolidated)
+        group = cls(meta, store_path, consolidated)
+        group._owns_consolidated = consolidated is not None
+        return group
 
     async def consolidate(self) -> AsyncGroup:
         """Write consolidated metadata for every node below this group."""
         members = await AsyncGroup(self.metadata, self.store_path).members(max_depth=None)
         metas = [(path, node.metadata) for path, node in members]
         root = await build_consolidated(self.store_path, self.metadata, metas)
-        return AsyncGroup(root, self.store_path, {p: m for p, m in metas})
+        group = AsyncGroup(root, self.store_path, {p: m for p, m in metas})
+        group._owns_consolidated = True
+        return group
 
     @classmethod
     async def create(
@@ -307,7 +314,21 @@ class AsyncGroup:
         sp = self._child(name)
         if not await self.contains(name):
             raise KeyError(name)
+        if self.consolidated is None:
+            await sp.store.delete_dir(sp.path)
+            return
+        # As zarr-python: the member (and everything below it) leaves the
+        # consolidated metadata too, else listings keep showing a deleted node.
+        key = normalize_path(name)
+        remaining = [
+            (p, m)
+            for p, m in self.consolidated.items()
+            if p != key and not p.startswith(key + "/")
+        ]
         await sp.store.delete_dir(sp.path)
+        if self._owns_consolidated:
+            self.metadata = await build_consolidated(self.store_path, self.metadata, remaining)
+        self.consolidated = dict(remaining)
 
     async def iter_keys(self) -> AsyncIterator[str]:
         for name, _ in await self.members():

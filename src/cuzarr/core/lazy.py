@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from cuzarr.buffer import array_module, is_device_array
-from cuzarr.core.array import device_index
+from cuzarr.core.array import _materialize, device_index
 from cuzarr.core.engine import ChunkItem, chunk_items, coordinate_items
 from cuzarr.core.sync import sync
 from cuzarr.gpu.dispatch import emulating
@@ -271,7 +271,9 @@ async def _write(array: Any, t: IndexTransform, value: Any) -> None:
     array._check_writable()
     t.check_bounds(array.shape)
     shape = t.shape
-    v = array._as_value(value, shape)
+    # A cuzarr array or view as the value: read it here, on the loop (its
+    # ``__array__`` would re-enter the sync API).
+    v = array._as_value(await _materialize(value), shape, basic=not t.has_arrays())
     if math.prod(shape) == 0:
         return
     referenced = {d for m in t.maps for d in m.dependent_dims()}

@@ -221,6 +221,21 @@ def _shard_job(
     return len(shards), fetch_plan, scatter, device
 
 
+# A store that pins descriptors (local files) keeps one open per shard of a plan
+# until the plan ends: plans of at most this many shards bound what a worker
+# holds (batches of 64 shards, one worker per CPU, ran into the open-file limit:
+# EMFILE on a full read of 8,192 shards with 8 workers under `ulimit -n 256`).
+PINNED_SHARDS_MAX = 8
+
+
+def _run_shards_sync(fetch_plan: Any, lo: int, hi: int, scatter: Any, sio: Any) -> None:
+    """Run the plans of shards ``lo:hi`` with blocking I/O, in groups of at most
+    ``PINNED_SHARDS_MAX`` shards when the store pins descriptors."""
+    step = PINNED_SHARDS_MAX if getattr(sio, "pinned", None) is not None else hi - lo
+    for s in range(lo, hi, max(1, step)):
+        _run_plan_sync(fetch_plan(s, min(s + step, hi), scatter), sio)
+
+
 def _run_plan_sync(gen: Any, sio: Any) -> Any:
     """Drive an I/O plan generator with a store's blocking batch I/O."""
     pinned = getattr(sio, "pinned", None)
@@ -265,7 +280,7 @@ def read_sharded_small_sync(
         return False
     if items and out.size:
         n, fetch_plan, scatter, device = _shard_job(store_path, meta, pipeline, codec, items, out)
-        _run_plan_sync(fetch_plan(0, n, scatter), sio)
+        _run_shards_sync(fetch_plan, 0, n, scatter, sio)
         if device is not None:
             device.executor.synchronize()
     return True
@@ -296,7 +311,7 @@ async def read_sharded(
         # Cheap local I/O: worker loops run batch after batch of reads, decodes
         # and scatters, with no trip through the event loop in between.
         def run_sync(lo: int, hi: int) -> None:
-            _run_plan_sync(fetch_plan(lo, hi, scatter), sio)
+            _run_shards_sync(fetch_plan, lo, hi, scatter, sio)
 
         try:
             await pull_batches(n_shards, per_batch, run_sync)

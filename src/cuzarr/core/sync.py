@@ -188,10 +188,18 @@ def sync(coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         )
     if timeout is None:
         timeout = config.get("async.timeout")
-    started, ended = threading.Event(), threading.Event()
+    # state[0]: the operation started; state[1]: the caller gave up on it. Both
+    # change under ``state_lock``, so that exactly one side owns ``coro``: the
+    # loop runs it, or (never started) the calling thread closes it.
+    state = [False, False]
+    state_lock = threading.Lock()
+    ended = threading.Event()
 
     async def run() -> T:
-        started.set()
+        with state_lock:
+            if state[1]:
+                raise asyncio.CancelledError
+            state[0] = True
         try:
             return await coro
         finally:
@@ -204,14 +212,14 @@ def sync(coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         if future.done():
             return future.result()  # it finished (or itself raised TimeoutError)
         # Stop the operation, and return only once it has unwound, so that no
-        # write of a call reported as timed out lands afterwards. The probe runs
-        # on the loop after the cancellation was delivered: a task that had not
-        # started by then never runs at all.
+        # write of a call reported as timed out lands afterwards. One that has
+        # not started by now never starts (the loop may not even have created
+        # its task yet, when it was busy for longer than the timeout).
         future.cancel()
-        probe = threading.Event()
-        loop.call_soon_threadsafe(probe.set)
-        probe.wait()
-        if started.is_set():
+        with state_lock:
+            state[1] = True
+            started = state[0]
+        if started:
             ended.wait()
         else:
             coro.close()

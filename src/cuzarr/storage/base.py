@@ -162,6 +162,32 @@ class Store(ABC):
     async def exists(self, key: str) -> bool:
         """Whether ``key`` holds a value."""
 
+    async def getsize(self, key: str) -> int:
+        """Bytes stored at ``key`` (``FileNotFoundError`` if it holds nothing).
+
+        This default reads the value; stores that can ask for a size override it.
+        """
+        value = await self.get(key)
+        if value is None:
+            raise FileNotFoundError(key)
+        return len(value)
+
+    async def getsize_prefix(self, prefix: str) -> int:
+        """Total bytes stored under the keys starting with ``prefix``."""
+        from cuzarr.core.sync import io_semaphore
+
+        sem = io_semaphore()
+
+        async def one(key: str) -> int:
+            async with sem:
+                try:
+                    return await self.getsize(key)
+                except FileNotFoundError:  # deleted since it was listed
+                    return 0
+
+        keys = [k async for k in self.list_prefix(prefix)]
+        return sum(await asyncio.gather(*(one(k) for k in keys)))
+
     # -- writes --------------------------------------------------------------
     @abstractmethod
     async def set(self, key: str, value: bytes) -> None:

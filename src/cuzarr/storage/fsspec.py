@@ -374,6 +374,24 @@ class FsspecStore(Store):
         path = self._full(key)
         return await self._retrying("read", key, self._fetch, path, byte_range)
 
+    async def getsize(self, key: str) -> int:
+        """Bytes stored at ``key``, asked of the filesystem (a HEAD over HTTP and
+        S3), not read; ``FileNotFoundError`` if it holds nothing."""
+        path = self._full(key)
+
+        async def size() -> int | None:
+            if self._async:
+                fs = await self._afs()
+                n = await fs._size(path)
+            else:
+                n = await asyncio.to_thread(self._fs.size, path)
+            return None if n is None else int(n)
+
+        n = await self._retrying("size", key, size)
+        if n is None:  # a server that does not tell: read it
+            return await super().getsize(key)
+        return n
+
     async def get_partial_values(self, prototype: Any, key_ranges: Any) -> list[bytes | None]:
         reqs = list(key_ranges)
         if self._async or type(self).get is not FsspecStore.get or len(reqs) <= 1:

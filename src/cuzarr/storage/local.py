@@ -622,6 +622,15 @@ class LocalStore(Store):
         results = await asyncio.gather(*(batch(p) for p in parts))
         return [v for part in results for v in part]
 
+    async def getsize(self, key: str) -> int:
+        """Bytes stored at ``key`` (``FileNotFoundError`` if it holds nothing)."""
+        path = self._path(key)
+        if os.path.islink(path):
+            self._check_file(key, path)  # as get: no symlinks out of the root
+        if not os.path.isfile(path):
+            raise FileNotFoundError(key)
+        return os.path.getsize(path)
+
     async def exists(self, key: str) -> bool:
         path = self._path(key)
         if not os.path.isfile(path):

@@ -68,6 +68,13 @@ class MemoryStore(Store):
     async def exists(self, key: str) -> bool:
         return key in self._store_dict
 
+    async def getsize(self, key: str) -> int:
+        """Bytes stored at ``key`` (``FileNotFoundError`` if it holds nothing)."""
+        try:
+            return len(self._store_dict[key])
+        except KeyError:
+            raise FileNotFoundError(key) from None
+
     async def set(self, key: str, value: bytes) -> None:
         self._check_writable()
         normalize_key(key)
