@@ -123,6 +123,27 @@ def test_cuzarr_written_dataset_opens_in_xarray_both_engines(tmp_path):
     np.testing.assert_array_equal(tree["inner"].dataset.w.values, [1, 2, 3])
 
 
+def test_xarray_open_datatree_group_is_the_root(tmp_path):
+    # open_datatree(group=...) used to ignore the group and open the whole store
+    path = str(tmp_path / "t.zarr")
+    tree = xr.DataTree.from_dict(
+        {
+            "/": xr.Dataset({"r": ("x", [1, 2, 3])}),
+            "/g1": xr.Dataset({"a": ("y", [1.0, 2.0])}),
+            "/g1/g2": xr.Dataset({"b": ("x", [4, 5, 6])}),
+            "/other": xr.Dataset(),
+        }
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tree.to_zarr(path, consolidated=False)
+        ref = xr.open_datatree(path, engine="zarr", group="g1").load()
+    for group in ("g1", "/g1/"):
+        got = xr.open_datatree(path, engine="cuzarr", group=group).load()
+        xr.testing.assert_identical(got, ref)
+        assert list(got.children) == ["g2"]
+
+
 def test_dask_round_trip_aligned_to_shards(tmp_path):
     import dask.array as da
 
@@ -149,6 +170,26 @@ def test_from_dask_rectilinear(kw):
     arr = from_dask(da.from_array(x, chunks=(3, 5)), {}, **kw)
     np.testing.assert_array_equal(arr[...], x)
     np.testing.assert_array_equal(to_dask(arr).compute(), x)
+
+
+@pytest.mark.parametrize("shards", [None, (2000,)])
+def test_dask_store_misaligned_into_memory_store_loses_nothing(shards):
+    # da.store(lock=False) with blocks straddling chunks: threads read-modify-write
+    # the same chunks; MemoryStore's per-key locks keep every update.
+    import dask
+    import dask.array as da
+
+    from cuzarr.storage import MemoryStore
+
+    n = 8_000
+    for _ in range(2):
+        arr = cuzarr.create_array(
+            MemoryStore(), shape=(n,), chunks=(1000,) if shards is None else (40,),
+            shards=shards, dtype="i4", fill_value=0,
+        )
+        with dask.config.set(scheduler="threads", num_workers=16):
+            da.store(da.arange(n, chunks=37, dtype="i4") + 1, arr, lock=False)
+        np.testing.assert_array_equal(arr[...], np.arange(n, dtype="i4") + 1)
 
 
 def test_from_dask_zero_length():

@@ -579,3 +579,16 @@ def test_edge_projection_matches_regular(size, chunk, start, stop, step):
     idx = np.arange(size)[slice(*r)]
     pa, pb = project_array(np.unique(idx), reg), project_array(np.unique(idx), rect)
     assert pa.chunks == pb.chunks and pa.complete == pb.complete
+
+
+def test_orthogonal_selection_landing_on_scattered_output_rows():
+    # rows 1..2 are one contiguous run of chunk 1, but land on output rows 0 and 2:
+    # with index arrays on both dimensions they must index orthogonally
+    a = cuzarr.create_array({}, shape=(3, 5), chunks=[[1, 2], [1, 1, 1, 1, 1]], dtype="i4")
+    data = np.arange(15, dtype="i4").reshape(3, 5)
+    a[...] = data
+    sel = (np.array([1, 0, -1]), np.array([1, 0]))
+    np.testing.assert_array_equal(a.oindex[sel], data[np.ix_(*sel)])
+    a.oindex[sel] = np.array([[10, 11], [12, 13], [14, 15]], dtype="i4")
+    data[np.ix_(*sel)] = [[10, 11], [12, 13], [14, 15]]
+    np.testing.assert_array_equal(a[...], data)

@@ -61,11 +61,14 @@ def chunk_items(projections: Sequence[DimProjection]) -> list[ChunkItem]:
     if any(not p.chunks for p in projections):
         return []
     n_arrays = sum(any(isinstance(s, np.ndarray) for s in p.chunk_sels) for p in projections)
-    needs_ortho = n_arrays >= 2 or (
-        n_arrays == 1
-        and any(any(isinstance(s, np.ndarray) for s in p.out_sels) for p in projections)
-        and len(projections) > 1
+    # Index arrays on two or more dimensions, on either side (a contiguous run of
+    # a chunk can land on scattered output positions, and the reverse), broadcast
+    # together unless made orthogonal.
+    array_dims = sum(
+        any(isinstance(s, np.ndarray) for s in (*p.chunk_sels, *p.out_sels))
+        for p in projections
     )
+    needs_ortho = array_dims >= 2
     # itertools.product builds each tuple in C: a few hundred ns per chunk.
     prod = itertools.product
     coords = prod(*(p.chunks for p in projections))

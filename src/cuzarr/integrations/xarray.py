@@ -203,9 +203,10 @@ class CuzarrBackendEntrypoint(BackendEntrypoint):
 
     def open_groups_as_dict(self, filename_or_obj: Any, **kwargs: Any) -> dict[str, Any]:
         drop = kwargs.pop("drop_variables", None)
-        kwargs.pop("group", None)
+        group = kwargs.pop("group", None)
         proto = kwargs.pop("prototype", None)
-        root = cuzarr.open_group(filename_or_obj, mode="r")
+        # group=: that group is the tree's root, as with engine="zarr"
+        root = cuzarr.open_group(filename_or_obj, mode="r", path=(group or "").strip("/") or None)
         out = {
             "/": _open_group_dataset(
                 root, drop_variables=drop, decode_kwargs=kwargs, prototype=proto

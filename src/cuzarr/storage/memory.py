@@ -2,12 +2,53 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, MutableMapping, Sequence
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Iterable, MutableMapping, Sequence
 from typing import Any
 
 from cuzarr.storage.base import ByteRequest, Store, SyncIO, normalize_key, slice_bytes
 
 __all__ = ["MemoryStore"]
+
+# In-process per-key locks, taken by the engine around chunk writes so concurrent
+# partial writers in threads never lose each other's updates: the (mapping, key)
+# pairs held now. A locker takes all its keys at once or none, so none deadlock.
+_HELD: set[tuple[int, str]] = set()
+_HELD_GUARD = threading.Lock()
+
+
+class _KeyLocks:
+    """Exclusive locks on a set of keys of one mapping, for ``async with`` (polled,
+    never blocking the loop) or ``try_acquire``/``release`` from worker threads."""
+
+    def __init__(self, mapping: object, keys: Iterable[str]) -> None:
+        self.wanted = {(id(mapping), k) for k in keys}
+        self.held = False
+
+    def try_acquire(self) -> bool:
+        with _HELD_GUARD:
+            if not _HELD.isdisjoint(self.wanted):
+                return False
+            _HELD.update(self.wanted)
+        self.held = True
+        return True
+
+    def release(self) -> None:
+        if self.held:
+            with _HELD_GUARD:
+                _HELD.difference_update(self.wanted)
+            self.held = False
+
+    async def __aenter__(self) -> _KeyLocks:
+        delay = 0.0005
+        while not self.try_acquire():
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.02)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.release()
 
 
 class MemoryStore(Store):
@@ -99,6 +140,11 @@ class MemoryStore(Store):
         self._check_writable()
         for key in keys:
             self._store_dict.pop(key, None)
+
+    def lock_keys(self, keys: Iterable[str]) -> _KeyLocks:
+        """Exclusive in-process locks on ``keys`` (shared by every ``MemoryStore``
+        over the same mapping), for ``async with``; plain ``set`` does not take them."""
+        return _KeyLocks(self._store_dict, keys)
 
     def sync_io(self) -> SyncIO | None:
         cls = type(self)
