@@ -662,6 +662,24 @@ def test_out_coordinate_and_block_selection():
     np.testing.assert_array_equal(outb, data[0:4, 3:6])
 
 
+def test_out_coordinate_selection_fortran_or_strided_out():
+    # A 2-d point selection into an ``out`` that has no flat view (Fortran
+    # order, or a strided view) used to raise "out must be reshapeable".
+    data = np.arange(60, dtype="i4").reshape(6, 10)
+    a = cuzarr.array(data, store={}, chunks=(4, 3))
+    sel = (np.array([[0, 2], [5, 1]]), np.array([[1, 9], [0, 3]]))
+    out = np.asfortranarray(np.zeros((2, 2), dtype="i4"))
+    assert a.get_coordinate_selection(sel, out=out) is out
+    np.testing.assert_array_equal(out, data[sel])
+    big = np.zeros((4, 4), dtype="i4")
+    view = big[::2, ::2]
+    a.get_coordinate_selection(sel, out=view)
+    np.testing.assert_array_equal(big[::2, ::2], data[sel])
+    assert big[1::2].sum() == 0 and big[:, 1::2].sum() == 0
+    with pytest.raises(TypeError):
+        a.get_coordinate_selection(sel, out=np.asfortranarray(np.zeros((2, 2), "f8")))
+
+
 # --------------------------------------------------------------------------------------
 # 0-d and zero-length
 

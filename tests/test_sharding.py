@@ -293,3 +293,22 @@ def test_concurrent_writes_to_different_shards(tmp_path):
     expected = np.repeat(np.arange(4, dtype="i4"), 16)[:, None] * np.ones((1, 64), dtype="i4")
     np.testing.assert_array_equal(a[...], expected)
     assert isinstance(a.store, LocalStore)
+
+
+def test_nat_inner_chunks_are_empty_like_zarr_python():
+    # A NaT fill (datetime64) never compared equal (NaT != NaT): all-NaT inner
+    # chunks and chunks were stored, where zarr-python leaves them empty.
+    store = {}
+    a = cuzarr.create_array(store, shape=(9,), chunks=(2,), shards=(4,), dtype="M8[s]")
+    data = np.arange(9).astype("M8[s]")
+    a[...] = data
+    index = np.frombuffer(bytes(store["c/2"])[-36:-4], dtype="<u8").reshape(2, 2)
+    assert (index[1] == 2**64 - 1).all()  # [10, 12) lies outside the array
+    z = zarr.create_array(zarr.storage.MemoryStore(), shape=(9,), chunks=(2,), shards=(4,),
+                          dtype="M8[s]")
+    z[...] = data
+    assert bytes(store["c/2"]) == z.store._store_dict["c/2"].to_bytes()
+    plain = {}
+    b = cuzarr.create_array(plain, shape=(4,), chunks=(2,), dtype="M8[s]")
+    b[...] = np.array(["NaT", "NaT", 1, 2], dtype="M8[s]")
+    assert "c/0" not in plain and "c/1" in plain

@@ -472,11 +472,18 @@ class AsyncArray:
         n = math.prod(shape)
         if out is not None and math.prod(out.shape) != n:
             raise ValueError(f"out has shape {out.shape}, the selection has shape {shape}")
-        buf = self._out_buffer((n,), out, prototype)
+        # An ``out`` that cannot be viewed flat (Fortran order, strided) is
+        # filled from a flat buffer afterwards.
+        flat = out is None or n == 0 or shares_memory(out.reshape((n,)), out)
+        buf = self._out_buffer((n,), out if flat else None, prototype if flat else out)
+        if not flat and out.dtype != buf.dtype:
+            raise TypeError(f"out has dtype {out.dtype}, the array has {self.dtype}")
         if n:
             items = engine.coordinate_items(self._read_grid.dims(self.shape), coords)
             await self._read_items(items, buf)
         if out is not None:
+            if not flat:
+                out[...] = buf.reshape(out.shape)
             return out
         result = buf.reshape(shape)
         return result[()] if result.ndim == 0 else result

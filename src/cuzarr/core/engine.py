@@ -174,6 +174,13 @@ def _is_fill(chunk: np.ndarray, fill: Any, dtype: Any) -> bool:
         if chunk.dtype.kind == "c":
             return _floats_are(chunk.real, f.real) and _floats_are(chunk.imag, f.imag)
         return _floats_are(chunk, f)
+    if chunk.dtype.kind in "mM":
+        # Compare the int64 values: NaT != NaT, so a NaT fill never matched.
+        try:
+            f = np.asarray(fill, dtype=chunk.dtype)
+        except (TypeError, ValueError):
+            return False
+        return bool((chunk.view("i8") == f.view("i8")).all())
     if chunk.dtype.kind == "O":
         # Element by element with Python's ==: numpy would turn a bytes or str
         # fill into a numpy scalar first, which drops trailing NULs (b"a" would
