@@ -871,6 +871,18 @@ class ArrayInfo:
     __str__ = __repr__
 
 
+def as_requested(arr: np.ndarray, dtype: Any, copy: Any) -> np.ndarray:
+    """A freshly read host array as ``__array__(dtype, copy)`` asks for it."""
+    if dtype is None or arr.dtype == dtype:
+        return arr  # freshly read: never shared, so copy=False holds too
+    if copy is False:  # numpy 2: a cast is a copy
+        raise ValueError(
+            f"Unable to avoid copy while creating an array as requested "
+            f"(casting {arr.dtype} to {np.dtype(dtype)})"
+        )
+    return arr.astype(dtype)
+
+
 def device_index(block: Any, index: Any) -> Any:
     """``index`` (a tuple of host index arrays and slices) ready to index ``block``:
     the arrays moved to the device when ``block`` lives there."""
@@ -1188,14 +1200,7 @@ class Array:
     # -- other numpy-isms -----------------------------------------------------------
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         arr = cpu_prototype.to_host(self.get_basic_selection(..., prototype="cpu"))
-        if dtype is None or arr.dtype == dtype:
-            return arr  # freshly read: never shared, so copy=False holds too
-        if copy is False:  # numpy 2: a cast is a copy
-            raise ValueError(
-                f"Unable to avoid copy while creating an array as requested "
-                f"(casting {arr.dtype} to {np.dtype(dtype)})"
-            )
-        return arr.astype(dtype)
+        return as_requested(arr, dtype, copy)
 
     def __len__(self) -> int:
         if self.ndim == 0:

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from cuzarr.buffer import array_module, is_device_array
-from cuzarr.core.array import _materialize, device_index
+from cuzarr.core.array import _materialize, as_requested, device_index
 from cuzarr.core.engine import ChunkItem, chunk_items, coordinate_items
 from cuzarr.core.sync import sync
 from cuzarr.gpu.dispatch import emulating
@@ -432,15 +432,7 @@ class LazyArray:
         sync(self.write_async(value))
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        arr = self.read(prototype="cpu")
-        if dtype is None or arr.dtype == dtype:
-            return arr  # freshly read: never shared, so copy=False holds too
-        if copy is False:  # numpy 2: a cast is a copy
-            raise ValueError(
-                f"Unable to avoid copy while creating an array as requested "
-                f"(casting {arr.dtype} to {np.dtype(dtype)})"
-            )
-        return arr.astype(dtype)
+        return as_requested(self.read(prototype="cpu"), dtype, copy)
 
     def __dask_tokenize__(self) -> str:
         # A token per view object: never equal for views that might differ.

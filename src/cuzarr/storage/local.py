@@ -437,19 +437,12 @@ class LocalStore(Store):
         """``read(fd)`` on ``key``'s file; ``None`` when the key is missing."""
         path = self._path(key)
         pins = getattr(_tls, "pins", None)
-        if pins is not None:
-            try:
+        try:
+            if pins is not None:  # kept open for the rest of the pinned plan
                 fd = pins.get(path)
                 if fd is None:
                     fd = pins[path] = self._open_checked(key, path)
                 return read(fd)
-            except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-                return None
-            except OSError as e:
-                if e.errno == errno.ENAMETOOLONG:
-                    return None
-                raise
-        try:
             fd = self._open_checked(key, path)
             try:
                 return read(fd)
