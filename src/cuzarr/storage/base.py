@@ -87,6 +87,18 @@ def slice_bytes(data: bytes, byte_range: ByteRequest | None) -> bytes:
     raise TypeError(f"unsupported byte range {byte_range!r}")
 
 
+def range_bounds(byte_range: ByteRequest, size: int) -> tuple[int, int]:
+    """``(start, stop)`` of a byte request on a value of ``size`` bytes, as slicing
+    would give them (``stop <= start``: nothing)."""
+    if isinstance(byte_range, RangeByteRequest):
+        return byte_range.start, min(byte_range.end, size)
+    if isinstance(byte_range, OffsetByteRequest):
+        return byte_range.offset, size
+    if isinstance(byte_range, SuffixByteRequest):
+        return max(0, size - byte_range.suffix), size
+    raise TypeError(f"unsupported byte range {byte_range!r}")
+
+
 def normalize_key(key: str) -> str:
     """Validate a store key: relative, '/'-separated, no '.' or '..' components.
 

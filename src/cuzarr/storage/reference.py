@@ -29,10 +29,9 @@ from typing import Any
 from cuzarr.errors import MetadataError
 from cuzarr.storage.base import (
     ByteRequest,
-    OffsetByteRequest,
     RangeByteRequest,
     Store,
-    SuffixByteRequest,
+    range_bounds,
     slice_bytes,
 )
 
@@ -208,14 +207,7 @@ class ReferenceStore(Store):
         url, offset, length = ref
         if byte_range is not None and offset is not None and length is not None:
             # Narrow the request instead of fetching the whole referenced range.
-            if isinstance(byte_range, RangeByteRequest):
-                start, stop = byte_range.start, min(byte_range.end, length)
-            elif isinstance(byte_range, OffsetByteRequest):
-                start, stop = byte_range.offset, length
-            elif isinstance(byte_range, SuffixByteRequest):
-                start, stop = max(0, length - byte_range.suffix), length
-            else:
-                raise TypeError(f"unsupported byte range {byte_range!r}")
+            start, stop = range_bounds(byte_range, length)
             if stop <= start:
                 return b""
             return await self._read_target(url, offset + start, stop - start)

@@ -33,11 +33,9 @@ from typing import Any
 from cuzarr.errors import ChecksumError, CodecError, CuzarrError
 from cuzarr.storage.base import (
     ByteRequest,
-    OffsetByteRequest,
-    RangeByteRequest,
     Store,
-    SuffixByteRequest,
     normalize_key,
+    range_bounds,
 )
 
 __all__ = ["ZipStore", "ZipStoreError"]
@@ -189,15 +187,7 @@ class _ZipHandle:
     ) -> bytes:
         if byte_range is None:
             return zf.read(info)
-        size = info.file_size
-        if isinstance(byte_range, RangeByteRequest):
-            start, stop = byte_range.start, min(byte_range.end, size)
-        elif isinstance(byte_range, OffsetByteRequest):
-            start, stop = byte_range.offset, size
-        elif isinstance(byte_range, SuffixByteRequest):
-            start, stop = max(0, size - byte_range.suffix), size
-        else:
-            raise TypeError(f"unsupported byte range {byte_range!r}")
+        start, stop = range_bounds(byte_range, info.file_size)
         if stop <= start:
             return b""
         with zf.open(info) as f:
