@@ -12,9 +12,11 @@ from cuzarr.storage.base import ByteRequest, Store, SyncIO, normalize_key, slice
 __all__ = ["MemoryStore"]
 
 # In-process per-key locks, taken by the engine around chunk writes so concurrent
-# partial writers in threads never lose each other's updates: the (mapping, key)
-# pairs held now. A locker takes all its keys at once or none, so none deadlock.
-_HELD: set[tuple[int, str]] = set()
+# partial writers in threads never lose each other's updates. A locker takes all
+# its keys at once or none, so none deadlock. Held keys per mapping, by id
+# (mappings need not be hashable); an entry goes when its set empties, so a freed
+# mapping's id can be reused safely.
+_HELD: dict[int, set[str]] = {}
 _HELD_GUARD = threading.Lock()
 
 
@@ -23,21 +25,29 @@ class _KeyLocks:
     never blocking the loop) or ``try_acquire``/``release`` from worker threads."""
 
     def __init__(self, mapping: object, keys: Iterable[str]) -> None:
-        self.wanted = {(id(mapping), k) for k in keys}
+        self.mid = id(mapping)
+        self.wanted = keys if isinstance(keys, (list, tuple)) else list(keys)
         self.held = False
 
     def try_acquire(self) -> bool:
         with _HELD_GUARD:
-            if not _HELD.isdisjoint(self.wanted):
+            held = _HELD.get(self.mid)
+            if held is None:
+                _HELD[self.mid] = set(self.wanted)
+            elif held.isdisjoint(self.wanted):
+                held.update(self.wanted)
+            else:
                 return False
-            _HELD.update(self.wanted)
         self.held = True
         return True
 
     def release(self) -> None:
         if self.held:
             with _HELD_GUARD:
-                _HELD.difference_update(self.wanted)
+                held = _HELD[self.mid]
+                held.difference_update(self.wanted)
+                if not held:
+                    del _HELD[self.mid]
             self.held = False
 
     async def __aenter__(self) -> _KeyLocks:
