@@ -124,17 +124,13 @@ def test_time_slice_lets_other_work_in():
     assert events.index("other") < events.index("long-done")
 
 
-def test_write_waits_for_a_busy_lock_then_lands(tmp_path):
-    """A batch whose key another writer has locked is handed back by the worker
-    loop, waited for on the event loop, and written once the lock is free."""
-    a = cuzarr.create_array(tmp_path / "a", shape=(64, 64), chunks=(8, 64), dtype="i4")
-    a[...] = 1
-    other = LocalStore(tmp_path / "a")
-    held = threading.Event()
-    release = threading.Event()
+def _hold_locks(store, keys):
+    """Hold ``store``'s locks on ``keys`` from another thread's event loop until
+    the returned event is set; (that thread, the event)."""
+    held, release = threading.Event(), threading.Event()
 
     async def hold() -> None:
-        async with other.lock_keys(["c/3/0"]):
+        async with store.lock_keys(keys):
             held.set()
             while not release.is_set():
                 await asyncio.sleep(0.005)
@@ -142,6 +138,15 @@ def test_write_waits_for_a_busy_lock_then_lands(tmp_path):
     t = threading.Thread(target=lambda: asyncio.run(hold()))
     t.start()
     assert held.wait(5)
+    return t, release
+
+
+def test_write_waits_for_a_busy_lock_then_lands(tmp_path):
+    """A batch whose key another writer has locked is handed back by the worker
+    loop, waited for on the event loop, and written once the lock is free."""
+    a = cuzarr.create_array(tmp_path / "a", shape=(64, 64), chunks=(8, 64), dtype="i4")
+    a[...] = 1
+    t, release = _hold_locks(LocalStore(tmp_path / "a"), ["c/3/0"])
     done = threading.Event()
 
     def write() -> None:
@@ -403,7 +408,6 @@ def test_short_os_writes_are_continued(tmp_path, monkeypatch):
     assert sync(store.get("a/k")) == value
 
 
-
 def test_busy_batches_wait_a_bounded_number_at_a_time(tmp_path):
     """Batches handed back because another writer holds their locks wait on the
     loop a few at a time (each holds a lock descriptor while it waits)."""
@@ -411,18 +415,7 @@ def test_busy_batches_wait_a_bounded_number_at_a_time(tmp_path):
 
     n = 2048  # 32 batches of 64 chunks
     a = cuzarr.create_array(tmp_path / "a", shape=(n * 16384,), chunks=(16384,), dtype="f4")
-    holder = LocalStore(tmp_path / "a")
-    held, release = threading.Event(), threading.Event()
-
-    async def hold() -> None:
-        async with holder.lock_keys([f"c/{i}" for i in range(n)]):
-            held.set()
-            while not release.is_set():
-                await asyncio.sleep(0.005)
-
-    t = threading.Thread(target=lambda: asyncio.run(hold()))
-    t.start()
-    assert held.wait(5)
+    t, release = _hold_locks(LocalStore(tmp_path / "a"), [f"c/{i}" for i in range(n)])
     base = len(os.listdir("/proc/self/fd"))
     peak = [base]
     stop = threading.Event()
