@@ -866,6 +866,42 @@ def test_sync_timeout_while_the_loop_is_busy_never_starts_the_operation():
     assert ran == []
 
 
+def test_sync_timeout_is_bounded_when_the_operation_ignores_cancellation():
+    # An operation that swallows its cancellation (a store awaiting something
+    # that never ends) used to make the timed-out call wait for it forever.
+    from cuzarr.core import sync as sync_mod
+
+    release = threading.Event()
+    cancels = []
+
+    async def stubborn():
+        while not release.is_set():
+            try:
+                await asyncio.sleep(0.01)
+            except asyncio.CancelledError:
+                cancels.append(1)  # ignored: keeps going
+        return 1
+
+    errors = []
+
+    def call():
+        try:
+            sync_mod.sync(stubborn(), timeout=0.05)
+        except TimeoutError as e:
+            errors.append(str(e))
+
+    t = threading.Thread(target=call, daemon=True)
+    t.start()
+    t.join(10)
+    try:
+        assert not t.is_alive(), "the timed-out call never returned"
+        assert cancels, "the operation was not cancelled"
+        assert len(errors) == 1 and "may still complete" in errors[0]
+    finally:
+        release.set()
+    sync_mod.sync(asyncio.sleep(0.05))
+
+
 # --------------------------------------------------------------------------------------
 # async API
 

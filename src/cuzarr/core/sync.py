@@ -172,6 +172,12 @@ def get_executor() -> ThreadPoolExecutor:
     return _pool
 
 
+def _unwind_grace(timeout: float) -> float:
+    """Seconds a timed-out call waits for its cancelled operation to unwind (as
+    long again as the timeout, at least 1 s: enough for running batches to end)."""
+    return max(1.0, float(timeout))
+
+
 def sync(coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
     """Run ``coro`` on the background loop and block until it finishes.
 
@@ -219,10 +225,16 @@ def sync(coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         with state_lock:
             state[1] = True
             started = state[0]
-        if started:
-            ended.wait()
-        else:
+        if not started:
             coro.close()
+        elif not ended.wait(_unwind_grace(timeout)):
+            # Something the operation awaits ignores cancellation, or blocks the
+            # loop thread itself: a timeout must not turn into a hang.
+            raise TimeoutError(
+                f"cuzarr operation did not finish within {timeout} s (config "
+                f"'async.timeout') and did not stop within {_unwind_grace(timeout)} s "
+                "of being cancelled; it may still complete"
+            ) from None
         raise TimeoutError(
             f"cuzarr operation did not finish within {timeout} s (config 'async.timeout');"
             " it was cancelled"
