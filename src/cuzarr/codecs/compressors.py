@@ -16,6 +16,7 @@ import zstandard
 
 from cuzarr.codecs.base import BytesBytesCodec, ChunkSpec, register_codec
 from cuzarr.errors import CodecError, MetadataError
+from cuzarr.gpu.formats import zstd_frame_info
 
 __all__ = ["BloscCodec", "GzipCodec", "ZstdCodec", "zstd_decompress"]
 
@@ -44,12 +45,11 @@ def zstd_decompress(data: Any, size_hint: int | None, limit: int | None = None) 
     except zstandard.ZstdError as e:
         raise CodecError(f"invalid zstd frame: {e}") from e
     known = content != zstandard.CONTENTSIZE_UNKNOWN
-    if (
-        known
-        and size_hint is not None
-        and content != size_hint
-        and not (content == 0 and size_hint)
-    ):
+    if known and size_hint is not None and content != size_hint and content:
+        if content < size_hint:
+            # RFC 8878: a stream may hold several frames (pzstd writes them;
+            # numcodecs and tensorstore read them). Their sizes add up.
+            return _decompress_frames(data, size_hint, bound)
         raise CodecError(f"zstd frame holds {content} bytes, expected {size_hint}")
     if known and bound is not None and content > bound:
         raise CodecError(f"zstd frame declares {content} bytes, more than the {bound} allowed")
@@ -59,13 +59,36 @@ def zstd_decompress(data: Any, size_hint: int | None, limit: int | None = None) 
             # (measured: 1 MiB chunks, 2 threads, ~20% less time).
             return _NC_ZSTD.decode(data)
         if known and content > 0:
-            return _dctx().decompress(data)
-        if bound is not None:
+            out = _dctx().decompress(data)
+        elif bound is not None:
             # No declared size: let zstd stop at the bound (it errors beyond it).
-            return _dctx().decompress(data, max_output_size=max(1, bound))
-        return _dctx().decompressobj().decompress(data)
+            out = _dctx().decompress(data, max_output_size=max(1, bound))
+        else:
+            return _decompress_frames(data, None, None)
     except (zstandard.ZstdError, RuntimeError) as e:
         raise CodecError(f"zstd decompression failed: {e}") from e
+    # python-zstandard's one-shot call stops after the first frame.
+    if size_hint is not None:
+        if len(out) < size_hint:
+            return _decompress_frames(data, size_hint, bound)
+    elif zstd_frame_info(data).length < len(data):
+        return _decompress_frames(data, None, bound)
+    return out
+
+
+def _decompress_frames(data: Any, size_hint: int | None, bound: int | None) -> bytes:
+    """Decompress every frame of ``data`` in turn, refusing more than ``bound``
+    bytes in all (when given) and anything that is not a frame after the last."""
+    try:
+        with _dctx().stream_reader(data, read_across_frames=True) as reader:
+            out = reader.read(bound + 1) if bound is not None else reader.readall()
+    except (zstandard.ZstdError, RuntimeError) as e:
+        raise CodecError(f"zstd decompression failed: {e}") from e
+    if bound is not None and len(out) > bound:
+        raise CodecError(f"zstd frames hold more than the {bound} bytes allowed")
+    if size_hint is not None and len(out) != size_hint:
+        raise CodecError(f"zstd frames hold {len(out)} bytes, expected {size_hint}")
+    return out
 
 
 class ZstdCodec(BytesBytesCodec):
@@ -137,10 +160,12 @@ class GzipCodec(BytesBytesCodec):
     def decode(
         self, data: Any, spec: ChunkSpec, size_hint: int | None = None, limit: int | None = None
     ) -> Any:
+        bound = size_hint if size_hint is not None else limit
         try:
             d = zlib.decompressobj(47)  # 32 + 15: gzip or zlib header, auto-detected
-            bound = size_hint if size_hint is not None else limit
             out = d.decompress(data, 0 if bound is None else bound + 1)
+            if d.eof and d.unused_data and d.unused_data.strip(b"\0"):
+                out = _more_gzip_members(out, d.unused_data, bound)
         except zlib.error as e:
             raise CodecError(f"gzip decompression failed: {e}") from e
         if bound is not None and len(out) > bound:
@@ -148,6 +173,27 @@ class GzipCodec(BytesBytesCodec):
         if not d.eof:
             raise CodecError("gzip stream is truncated")
         return out
+
+
+def _more_gzip_members(out: bytes, rest: bytes, bound: int | None) -> bytes:
+    """``out`` followed by the members in ``rest``: a gzip file may hold several
+    (RFC 1952), which Python's gzip module, and so numcodecs, read one after
+    another, skipping zero padding after the last; anything else is an error."""
+    parts = [out]
+    total = len(out)
+    while rest.strip(b"\0"):
+        if rest[:2] != b"\x1f\x8b":
+            raise CodecError("gzip data is followed by bytes that are not a gzip member")
+        d = zlib.decompressobj(31)
+        part = d.decompress(rest, 0 if bound is None else bound - total + 1)
+        parts.append(part)
+        total += len(part)
+        if bound is not None and total > bound:
+            break
+        if not d.eof:
+            raise CodecError("gzip stream is truncated")
+        rest = d.unused_data
+    return b"".join(parts)
 
 
 _SHUFFLE = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}

@@ -240,10 +240,9 @@ class V3Pipeline:
         except zstandard.ZstdError as e:
             raise CodecError(f"invalid zstd frame: {e}") from e
         if content != n:
-            if content == zstandard.CONTENTSIZE_UNKNOWN:
-                raw = zstd_decompress(data, n)
-                return np.frombuffer(raw, dtype=np.uint8)
-            raise CodecError(f"zstd frame holds {content} bytes, expected {n}")
+            # unknown, or several frames: the general path copes or explains
+            raw = zstd_decompress(data, n)
+            return np.frombuffer(raw, dtype=np.uint8)
         buf = getattr(_tls, "buf", None)
         if buf is None or buf.nbytes < n:
             buf = _tls.buf = np.empty(n, dtype=np.uint8)
