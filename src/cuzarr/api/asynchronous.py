@@ -288,9 +288,18 @@ async def open_consolidated(
     zarr_format: int | None = None,
     storage_options: dict[str, Any] | None = None,
 ) -> AsyncGroup:
-    """Open a group from its consolidated metadata (an error if there is none)."""
-    sp = make_store_path(store, path, mode=mode, storage_options=storage_options)
-    return await AsyncGroup.open(sp, zarr_format, use_consolidated=True)
+    """Open a group from its consolidated metadata (an error if there is none).
+
+    As in zarr-python, this is :func:`open_group` with ``use_consolidated=True``: modes
+    ``w``/``w-`` create a new group and ``a`` creates a missing one."""
+    return await open_group(
+        store,
+        mode=mode,
+        path=path,
+        zarr_format=zarr_format,
+        storage_options=storage_options,
+        use_consolidated=True,
+    )
 
 
 def name_of(kwargs: dict[str, Any]) -> str | None:
@@ -864,6 +873,8 @@ def _like_args(a: Any, zarr_format: int | None) -> dict[str, Any]:
                 new["order"] = a.order
             else:
                 new["serializer"] = _codec_arg(a.serializer)
+                if a.shards is not None:  # as zeros_like & co.: the shard layout too
+                    new["shards"] = a.shards
     if zarr_format is not None:
         new["zarr_format"] = zarr_format
     return new

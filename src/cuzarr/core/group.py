@@ -289,7 +289,8 @@ class AsyncGroup:
                 else None
             )
             if want is not None and (
-                node.dtype != want if exact else not np.can_cast(want, node.dtype)
+                # as zarr-python: the existing dtype must cast safely to the one asked for
+                node.dtype != want if exact else not np.can_cast(node.dtype, want)
             ):
                 raise TypeError(f"array {name!r} exists with dtype {node.dtype}, not {want}")
         return node
@@ -306,13 +307,21 @@ class AsyncGroup:
         meta = GroupMetadata(self.zarr_format, dict(attrs), self.metadata.extra)
         await save_metadata(self.store_path, meta)
         self.metadata = meta
+        if self.zarr_format == 2 and self._owns_consolidated and self.consolidated is not None:
+            # As v3 (where they share zarr.json) and zarr-python: the group's own
+            # entry in its .zmetadata follows its attributes.
+            await build_consolidated(self.store_path, meta, list(self.consolidated.items()))
         return self
 
     async def delitem(self, name: str) -> None:
         if self.read_only:
             raise ReadOnlyError(f"group {self.name!r} is read-only")
         sp = self._child(name)
-        if not await self.contains(name):
+        if not await self.contains(name) and not (
+            # consolidated metadata may predate the member: ask the store
+            self.consolidated is not None
+            and await AsyncGroup(self.metadata, self.store_path).contains(name)
+        ):
             raise KeyError(name)
         if self.consolidated is None:
             await sp.store.delete_dir(sp.path)

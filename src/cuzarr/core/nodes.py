@@ -101,15 +101,18 @@ async def save_metadata(sp: StorePath, meta: ArrayMetadata | GroupMetadata) -> N
 
 
 async def ensure_parents(sp: StorePath, zarr_format: int) -> None:
-    """Write group metadata for missing ancestors of ``sp`` (implicit groups)."""
+    """Write group metadata for missing ancestors of ``sp`` (implicit groups).
+
+    As in zarr-python, ancestors are groups of the new node's format: a group of the
+    other format there gets a ``zarr_format`` document next to its own."""
     if not sp.path:
         return
     parts = sp.path.split("/")
     for i in range(len(parts) - 1, -1, -1):
         parent = StorePath(sp.store, "/".join(parts[:i]))
         kind = await node_kind(parent)
-        if kind == "group":
-            break
         if kind == "array":
             raise ContainsArrayError(f"cannot create a node inside the array at {parent.path!r}")
+        if kind == "group" and await node_kind(parent, zarr_format) == "group":
+            break
         await save_metadata(parent, GroupMetadata(zarr_format))
