@@ -24,14 +24,15 @@ from __future__ import annotations
 import asyncio
 import inspect
 import random
+import re
 import weakref
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import quote, unquote
 
 from cuzarr.config import config
-from cuzarr.errors import CuzarrError
+from cuzarr.errors import CodecError, CuzarrError
 from cuzarr.storage.base import (
     ByteRequest,
     OffsetByteRequest,
@@ -39,14 +40,24 @@ from cuzarr.storage.base import (
     Store,
     SuffixByteRequest,
     normalize_key,
+    range_bounds,
     slice_bytes,
 )
 
-__all__ = ["FsspecStore", "HTTPStore", "RemoteStoreError", "RetryPolicy"]
+__all__ = [
+    "FsspecStore",
+    "HTTPStore",
+    "RangeMismatchError",
+    "RemoteStoreError",
+    "RetryPolicy",
+    "TruncatedRangeError",
+]
 
 _TRANSIENT_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
 # Sync filesystems: keys per worker-thread hop.
 _BATCH = 16
+# Keys in one S3 DeleteObjects request (the API's limit).
+_DELETE_OBJECTS_MAX = 1000
 
 
 class RemoteStoreError(CuzarrError, OSError):
@@ -54,6 +65,22 @@ class RemoteStoreError(CuzarrError, OSError):
 
     The message names the store and the key; ``__cause__`` is the underlying error.
     """
+
+
+class RangeMismatchError(RemoteStoreError):
+    """An HTTP 206 answer does not hold the byte range that was asked for.
+
+    Its ``Content-Range`` names other bytes (a caching proxy answering from another
+    range, say), it is a multipart answer, or it has no ``Content-Range`` and a body
+    of another length than asked. The message names the key, the range asked for and
+    the one answered. Not retried.
+    """
+
+
+class TruncatedRangeError(RangeMismatchError, CodecError):
+    """A 206 answer whose body is not as long as its own ``Content-Range`` says (cut,
+    or padded, in transit). Also a :class:`~cuzarr.errors.CodecError`, as a cut value
+    found only at decoding is."""
 
 
 @dataclass(frozen=True)
@@ -315,6 +342,8 @@ class FsspecStore(Store):
                     f"write of key {key!r} in {self!r} failed: the bucket or path does not "
                     f"exist: {e}"
                 ) from e
+            except RemoteStoreError:
+                raise  # already names the key (a 206 with the wrong range, ...)
             except Exception as e:
                 if (
                     attempt < self.retry.retries
@@ -472,6 +501,77 @@ class FsspecStore(Store):
 
         await self._retrying("delete", key, rm)
 
+    async def delete_many(self, keys: Sequence[str]) -> None:
+        """Remove many keys; absent ones are not an error.
+
+        On S3 (s3fs) this is one ``DeleteObjects`` request per 1,000 keys instead
+        of one ``DeleteObject`` per key; keys that request reports as not deleted
+        (and every key, where the endpoint does not offer ``DeleteObjects``) are
+        deleted one by one, so their errors name them. Elsewhere key by key.
+        """
+        self._check_fs_writable()
+        keys = list(dict.fromkeys(keys))
+        if not keys:
+            return
+        if self._async and type(self).delete is FsspecStore.delete:
+            fs = await self._afs()
+            if _has_delete_objects(fs):
+                await self._delete_objects(fs, keys)
+                return
+        await super().delete_many(keys)
+
+    async def _delete_objects(self, fs: Any, keys: list[str]) -> None:
+        """``keys`` in S3 ``DeleteObjects`` requests of up to 1,000 keys each."""
+        from cuzarr.core.sync import io_semaphore
+
+        sem = io_semaphore()
+        buckets: dict[str, list[tuple[str, str]]] = {}
+        for key in keys:
+            bucket, name, _ = fs.split_path(self._full(key))
+            buckets.setdefault(bucket, []).append((name, key))
+        batches = [
+            (bucket, items[i : i + _DELETE_OBJECTS_MAX])
+            for bucket, items in buckets.items()
+            for i in range(0, len(items), _DELETE_OBJECTS_MAX)
+        ]
+
+        async def batch(bucket: str, items: list[tuple[str, str]]) -> None:
+            async def request() -> list[str] | None:
+                """Names S3 did not delete; None: no DeleteObjects there."""
+                try:
+                    out = await fs._call_s3(
+                        "delete_objects",
+                        Bucket=bucket,
+                        Delete={"Objects": [{"Key": n} for n, _ in items], "Quiet": True},
+                    )
+                except FileNotFoundError:
+                    return []  # no bucket: nothing to delete (as delete() sees it)
+                except OSError as e:
+                    if not is_transient(e) and _http_status(e) in (400, 405, 501):
+                        # S3-compatible endpoints without DeleteObjects (or that want
+                        # a Content-MD5 botocore no longer sends)
+                        return None
+                    raise
+                finally:
+                    fs.invalidate_cache()
+                return [err.get("Key") for err in out.get("Errors") or ()]
+
+            async with sem:
+                failed = await self._retrying("delete", items[0][1], request)
+            if failed is None:
+                left = [key for _, key in items]
+            else:
+                not_deleted = set(failed)
+                left = [key for name, key in items if name in not_deleted]
+                if len(left) < len(not_deleted):  # names that are not ours: all
+                    left = [key for _, key in items]
+            if left:
+                # One DeleteObject per key: the same retries, and an error that
+                # names its key (AccessDenied, ...).
+                await super(FsspecStore, self).delete_many(left)
+
+        await asyncio.gather(*(batch(b, items) for b, items in batches))
+
     async def delete_dir(self, prefix: str) -> None:
         self._check_fs_writable()
         keys = [k async for k in self.list_prefix(prefix.strip("/") + "/" if prefix else "")]
@@ -596,10 +696,50 @@ def _range_args(byte_range: ByteRequest | None) -> tuple[int | None, int | None]
     raise TypeError(f"unsupported byte range {byte_range!r}")
 
 
+def _range_header(byte_range: ByteRequest) -> str:
+    """The ``Range`` header value of a (non-empty) byte request."""
+    if isinstance(byte_range, SuffixByteRequest):
+        return f"bytes=-{byte_range.suffix}"
+    if isinstance(byte_range, RangeByteRequest):
+        return f"bytes={byte_range.start}-{byte_range.end - 1}"
+    if isinstance(byte_range, OffsetByteRequest):
+        return f"bytes={byte_range.offset}-"
+    raise TypeError(f"unsupported byte range {byte_range!r}")
+
+
+def _request_len(byte_range: ByteRequest) -> int | None:
+    """How many bytes a request asks for, when the value is long enough (an offset:
+    unknown without the size)."""
+    if isinstance(byte_range, SuffixByteRequest):
+        return byte_range.suffix
+    if isinstance(byte_range, RangeByteRequest):
+        return max(0, byte_range.end - byte_range.start)
+    return None
+
+
+# A single-part 206's Content-Range (RFC 9110 14.4): "bytes first-last/complete"
+_CONTENT_RANGE = re.compile(r"\s*bytes\s+(\d+)\s*-\s*(\d+)\s*/\s*(\d+|\*)\s*", re.IGNORECASE)
+
+
 def _is_empty_range(byte_range: ByteRequest | None) -> bool:
     if isinstance(byte_range, SuffixByteRequest):
         return byte_range.suffix == 0
     return isinstance(byte_range, RangeByteRequest) and byte_range.end <= byte_range.start
+
+
+def _http_status(exc: BaseException) -> int | None:
+    """The HTTP status of ``exc``, or of the client error s3fs translated it from."""
+    status = _status_of(exc)
+    if status is None and exc.__cause__ is not None:
+        status = _status_of(exc.__cause__)
+    return status
+
+
+def _has_delete_objects(fs: Any) -> bool:
+    """Whether ``fs`` is s3fs's filesystem (its ``_call_s3`` reaches DeleteObjects)."""
+    return callable(getattr(fs, "_call_s3", None)) and any(
+        c.__name__ == "S3FileSystem" for c in type(fs).__mro__
+    )
 
 
 def _is_unsatisfiable(exc: BaseException) -> bool:
@@ -700,18 +840,12 @@ class HTTPStore(FsspecStore):
         fs = await self._afs()
         session = await fs.set_session()
         headers: dict[str, str] = {}
+        sent: ByteRequest | None = None  # what the Range header asks for
         if byte_range is not None:
-            start, end = _range_args(byte_range)
-            if isinstance(byte_range, SuffixByteRequest):
-                if byte_range.suffix == 0:
-                    return b""
-                headers["Range"] = f"bytes=-{byte_range.suffix}"
-            elif end is not None:
-                if end <= start:
-                    return b""
-                headers["Range"] = f"bytes={start}-{end - 1}"
-            else:
-                headers["Range"] = f"bytes={start}-"
+            if _is_empty_range(byte_range):
+                return b""
+            sent = byte_range
+            headers["Range"] = _range_header(byte_range)
         kw = dict(getattr(fs, "kwargs", {}))
 
         async def get(extra: dict[str, str]) -> tuple[int, bytes | None, Any]:
@@ -736,13 +870,88 @@ class HTTPStore(FsspecStore):
             size = await self._size_of(session, kw, path, resp_headers)
             if size == 0:
                 return b""
-            extra = {} if size is None else {"Range": f"bytes={max(0, size - byte_range.suffix)}-"}
-            status, data, _ = await get(extra)
+            sent = None if size is None else OffsetByteRequest(max(0, size - byte_range.suffix))
+            extra = {} if sent is None else {"Range": _range_header(sent)}
+            status, data, resp_headers = await get(extra)
             if data is None:
                 return None
-        if byte_range is not None and status != 206:
+        if status == 206:
+            # Exactly the bytes of ``sent``, or RangeMismatchError: a 206 whose
+            # Content-Range is not what was asked for used to be returned as is.
+            data = await self._partial_body(
+                session, kw, path, sent or OffsetByteRequest(0), data, resp_headers
+            )
+            if sent is not None:
+                return data
+        if byte_range is not None:
             data = slice_bytes(data, byte_range)  # the server ignored Range
         return data
+
+    async def _partial_body(
+        self,
+        session: Any,
+        kw: dict[str, Any],
+        path: str,
+        req: ByteRequest,
+        body: bytes,
+        headers: Any,
+    ) -> bytes:
+        """The bytes ``req`` asks for out of a 206 answer, checked against its
+        ``Content-Range``; :class:`RangeMismatchError` when they are not in it."""
+        key = unquote(path[len(self.path) + 1 :])
+        asked = _range_header(req)
+
+        def fail(why: str, cls: type[RangeMismatchError] = RangeMismatchError) -> NoReturn:
+            enc = headers.get("Content-Encoding")
+            note = f" (Content-Encoding: {enc})" if enc else ""
+            raise cls(
+                f"read of key {key!r} in {self!r}: asked for {asked}, the server "
+                f"answered 206 with {why}{note}; refusing bytes that may be other ones"
+            )
+
+        ctype = headers.get("Content-Type") or ""
+        if ctype.lower().startswith("multipart/"):
+            fail(f"a multipart body ({ctype}), not the single range asked for")
+        cr = headers.get("Content-Range")
+        if cr is None:
+            # Only the length can be checked. A request that may run past the end
+            # (an offset, a suffix longer than the value, a range past its end):
+            # the value's size (a HEAD) says how long the answer has to be.
+            n = _request_len(req)
+            if n is not None and len(body) == n:
+                return body
+            size = await self._size_of(session, kw, path, {})
+            if size is not None:
+                lo, hi = range_bounds(req, size)
+                if len(body) == max(0, hi - lo):
+                    return body
+            of = "an unknown size" if size is None else f"{size} bytes"
+            fail(f"no Content-Range and {len(body)} bytes (the value has {of})")
+        m = _CONTENT_RANGE.fullmatch(cr)
+        if m is None:
+            fail(f"an unreadable Content-Range {cr!r}")
+        first, last = int(m[1]), int(m[2])
+        total = None if m[3] == "*" else int(m[3])
+        if last < first or (total is not None and last >= total):
+            fail(f"an invalid Content-Range {cr!r}")
+        if len(body) != last - first + 1:
+            fail(
+                f"Content-Range {cr!r} ({last - first + 1} bytes) and a body of {len(body)} bytes",
+                TruncatedRangeError,
+            )
+        if total is not None:
+            lo, hi = range_bounds(req, total)
+            if hi <= lo:
+                return b""  # starts at or past the end: empty, as a slice
+        elif isinstance(req, RangeByteRequest):
+            lo, hi = req.start, req.end
+        elif isinstance(req, OffsetByteRequest) and req.offset <= last:
+            lo, hi = req.offset, last + 1  # an answer to "bytes=N-" runs to the end
+        else:
+            fail(f"Content-Range {cr!r}, without the value's size to place it")
+        if first <= lo and hi <= last + 1:
+            return body[lo - first : hi - first]
+        fail(f"Content-Range {cr!r}")
 
     async def _size_of(
         self, session: Any, kw: dict[str, Any], path: str, headers: Any
