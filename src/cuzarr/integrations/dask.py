@@ -20,6 +20,8 @@ def to_dask(a: Any, chunks: Any = None, **kwargs: Any) -> Any:
 
     if chunks is None:
         chunks = a.shards or a.chunks
+    if a.ndim == 0:  # see _getter_0d
+        kwargs.setdefault("getitem", _getter_0d)
     return da.from_array(
         a,
         chunks=chunks,
@@ -29,6 +31,16 @@ def to_dask(a: Any, chunks: Any = None, **kwargs: Any) -> Any:
         meta=np.empty((0,) * a.ndim, dtype=a.dtype),
         **kwargs,
     )
+
+
+def _getter_0d(a: Any, key: Any, asarray: bool = True, lock: Any = None) -> Any:
+    """dask's getter for a 0-d array: ``a[()]`` is a numpy scalar, whose dtype
+    may be narrower than the array's (``b"ab"`` from an ``S4`` array is ``S2``);
+    the block keeps the array's dtype, as the dask array (and ``numpy``) say."""
+    from dask.array.core import getter
+
+    out = getter(a, key, asarray=asarray, lock=lock)
+    return np.asarray(out, dtype=a.dtype) if isinstance(out, np.generic) else out
 
 
 def from_dask(
@@ -48,6 +60,13 @@ def from_dask(
 
     import cuzarr
 
+    if any(np.isnan(c) for dim in x.chunks for c in dim):
+        # as dask's own to_zarr: the shape (and where each block lands) is unknown
+        raise ValueError(
+            "Saving a dask array with unknown chunk sizes is not supported: call "
+            "x.compute_chunk_sizes() first (or ddf.to_dask_array(lengths=True) for a "
+            "dask DataFrame). See https://docs.dask.org/en/latest/array-chunks.html#unknown-chunks"
+        )
     create_kwargs.setdefault("shape", x.shape)
     create_kwargs.setdefault("dtype", x.dtype)
     if "chunks" not in create_kwargs:

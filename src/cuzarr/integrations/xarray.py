@@ -3,20 +3,23 @@
 Variables are lazily indexed: xarray hands our ``BackendArray`` outer
 (orthogonal) indexers, which become ``oindex`` reads of just the needed chunks.
 Dimension names come from v3 ``dimension_names`` or the v2 ``_ARRAY_DIMENSIONS``
-attribute (as written by xarray); CF decoding is xarray's own.
+attribute (as written by xarray); CF decoding is xarray's own, through the same
+path (``StoreBackendEntrypoint``) and the same conventions as xarray's zarr
+backend, so both engines open a store to identical datasets and encodings.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import os
 import struct
 from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
-from xarray.backends import BackendArray, BackendEntrypoint
+from xarray.backends import AbstractDataStore, BackendArray, BackendEntrypoint
 from xarray.core import indexing
 
 import cuzarr
@@ -32,7 +35,7 @@ class CuzarrBackendArray(BackendArray):
         self.array = array
         self.prototype = prototype
         self.shape = array.shape
-        self.dtype = np.dtype(object) if array.dtype.kind == "T" else array.dtype
+        self.dtype = _string_dtype(array.dtype) if array.dtype.kind == "T" else array.dtype
 
     def __getitem__(self, key: indexing.ExplicitIndexer) -> Any:
         return indexing.explicit_indexing_adapter(
@@ -46,8 +49,24 @@ class CuzarrBackendArray(BackendArray):
             out = self.array.get_basic_selection(key, prototype=self.prototype)
         if is_device_array(out):  # prototype="gpu": a CuPy-backed variable
             return out
-        out = np.asarray(out)
-        return out.astype(object) if out.dtype.kind == "T" else out
+        if self.dtype.kind in "TO":  # a 0-d read may come back as a str scalar
+            return np.asarray(out, dtype=self.dtype)
+        return np.asarray(out)
+
+
+@functools.cache
+def _keeps_string_dtype() -> bool:
+    """Whether this xarray's zarr backend keeps numpy's StringDType for string
+    arrays (newer versions) rather than turning them into object arrays."""
+    try:
+        from xarray.backends.zarr import ZarrArrayWrapper
+    except ImportError:  # pragma: no cover
+        return False
+    return hasattr(ZarrArrayWrapper, "_preserve_string_dtype")
+
+
+def _string_dtype(dtype: np.dtype) -> np.dtype:
+    return dtype if _keeps_string_dtype() else np.dtype(object)
 
 
 def _dims(arr: Any, name: str) -> tuple[str, ...]:
@@ -64,37 +83,56 @@ def _dims(arr: Any, name: str) -> tuple[str, ...]:
 
 
 def _variables(group: Any, drop: set[str], prototype: Any = None) -> dict[str, Any]:
+    """The group's arrays as undecoded variables, with the attributes and encoding
+    xarray's zarr backend gives them (``ZarrStore.open_store_variable``)."""
     import xarray as xr
 
     out: dict[str, Any] = {}
     for name, arr in group.arrays():
         if name in drop:
             continue
-        attrs = {k: v for k, v in arr.attrs.items() if k != "_ARRAY_DIMENSIONS"}
-        # xarray's convention: v2 arrays carry _FillValue as the array's fill_value;
-        # v3 arrays keep it as an ordinary attribute (the fill_value is not a mask).
-        fill = arr.fill_value
-        if (
-            arr.zarr_format == 2
-            and fill is not None
-            and "_FillValue" not in attrs
-            and arr.dtype.kind in "fiucMm"
-        ):
-            attrs["_FillValue"] = fill
-        elif arr.zarr_format == 3 and "_FillValue" in attrs:
-            attrs["_FillValue"] = _decode_fill_attr(attrs["_FillValue"], arr.dtype)
-        data = indexing.LazilyIndexedArray(CuzarrBackendArray(arr, prototype))
+        dims = _dims(arr, name)
+        attrs = dict(arr.attrs)
+        attrs.pop("_ARRAY_DIMENSIONS", None)
+        if arr.zarr_format == 2:  # xarray hides NCZarr's attributes too
+            attrs = {k: v for k, v in attrs.items() if not k.lower().startswith("_nc")}
+        backend = CuzarrBackendArray(arr, prototype)
+        data = indexing.LazilyIndexedArray(backend)
         chunks = _compact(arr.chunks)
         encoding: dict[str, Any] = {
             "chunks": chunks,
-            "preferred_chunks": dict(
-                zip(_dims(arr, name), _compact(arr.shards) if arr.shards else chunks, strict=True)
-            ),
+            # as xarray's zarr backend: the (inner) chunks, also for sharded arrays
+            "preferred_chunks": dict(zip(dims, chunks, strict=True)),
         }
-        if arr.zarr_format == 3:  # as xarray's zarr backend: kept for a round trip
+        if backend.dtype.kind == "T":  # keeps the variable a StringDType one
+            encoding["dtype"] = backend.dtype
+        encoding["compressors"] = _codecs_for_encoding(arr.compressors, arr.zarr_format)
+        encoding["filters"] = _codecs_for_encoding(arr.filters, arr.zarr_format)
+        encoding["shards"] = _compact(arr.shards) if arr.shards else None
+        if arr.zarr_format == 3:
+            (serializer,) = _codecs_for_encoding((arr.serializer,), 3)
+            encoding["serializer"] = serializer
+        # xarray's convention: a v2 array's fill_value is its _FillValue (whatever
+        # the dtype); a v3 array keeps it in the encoding, and a _FillValue
+        # attribute (as xarray encodes it) is the mask.
+        fill = arr.fill_value
+        if arr.zarr_format == 2:
+            if fill is not None:
+                attrs["_FillValue"] = fill
+        else:
             encoding["fill_value"] = fill
-        out[name] = xr.Variable(_dims(arr, name), data, attrs, encoding)
+            if "_FillValue" in attrs:
+                attrs["_FillValue"] = _decode_fill_attr(attrs["_FillValue"], arr.dtype)
+        out[name] = xr.Variable(dims, data, attrs, encoding)
     return out
+
+
+def _codecs_for_encoding(codecs: Iterable[Any], zarr_format: int) -> tuple[Any, ...]:
+    """Codecs as a variable's ``encoding`` holds them: v2 numcodecs objects as they
+    are, v3 codecs as their metadata dicts, which zarr-python (``ds.to_zarr``) takes."""
+    if zarr_format == 2:
+        return tuple(codecs)
+    return tuple(c.to_json() if hasattr(c, "to_json") else c for c in codecs)
 
 
 def _decode_fill_attr(value: Any, dtype: np.dtype) -> Any:
@@ -132,6 +170,31 @@ def _compact(sizes: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(out)
 
 
+class _CuzarrDataStore(AbstractDataStore):
+    """A cuzarr group as an xarray data store (read only), so decoding takes
+    xarray's own path for stores, as with ``engine="zarr"``."""
+
+    def __init__(self, group: Any, drop: set[str], prototype: Any = None) -> None:
+        self.group = group
+        self.drop = drop
+        self.prototype = prototype
+
+    def get_variables(self) -> dict[str, Any]:
+        return _variables(self.group, self.drop, self.prototype)
+
+    def get_attrs(self) -> dict[str, Any]:
+        return {k: v for k, v in self.group.attrs.items() if not k.lower().startswith("_nc")}
+
+    def get_dimensions(self) -> dict[str, int]:  # pragma: no cover - unused by xarray's reader
+        dims: dict[str, int] = {}
+        for name, arr in self.group.arrays():
+            dims.update(zip(_dims(arr, name), arr.shape, strict=True))
+        return dims
+
+    def close(self) -> None:
+        pass
+
+
 def _open_group_dataset(
     group: Any,
     *,
@@ -139,13 +202,15 @@ def _open_group_dataset(
     decode_kwargs: dict[str, Any],
     prototype: Any = None,
 ) -> Any:
-    import xarray as xr
+    from xarray.backends import StoreBackendEntrypoint
 
+    if isinstance(drop_variables, str):
+        drop_variables = [drop_variables]
     drop = set(drop_variables or ())
-    variables = _variables(group, drop, prototype)
-    attrs = dict(group.attrs)
-    ds = xr.Dataset(variables, attrs=attrs)
-    return xr.decode_cf(ds, **decode_kwargs)
+    store = _CuzarrDataStore(group, drop, prototype)
+    return StoreBackendEntrypoint().open_dataset(
+        store, drop_variables=drop_variables, **decode_kwargs
+    )
 
 
 class CuzarrBackendEntrypoint(BackendEntrypoint):
