@@ -22,7 +22,13 @@ from cuzarr.metadata.array import (
 from cuzarr.metadata.group import GroupMetadata, parse_group_metadata_v2, parse_group_metadata_v3
 from cuzarr.storage.common import StorePath
 
-__all__ = ["ZMETADATA", "build_consolidated", "parse_consolidated_v2", "parse_consolidated_v3"]
+__all__ = [
+    "ZMETADATA",
+    "build_consolidated",
+    "parse_consolidated_v2",
+    "parse_consolidated_v3",
+    "patch_consolidated_attrs_v2",
+]
 
 ZMETADATA = ".zmetadata"
 NodeMeta = ArrayMetadata | GroupMetadata
@@ -58,6 +64,24 @@ async def build_consolidated(
     new_root = GroupMetadata(3, root.attributes, extra)
     await save_metadata(sp, new_root)
     return new_root
+
+
+async def patch_consolidated_attrs_v2(sp: StorePath, attributes: dict[str, Any]) -> None:
+    """Set the group's own ``.zattrs`` entry in its ``.zmetadata``, if it has one."""
+    from cuzarr.metadata.array import json_loads
+
+    raw = await sp.store.get(sp.key(ZMETADATA))
+    if raw is None:
+        return
+    body = json_loads(raw, ZMETADATA)
+    docs = body.get("metadata") if isinstance(body, dict) else None
+    if not isinstance(docs, dict):
+        return
+    if attributes:
+        docs[".zattrs"] = attributes
+    else:
+        docs.pop(".zattrs", None)
+    await sp.store.set(sp.key(ZMETADATA), json_dumps(body))
 
 
 def parse_consolidated_v3(root: GroupMetadata) -> dict[str, NodeMeta] | None:

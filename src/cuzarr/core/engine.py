@@ -26,7 +26,13 @@ from cuzarr.core.sync import get_executor, max_workers
 from cuzarr.core.workers import pull_batches, raise_mmap_threshold
 from cuzarr.errors import CodecError
 from cuzarr.gpu.dispatch import device_reader_for, device_writer_for
-from cuzarr.indexing.projection import DimProjection, ortho_index
+from cuzarr.indexing.projection import (
+    EDGE,
+    LOOSE,
+    DimProjection,
+    combine_complete,
+    ortho_index,
+)
 from cuzarr.metadata.array import ArrayMetadata
 from cuzarr.metadata.chunk_grid import RegularChunkGrid
 from cuzarr.storage.common import StorePath
@@ -74,7 +80,9 @@ def chunk_items(projections: Sequence[DimProjection]) -> list[ChunkItem]:
     coords = prod(*(p.chunks for p in projections))
     csels = prod(*(p.chunk_sels for p in projections))
     osels = prod(*(p.out_sels for p in projections))
-    completes = map(all, prod(*(p.complete for p in projections)))
+    flags = [set(p.complete) for p in projections]
+    mixed = any(LOOSE in f for f in flags) and any(EDGE in f for f in flags)
+    completes = map(combine_complete if mixed else all, prod(*(p.complete for p in projections)))
     if needs_ortho:
         csels = map(ortho_index, csels)
         osels = map(ortho_index, osels)
@@ -625,6 +633,22 @@ async def write_items(
         if device is None and shard_codec is None
         else None
     )
+    # As zarr-python (whose sharding codec encodes partially): a shard cut by the
+    # array's end is updated in place even when the write covers what is inside
+    # the array, so its stale inner chunks past the end survive.
+    cut_shards: set[int] = set()
+    if shard_codec is not None:
+        last = [
+            d.nchunks - 1 if d.nchunks and d.data_len(d.nchunks - 1) < d.chunk_len(d.nchunks - 1)
+            else -1
+            for d in grid.dims(meta.shape)
+        ]
+        if any(e >= 0 for e in last):
+            cut_shards = {
+                i
+                for i, it in enumerate(items)
+                if it[3] and any(c == e for c, e in zip(it[0], last, strict=True))
+            }
 
     def encode_batch(
         lo: int, olds: list[bytes | None] | None
@@ -640,6 +664,8 @@ async def write_items(
             if done is not None and done[j]:
                 continue
             coords, csel, osel, complete = items[lo + j]
+            if cut_shards and lo + j in cut_shards:
+                complete = False
             shape = grid.stored_chunk_shape(coords)
             old = olds[j] if olds is not None else None
             part = value[osel] if osel else value
@@ -696,7 +722,7 @@ async def write_items(
             sio.delete_many(to_delete)
 
     def need_old(lo: int, hi: int) -> list[int]:
-        return [i for i in range(lo, hi) if not items[i][3]]
+        return [i for i in range(lo, hi) if not items[i][3] or i in cut_shards]
 
     lock_keys = getattr(store, "lock_keys", None)
 

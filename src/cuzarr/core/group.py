@@ -15,6 +15,7 @@ from cuzarr.core.consolidated import (
     build_consolidated,
     parse_consolidated_v2,
     parse_consolidated_v3,
+    patch_consolidated_attrs_v2,
 )
 from cuzarr.core.nodes import ensure_parents, ensure_vacant, load_node_metadata, save_metadata
 from cuzarr.core.sync import sync
@@ -35,6 +36,15 @@ __all__ = ["AsyncGroup", "Group"]
 
 
 _MISSING = object()
+
+
+class _ArrayInTheWay(ContainsArrayError, TypeError):
+    """``require_group`` over an array: cuzarr's error, and the ``TypeError``
+    zarr-python raises there."""
+
+
+class _GroupInTheWay(ContainsGroupError, TypeError):
+    """``require_array`` over a group: cuzarr's error, and zarr-python's ``TypeError``."""
 
 
 class _Tree(str):
@@ -169,6 +179,16 @@ class AsyncGroup:
             return AsyncArray(meta, sp)
         return AsyncGroup(meta, sp)
 
+    async def _getitem_live(self, name: str) -> AsyncArray | AsyncGroup:
+        """``getitem``, asking the store when consolidated metadata (a snapshot)
+        lacks the member: ``require_*`` must not try to create a node that exists."""
+        try:
+            return await self.getitem(name)
+        except KeyError:
+            if self.consolidated is None:
+                raise
+        return await AsyncGroup(self.metadata, self.store_path).getitem(name)
+
     async def contains(self, name: str) -> bool:
         try:
             await self.getitem(name)
@@ -259,11 +279,11 @@ class AsyncGroup:
         if overwrite:
             return await self.create_group(name, attributes=attributes, overwrite=True)
         try:
-            node = await self.getitem(name)
+            node = await self._getitem_live(name)
         except KeyError:
             return await self.create_group(name, attributes=attributes)
         if isinstance(node, AsyncArray):
-            raise ContainsArrayError(f"an array exists at {node.path!r}, not a group")
+            raise _ArrayInTheWay(f"an array exists at {node.path!r}, not a group")
         return node
 
     async def require_array(
@@ -272,13 +292,13 @@ class AsyncGroup:
         import numpy as np
 
         try:
-            node = await self.getitem(name)
+            node = await self._getitem_live(name)
         except KeyError:
             return await self.create_array(
                 name, shape=shape, dtype=dtype if dtype is not None else "float64", **kwargs
             )
         if isinstance(node, AsyncGroup):
-            raise ContainsGroupError(f"a group exists at {node.path!r}, not an array")
+            raise _GroupInTheWay(f"a group exists at {node.path!r}, not an array")
         shape_t = (shape,) if isinstance(shape, int) else tuple(shape)
         if node.shape != shape_t:
             raise TypeError(f"array {name!r} exists with shape {node.shape}, not {shape_t}")
@@ -307,10 +327,10 @@ class AsyncGroup:
         meta = GroupMetadata(self.zarr_format, dict(attrs), self.metadata.extra)
         await save_metadata(self.store_path, meta)
         self.metadata = meta
-        if self.zarr_format == 2 and self._owns_consolidated and self.consolidated is not None:
+        if self.zarr_format == 2 and self._owns_consolidated:
             # As v3 (where they share zarr.json) and zarr-python: the group's own
             # entry in its .zmetadata follows its attributes.
-            await build_consolidated(self.store_path, meta, list(self.consolidated.items()))
+            await patch_consolidated_attrs_v2(self.store_path, meta.attributes)
         return self
 
     async def delitem(self, name: str) -> None:

@@ -9,12 +9,20 @@ of its dimensions' projections (orthogonal indexing).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from cuzarr.metadata.chunk_grid import DimGrid, RectilinearDimGrid
 
-__all__ = ["DimProjection", "project_array", "project_slice"]
+__all__ = [
+    "EDGE",
+    "LOOSE",
+    "DimProjection",
+    "combine_complete",
+    "project_array",
+    "project_slice",
+]
 
 Sel = slice | np.ndarray
 
@@ -26,8 +34,26 @@ class DimProjection:
     chunks: list[int]
     chunk_sels: list[Sel]
     out_sels: list[Sel]
-    complete: list[bool]
+    # Whether the selection covers the chunk's elements inside the array (no
+    # read-modify-write needed): falsy, or truthy as ``True``, ``EDGE`` or ``LOOSE``
+    # (see ``combine_complete``).
+    complete: list[Any]
     out_len: int
+
+
+# A chunk cut by the array's end (stored elements past it, stale after a shrink),
+# covered by a step-1 slice or an int: zarr-python writes it whole, dropping them.
+EDGE = 3
+# Covered by an index array or a stepped slice: zarr-python never counts that as
+# covering, so reads the chunk first and keeps a cut chunk's stale elements.
+LOOSE = 2
+
+
+def combine_complete(flags: tuple[Any, ...]) -> bool:
+    """Whether one chunk is covered, from its dimensions' ``complete`` flags: as
+    zarr-python, a chunk cut on one dimension and covered only loosely on another
+    is read-modify-written (observable: the stale elements survive)."""
+    return all(flags) and not (LOOSE in flags and EDGE in flags)
 
 
 def project_slice(start: int, stop: int, step: int, dim: DimGrid) -> DimProjection:
@@ -65,7 +91,10 @@ def project_slice(start: int, stop: int, step: int, dim: DimGrid) -> DimProjecti
             chunks.append(ci)
             csels.append(slice(first - off, first - off + cnt))
             osels.append(slice(o, o + cnt))
-            complete.append(first == off and cnt == dim.data_len(ci))
+            dl = dim.data_len(ci)
+            complete.append(
+                (EDGE if dl < chunk else True) if first == off and cnt == dl else False
+            )
         return DimProjection(chunks, csels, osels, complete, n)
     for ci in range(c0, c1 + 1):
         off = ci * chunk
@@ -81,7 +110,7 @@ def project_slice(start: int, stop: int, step: int, dim: DimGrid) -> DimProjecti
         chunks.append(ci)
         csels.append(slice(first - off, first - off + (cnt - 1) * step + 1, step))
         osels.append(slice(o, o + cnt))
-        complete.append(False if dim.data_len(ci) > 1 else cnt == 1)
+        complete.append(LOOSE if chunk == 1 else False)
     return DimProjection(chunks, csels, osels, complete, n)
 
 
@@ -107,7 +136,10 @@ def _project_slice_edges(start: int, step: int, n: int, dim: RectilinearDimGrid)
             chunks.append(ci)
             csels.append(slice(first - off, first - off + cnt))
             osels.append(slice(o, o + cnt))
-            complete.append(first == off and end + 1 == min(nxt, size))
+            complete.append(
+                (EDGE if nxt > size else True) if first == off and end + 1 == min(nxt, size)
+                else False
+            )
         return DimProjection(chunks, csels, osels, complete, n)
     for ci in range(c0, c1 + 1):
         off = offs[ci]
@@ -124,7 +156,7 @@ def _project_slice_edges(start: int, step: int, n: int, dim: RectilinearDimGrid)
         chunks.append(ci)
         csels.append(slice(first - off, first - off + (cnt - 1) * step + 1, step))
         osels.append(slice(o, o + cnt))
-        complete.append(False if min(nxt, size) - off > 1 else cnt == 1)
+        complete.append(LOOSE if nxt - off == 1 else False)
     return DimProjection(chunks, csels, osels, complete, n)
 
 
@@ -163,14 +195,20 @@ def project_array(idx: np.ndarray, dim: DimGrid) -> DimProjection:
             and (local.shape[0] == 1 or np.all(np.diff(local) == 1))
         ):
             csel: Sel = slice(int(local[0]), int(local[-1]) + 1)
-            full = local[0] == 0 and local.shape[0] == dim.data_len(ci) and isinstance(out, slice)
+            # A chunk cut by the array's end is never covered by an index array
+            # (as in zarr-python): its stored elements past the end survive.
+            full = (
+                local[0] == 0
+                and local.shape[0] == dim.data_len(ci) == dim.chunk_len(ci)
+                and isinstance(out, slice)
+            )
         else:
             csel = local
             full = False
         chunks.append(ci)
         csels.append(csel)
         osels.append(out)
-        complete.append(bool(full))
+        complete.append(LOOSE if full else False)
     return DimProjection(chunks, csels, osels, complete, n)
 
 
