@@ -630,3 +630,28 @@ def test_v2_bool_integer_fill_value(tmp_path, fill):
         want = np.asarray(LIBS["zarr"].mod.open_array(str(path), mode="r")[...])
     np.testing.assert_array_equal(impl().open_array(str(path), mode="r")[...], want)
     assert want.tolist() == [bool(fill)] * 3
+
+
+def test_v2_fixed_width_strings_under_a_vlen_filter(tmp_path):
+    # Some writers (xarray writing a string coordinate back with its encoding)
+    # store a fixed-width '<U2' array through a vlen-utf8 filter. zarr-python
+    # refuses the metadata; cuzarr read it as a bare numpy TypeError.
+    import zarr
+
+    import cuzarr
+    from cuzarr.errors import CodecError
+
+    z = zarr.create_array(str(tmp_path), shape=(3,), dtype=str, chunks=(3,), zarr_format=2)
+    z[...] = np.array(["ab", "c", "de"])
+    meta = json.loads((tmp_path / ".zarray").read_text())
+    assert meta["filters"] == [{"id": "vlen-utf8"}]
+    meta["dtype"] = "<U2"
+    (tmp_path / ".zarray").write_text(json.dumps(meta))
+    a = cuzarr.open_array(tmp_path, mode="r")
+    out = a[...]
+    assert out.dtype == np.dtype("<U2")
+    np.testing.assert_array_equal(out, ["ab", "c", "de"])
+    meta["dtype"] = "<U1"  # too narrow for the stored values: refused, not cut
+    (tmp_path / ".zarray").write_text(json.dumps(meta))
+    with pytest.raises(CodecError, match="do not fit"):
+        cuzarr.open_array(tmp_path, mode="r")[...]

@@ -376,6 +376,8 @@ class V2Pipeline:
             except Exception as e:
                 raise CodecError(f"filter {f.codec_id} decode failed: {e}") from e
         if isinstance(buf, np.ndarray):
+            if buf.dtype.hasobject and not self.dtype.dtype.hasobject:
+                buf = self._from_objects(buf, n)
             if buf.dtype != self.dtype.dtype:
                 buf = buf.reshape(-1).view(np.uint8) if buf.dtype.itemsize else buf
                 buf = buf.view(self.dtype.dtype) if buf.nbytes == nbytes else buf
@@ -387,6 +389,22 @@ class V2Pipeline:
         if buf.nbytes != nbytes:
             raise CodecError(f"chunk decodes to {buf.nbytes} bytes, expected {nbytes}")
         return buf.reshape(shape, order=self.order)
+
+    def _from_objects(self, objs: np.ndarray, n: int) -> np.ndarray:
+        """A filter's object output (``vlen-utf8`` under a fixed-width ``<U2``, as
+        xarray writes string coordinates back) as the array's own dtype, refused
+        where a value would not survive the cast (a longer string, say)."""
+        dt = self.dtype.dtype
+        flat = objs.reshape(-1)
+        if flat.shape[0] != n:
+            raise CodecError(f"chunk decodes to {flat.shape[0]} values, expected {n}")
+        try:
+            out = flat.astype(dt)
+        except (TypeError, ValueError) as e:
+            raise CodecError(f"the filters' values cannot be stored as {dt}: {e}") from e
+        if dt.kind in "SU" and not all(a == b for a, b in zip(out.tolist(), flat.tolist())):
+            raise CodecError(f"the filters' values do not fit the data type {dt}")
+        return out
 
     def decode_many(self, datas: Sequence[Any], shape: tuple[int, ...]) -> np.ndarray | None:
         """Several small chunks at once, as :meth:`V3Pipeline.decode_many` (F-order
