@@ -29,8 +29,22 @@ __all__ = [
 ]
 
 
+class _ByteRequestMeta(type):
+    """Lets ``isinstance`` accept zarr-python's byte requests (``zarr.abc.store.
+    RangeByteRequest`` ...: same names, same fields) wherever cuzarr checks for
+    its own, so every store takes either. ``isinstance`` tests an exact type
+    match before calling this: a matching check costs nothing; a failed one (an
+    offset request tested against ``RangeByteRequest``) ~0.3 us."""
+
+    def __instancecheck__(cls, inst: object) -> bool:
+        t = type(inst)
+        if t.__name__ == cls.__name__ and t.__module__.startswith("zarr."):
+            return True
+        return type.__instancecheck__(cls, inst)
+
+
 @dataclass(frozen=True)
-class RangeByteRequest:
+class RangeByteRequest(metaclass=_ByteRequestMeta):
     """Bytes ``start`` (inclusive) to ``end`` (exclusive)."""
 
     start: int
@@ -38,14 +52,14 @@ class RangeByteRequest:
 
 
 @dataclass(frozen=True)
-class OffsetByteRequest:
+class OffsetByteRequest(metaclass=_ByteRequestMeta):
     """Every byte from ``offset`` to the end."""
 
     offset: int
 
 
 @dataclass(frozen=True)
-class SuffixByteRequest:
+class SuffixByteRequest(metaclass=_ByteRequestMeta):
     """The last ``suffix`` bytes."""
 
     suffix: int
@@ -83,7 +97,7 @@ def slice_bytes(data: bytes, byte_range: ByteRequest | None) -> bytes:
     if isinstance(byte_range, OffsetByteRequest):
         return data[byte_range.offset :]
     if isinstance(byte_range, SuffixByteRequest):
-        return data[len(data) - byte_range.suffix :] if byte_range.suffix else b""
+        return data[max(0, len(data) - byte_range.suffix) :] if byte_range.suffix else b""
     raise TypeError(f"unsupported byte range {byte_range!r}")
 
 
@@ -185,8 +199,12 @@ class Store(ABC):
         return len(value)
 
     async def getsize_prefix(self, prefix: str) -> int:
-        """Total bytes stored under the keys starting with ``prefix``."""
+        """Total bytes stored under the directory ``prefix`` (a '/' is added to a
+        prefix that lacks one, as zarr-python does: ``"a"`` does not count ``"ab"``)."""
         from cuzarr.core.sync import io_semaphore
+
+        if prefix and not prefix.endswith("/"):
+            prefix += "/"
 
         sem = io_semaphore()
 
@@ -207,6 +225,7 @@ class Store(ABC):
 
     async def set_if_not_exists(self, key: str, value: bytes) -> None:
         """Store ``value`` unless ``key`` already holds one."""
+        self._check_writable()  # refused on a read-only store even if the key exists
         if not await self.exists(key):
             await self.set(key, value)
 
@@ -276,7 +295,10 @@ class Store(ABC):
         return gen()
 
     async def is_empty(self, prefix: str = "") -> bool:
-        """Whether no key starts with ``prefix``."""
+        """Whether the directory ``prefix`` holds no key (a '/' is added to a prefix
+        that lacks one, as zarr-python does: ``"a"`` is empty even if ``"ab"`` exists)."""
+        if prefix and not prefix.endswith("/"):
+            prefix += "/"
         async for _ in self.list_prefix(prefix):
             return False
         return True
@@ -298,3 +320,15 @@ class Store(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook, no-op by default
         """Release resources held by the store."""
+
+    @classmethod
+    async def open(cls, *args: Any, **kwargs: Any) -> Store:
+        """Create a store (zarr-python's ``await Store.open(...)``); stores here
+        open their resources on first use, so this is the constructor."""
+        return cls(*args, **kwargs)
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

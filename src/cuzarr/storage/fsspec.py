@@ -389,7 +389,7 @@ class FsspecStore(Store):
 
     def _fetch_sync(self, path: str, byte_range: ByteRequest | None) -> bytes | None:
         try:
-            if isinstance(byte_range, SuffixByteRequest) and byte_range.suffix == 0:
+            if _is_empty_range(byte_range):  # (a file:// read of a negative length fails)
                 self._fs.size(path)  # raises if missing
                 return b""
             start, end = _range_args(byte_range)
