@@ -1130,8 +1130,21 @@ def run_case(seed: int, tmp: Path | None = None) -> tuple[str, list[str]]:
                 recs[lib_name], stores[lib_name] = rec, store
             issues = _compare_steps(recs["zarr"], recs["cuzarr"])
             (dz, kz), (dc, kc) = _store_docs(stores["zarr"]), _store_docs(stores["cuzarr"])
-            issues += _diff_docs(dz, dc)
-            zattrs = {k for k in kz - kc if k.endswith(".zattrs")}
+            # Deliberate: zarr-python writes a group document of a new node's format
+            # over an existing group of the other one; cuzarr does not (see
+            # test_new_node_in_a_hierarchy_of_the_other_format_hides_nothing).
+            other_doc = {"zarr.json": ".zgroup", ".zgroup": "zarr.json"}
+            shadow = {
+                k
+                for k in kz - kc
+                if k.rpartition("/")[2] in other_doc
+                and k[: len(k) - len(k.rpartition("/")[2])] + other_doc[k.rpartition("/")[2]]
+                in kc
+            }
+            issues += [
+                i for i in _diff_docs(dz, dc) if not any(f"doc {k} only in zarr" in i for k in shadow)
+            ]
+            zattrs = {k for k in kz - kc if k.endswith(".zattrs")} | shadow
             if kz - zattrs != kc:
                 issues.append(
                     f"keys only zarr {sorted(kz - kc - zattrs)[:8]}, "
@@ -1236,18 +1249,26 @@ def test_open_consolidated_modes_as_open_group(mode):
                     lib.open_consolidated(d, path="t", mode=mode)
 
 
-def test_new_node_gets_parents_of_its_own_format():
-    """A v3 array below a v2 group: its parents get v3 group documents (zarr-python)."""
-    stores = {}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for name, lib in LIBS.items():
-            d: dict = {}
-            lib.create_group(d, zarr_format=2)
-            lib.create_array(d, name="g/x", shape=(2,), dtype="i1", zarr_format=3)
-            stores[name] = _keys(d)
-    assert [k for k in stores["zarr"] if not k.endswith(".zattrs")] == stores["cuzarr"]
-    assert "zarr.json" in stores["cuzarr"] and "g/zarr.json" in stores["cuzarr"]
+def test_new_node_in_a_hierarchy_of_the_other_format_hides_nothing(tmp_path):
+    """A v3 array made inside a v2 hierarchy: zarr-python writes v3 group documents
+    over the v2 groups (a root zarr.json hides the v2 root's attributes and arrays
+    from both libraries); cuzarr leaves the hierarchy as it was (deliberate)."""
+    for name, lib in LIBS.items():
+        d = tmp_path / name
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            root = lib.create_group(str(d), zarr_format=2, attributes={"title": "climate"})
+            root.create_group("g")
+            lib.create_array(str(d), name="old", shape=(2,), dtype="i1", zarr_format=2)
+            lib.create_array(str(d), name="g/x", shape=(2,), dtype="i1", zarr_format=3)
+        assert (d / "zarr.json").exists() == (lib is zarr), name
+    # cuzarr's store: still the v2 root, as both libraries see it
+    d = tmp_path / "cuzarr"
+    for reader in LIBS.values():
+        g = reader.open_group(str(d), mode="r")
+        assert g.attrs["title"] == "climate"
+        assert "old" in list(g.array_keys())
+    assert cuzarr.open_array(str(d), path="g/x", mode="r").metadata.zarr_format == 3
 
 
 @pytest.mark.parametrize("fn", ["zeros_like", "empty_like", "full_like", "ones_like"])

@@ -182,6 +182,10 @@ def _more_gzip_members(out: bytes, rest: bytes, bound: int | None) -> bytes:
     parts = [out]
     total = len(out)
     while rest.strip(b"\0"):
+        if bound is not None and total > bound:
+            # already past the bound (the caller refuses it): a max_length of 0
+            # below would mean no limit at all
+            break
         if rest[:2] != b"\x1f\x8b":
             raise CodecError("gzip data is followed by bytes that are not a gzip member")
         d = zlib.decompressobj(31)

@@ -103,8 +103,10 @@ async def save_metadata(sp: StorePath, meta: ArrayMetadata | GroupMetadata) -> N
 async def ensure_parents(sp: StorePath, zarr_format: int) -> None:
     """Write group metadata for missing ancestors of ``sp`` (implicit groups).
 
-    As in zarr-python, ancestors are groups of the new node's format: a group of the
-    other format there gets a ``zarr_format`` document next to its own."""
+    An existing group of either format ends the walk. zarr-python instead writes a
+    group document of the new node's format next to it: a v3 array made in a v2
+    hierarchy then puts a ``zarr.json`` at the root, which both libraries read
+    first, hiding the v2 root's attributes and members. cuzarr leaves it alone."""
     if not sp.path:
         return
     parts = sp.path.split("/")
@@ -113,6 +115,6 @@ async def ensure_parents(sp: StorePath, zarr_format: int) -> None:
         kind = await node_kind(parent)
         if kind == "array":
             raise ContainsArrayError(f"cannot create a node inside the array at {parent.path!r}")
-        if kind == "group" and await node_kind(parent, zarr_format) == "group":
+        if kind == "group":
             break
         await save_metadata(parent, GroupMetadata(zarr_format))
