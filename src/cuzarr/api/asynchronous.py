@@ -40,9 +40,15 @@ __all__ = [
     "create",
     "create_array",
     "create_group",
+    "empty",
+    "empty_like",
     "from_array",
+    "full",
+    "full_like",
     "group",
     "load",
+    "ones",
+    "ones_like",
     "open",
     "open_array",
     "open_consolidated",
@@ -53,6 +59,8 @@ __all__ = [
     "save_array",
     "save_group",
     "tree",
+    "zeros",
+    "zeros_like",
 ]
 
 _MODES = ("r", "r+", "a", "w", "w-")
@@ -170,16 +178,20 @@ async def open_array(
     if mode in ("w", "w-"):
         if "shape" not in kwargs:
             raise ValueError(f"mode {mode!r} creates a new array and needs shape=")
-        return await create_array(
-            sp, zarr_format=zarr_format or 3, overwrite=mode == "w", meta_array=meta_array,
-            **kwargs,
+        return await _create_like_zarr(
+            kwargs.pop("shape"),
+            sp,
+            {"zarr_format": zarr_format or 3, "overwrite": mode == "w",
+             "meta_array": meta_array, **kwargs},
         )
     try:
         arr = await AsyncArray.open(sp, zarr_format)
     except ArrayNotFoundError:
         if mode == "a" and "shape" in kwargs:
-            return await create_array(
-                sp, zarr_format=zarr_format or 3, meta_array=meta_array, **kwargs
+            return await _create_like_zarr(
+                kwargs.pop("shape"),
+                sp,
+                {"zarr_format": zarr_format or 3, "meta_array": meta_array, **kwargs},
             )
         raise
     arr.set_prototype(meta_array)
@@ -320,6 +332,92 @@ async def array(data: Any, store: Any = None, **kwargs: Any) -> AsyncArray:
     a = await create_array(store, name_of(kwargs), **kwargs)
     await a.setitem(Ellipsis, data)
     return a
+
+
+# Arguments only ``create_array`` takes: with one of them, ``full`` & co. go through
+# ``create_array`` (as the sync ``cuzarr.full`` does); otherwise through the legacy
+# ``create``, as zarr-python's async ``full`` does (``compressor=``, ``codecs=``...).
+_CREATE_ARRAY_ONLY = frozenset(
+    {"name", "compressors", "serializer", "shards", "write_data"}
+)
+
+
+async def _create_like_zarr(shape: Any, store: Any, kwargs: dict[str, Any]) -> AsyncArray:
+    if _CREATE_ARRAY_ONLY.intersection(kwargs):
+        return await create_array(store, name_of(kwargs), shape=shape, **kwargs)
+    return await create(shape, store=store, **kwargs)
+
+
+async def full(shape: Any, fill_value: Any, store: Any = None, **kwargs: Any) -> AsyncArray:
+    """An array whose elements all read as ``fill_value`` (nothing is written);
+    the async twin of :func:`cuzarr.full`."""
+    return await _create_like_zarr(shape, store, {**kwargs, "fill_value": fill_value})
+
+
+async def zeros(shape: Any, store: Any = None, **kwargs: Any) -> AsyncArray:
+    """An array reading as zeros; the async twin of :func:`cuzarr.zeros`."""
+    return await full(shape, 0, store, **kwargs)
+
+
+async def ones(shape: Any, store: Any = None, **kwargs: Any) -> AsyncArray:
+    """An array reading as ones; the async twin of :func:`cuzarr.ones`."""
+    return await full(shape, 1, store, **kwargs)
+
+
+async def empty(shape: Any, store: Any = None, **kwargs: Any) -> AsyncArray:
+    """An array with nothing written; the async twin of :func:`cuzarr.empty`."""
+    return await _create_like_zarr(shape, store, kwargs)
+
+
+def _like_kwargs(a: Any, kwargs: dict[str, Any], keep_fill: bool = False) -> dict[str, Any]:
+    """Arguments for an array like ``a`` (as ``cuzarr.full_like`` & co.): a cuzarr
+    or zarr-python array passes on its zarr format, chunks and shards, and (to a new
+    array of the same format) its order and codecs; ``keep_fill`` its fill value."""
+    kwargs.setdefault("shape", a.shape)
+    same_dtype = "dtype" not in kwargs
+    kwargs.setdefault("dtype", a.dtype)
+    if _is_zarr_array(a):
+        fmt = a.metadata.zarr_format
+        kwargs.setdefault("chunks", a.chunks)
+        if kwargs.get("zarr_format") is None:
+            kwargs["zarr_format"] = fmt
+        if keep_fill:
+            kwargs.setdefault("fill_value", a.fill_value)
+        if kwargs["zarr_format"] == fmt:
+            if a.shards is not None:
+                kwargs.setdefault("shards", a.shards)
+            if fmt == 2 or isinstance(a, (Array, AsyncArray)):  # zarr ignores a v3 order
+                kwargs.setdefault("order", a.order)
+            kwargs.setdefault("compressors", _codecs_arg(a.compressors))
+            if same_dtype:  # filters and serializer depend on the dtype
+                kwargs.setdefault("filters", _codecs_arg(a.filters))
+                if fmt == 3:
+                    kwargs.setdefault("serializer", _codec_arg(a.serializer))
+    return kwargs
+
+
+async def full_like(a: Any, fill_value: Any = None, store: Any = None, **kwargs: Any) -> AsyncArray:
+    """An array like ``a`` reading as ``fill_value``; see :func:`cuzarr.full_like`."""
+    kw = _like_kwargs(a, kwargs, keep_fill=fill_value is None)
+    if fill_value is None:
+        fill_value = kw.pop("fill_value", None)
+    return await full(kw.pop("shape"), fill_value, store, **kw)
+
+
+async def zeros_like(a: Any, store: Any = None, **kwargs: Any) -> AsyncArray:
+    """An array of zeros like ``a``."""
+    return await full_like(a, 0, store, **kwargs)
+
+
+async def ones_like(a: Any, store: Any = None, **kwargs: Any) -> AsyncArray:
+    """An array of ones like ``a``."""
+    return await full_like(a, 1, store, **kwargs)
+
+
+async def empty_like(a: Any, store: Any = None, **kwargs: Any) -> AsyncArray:
+    """An array like ``a`` with nothing written (``a``'s fill value)."""
+    kw = _like_kwargs(a, kwargs, keep_fill=True)
+    return await empty(kw.pop("shape"), store, **kw)
 
 
 # ----------------------------------------------------------------------------------
@@ -831,9 +929,7 @@ async def load(
 async def tree(grp: AsyncGroup, expand: bool | None = None, level: int | None = None) -> Any:
     """The hierarchy below ``grp`` as text (zarr-python deprecates this for ``Group.tree``)."""
     warnings.warn("Use Group.tree instead.", DeprecationWarning, stacklevel=2)
-    from cuzarr.core.group import Group
-
-    return await asyncio.to_thread(Group(grp).tree, expand=expand, level=level)
+    return await grp.tree(expand=expand, level=level)
 
 
 async def open_like(

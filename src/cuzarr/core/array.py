@@ -42,6 +42,32 @@ from cuzarr.storage.common import StorePath
 __all__ = ["Array", "AsyncArray"]
 
 
+def _chunk_labels(p: Any) -> np.ndarray:
+    """For each position along one dimension of a plan's output, the index (in
+    ``p.chunks``) of the chunk it falls in."""
+    lab = np.empty(p.out_len, dtype=np.intp)
+    for k, o in enumerate(p.out_sels):
+        lab[o] = k
+    return lab
+
+
+def _count_per_chunk(mask: np.ndarray, labels: list[np.ndarray]) -> np.ndarray:
+    """How many elements of ``mask`` (shaped like a plan's output) are set in each
+    chunk of the plan: an array shaped like the plan's chunk grid, in the order of
+    ``chunk_items``. Vectorized: one ``reduceat`` per dimension."""
+    x: np.ndarray = mask
+    # reduce the dimensions that shrink most first: smaller intermediates
+    for d in sorted(range(len(labels)), key=lambda d: -(labels[d].size / (labels[d].max() + 1))):
+        lab = labels[d]
+        if lab.size > 1 and np.any(lab[1:] < lab[:-1]):
+            order = np.argsort(lab, kind="stable")
+            x = np.take(x, order, axis=d)
+            lab = lab[order]
+        starts = np.flatnonzero(np.concatenate(([True], lab[1:] != lab[:-1])))
+        x = np.add.reduceat(x, starts, axis=d, dtype=np.intp)
+    return x
+
+
 def _drop_leading_ones(arr: Any, ndim: int) -> Any:
     """numpy's setitem accepts a value with extra leading length-1 axes
     (``x[::2] = [[1, 2]]``): drop them before broadcasting."""
@@ -488,6 +514,101 @@ class AsyncArray:
         result = buf.reshape(shape)
         return result[()] if result.ndim == 0 else result
 
+    async def get_mask_selection(
+        self,
+        mask: Any,
+        *,
+        out: np.ndarray | None = None,
+        fields: Any = None,
+        prototype: Any = None,
+    ) -> Any:
+        """Read the elements where the boolean ``mask`` (the array's shape) is True."""
+        return await self.get_coordinate_selection(
+            np.asarray(host_selection(mask), dtype=bool), out=out, prototype=prototype
+        )
+
+    async def set_mask_selection(self, mask: Any, value: Any, *, fields: Any = None) -> None:
+        """Write ``value`` where the boolean ``mask`` (the array's shape) is True."""
+        await self.set_coordinate_selection(
+            np.asarray(host_selection(mask), dtype=bool), value
+        )
+
+    async def get_basic_selection(
+        self,
+        selection: Any = Ellipsis,
+        *,
+        out: np.ndarray | None = None,
+        prototype: Any = None,
+        fields: Any = None,
+    ) -> Any:
+        """Read ``selection`` (ints, slices, Ellipsis, newaxis)."""
+        return await self.getitem(selection, out=out, prototype=prototype)
+
+    async def set_basic_selection(self, selection: Any, value: Any, *, fields: Any = None) -> None:
+        """Write ``value`` into ``selection`` (ints, slices, Ellipsis, newaxis)."""
+        await self.setitem(selection, value)
+
+    @property
+    def oindex(self) -> _AsyncIndexer:
+        """Orthogonal indexing: ``await a.oindex.getitem(sel)`` (zarr-python's
+        ``AsyncOIndex``), ``await a.oindex.setitem(sel, v)``."""
+        return _AsyncIndexer(self, "get_orthogonal_selection", "set_orthogonal_selection")
+
+    @property
+    def vindex(self) -> _AsyncIndexer:
+        """Coordinate (point) or mask indexing: ``await a.vindex.getitem(sel)``."""
+        return _AsyncIndexer(self, "get_coordinate_selection", "set_coordinate_selection")
+
+    @property
+    def attrs(self) -> dict[str, Any]:
+        """The attributes (a dict, as zarr-python's ``AsyncArray.attrs``; change
+        them with :meth:`update_attributes`)."""
+        return self.metadata.attributes
+
+    @property
+    def nbytes(self) -> int:
+        """Size of the uncompressed data (item size x number of elements)."""
+        return self.size * self.dtype.itemsize
+
+    @property
+    def info(self) -> ArrayInfo:
+        """What is known without store requests (see :meth:`info_complete`)."""
+        m = self.metadata
+        if m.zarr_format == 3:
+            codecs = json.dumps([c.to_json() for c in m.codecs])
+        else:
+            codecs = json.dumps(
+                {
+                    "filters": [f.get_config() for f in m.filters] if m.filters else None,
+                    "compressor": m.compressor.get_config() if m.compressor is not None else None,
+                }
+            )
+        return ArrayInfo(
+            "Array",
+            m.zarr_format,
+            str(self.dtype),
+            self.shape,
+            self.chunks,
+            self.order,
+            self.read_only,
+            type(self.store).__name__,
+            codecs,
+            self.nbytes,
+            self.nchunks,
+            fill_value=self.fill_value,
+            shard_shape=self.shards,
+            nshards=self.nshards,
+        )
+
+    async def info_complete(self) -> ArrayInfo:
+        """``info`` plus what needs store requests: bytes stored (metadata
+        included, as in zarr-python), chunks and shards initialized."""
+        info = self.info
+        info.count_bytes_stored = await self.nbytes_stored()
+        info.count_chunks_initialized = await self.nchunks_initialized()
+        info.count_shards_initialized = await self.nshards_initialized()
+        return info
+
     async def get_block_selection(
         self, selection: Any, *, out: np.ndarray | None = None, prototype: Any = None
     ) -> Any:
@@ -604,8 +725,11 @@ class AsyncArray:
                 f"could not broadcast value of shape {arr.shape} to the selection's shape {shape}"
             ) from e
 
-    async def setitem(self, selection: Any, value: Any) -> None:
-        """Write ``value`` into ``selection`` with numpy semantics (broadcasting)."""
+    async def setitem(self, selection: Any, value: Any, prototype: Any = None) -> None:
+        """Write ``value`` into ``selection`` with numpy semantics (broadcasting).
+
+        ``prototype`` is accepted for zarr-python compatibility (the value's own
+        kind, host or device, decides how it is written)."""
         self._check_writable()
         selection = host_selection(selection)
         plan = normalize_numpy(selection, self.shape, self._write_dims())
@@ -622,18 +746,39 @@ class AsyncArray:
                 self.write_empty_chunks,
             )
             return
-        # Advanced indices: update the bounding block with numpy, write it back.
+        # Advanced indices: numpy's assignment into the selection's bounding block,
+        # written back to the chunks that hold a selected point only (as
+        # zarr-python's vindex/oindex: no other chunk is rewritten, so none appears,
+        # vanishes or loses stale elements past a cut edge). Of those chunks, only
+        # what the selection does not cover is read first; write_items then
+        # read-modify-writes the chunks cut by the array's end and the ones the
+        # block does not cover whole, as for any other write.
+        selected = np.zeros(plan.buffer_shape, dtype=bool)
+        v = self._as_value(await _materialize(value), selected[plan.post_index].shape)
+        if selected.size == 0 or v.size == 0:
+            return
+        selected[plan.post_index] = True
         read_plan = normalize_numpy(selection, self.shape, self._dims())
-        block = await self._read_projections(read_plan.projections, plan.buffer_shape)
-        if not block.flags.writeable:
-            block = block.copy()
-        target_shape = block[plan.post_index].shape
-        block[plan.post_index] = self._as_value(await _materialize(value), target_shape)
-        await engine.write_plan(
+        block = self._out_buffer(plan.buffer_shape, None)
+        items = engine.chunk_items(plan.projections)
+        if not plan.projections:  # a 0-d array
+            await self._read_items(engine.chunk_items(read_plan.projections), block)
+        elif not selected.all():
+            labels = [_chunk_labels(p) for p in plan.projections]
+            touched = _count_per_chunk(selected, labels) > 0
+            unselected = touched[np.ix_(*labels)] & ~selected
+            if unselected.any():
+                r_labels = [_chunk_labels(p) for p in read_plan.projections]
+                need = np.flatnonzero(_count_per_chunk(unselected, r_labels))
+                r_items = engine.chunk_items(read_plan.projections)
+                await self._read_items([r_items[i] for i in need], block)
+            items = [items[i] for i in np.flatnonzero(touched)]
+        block[plan.post_index] = v
+        await engine.write_items(
             self.store_path,
             self.metadata,
             self._pipeline,
-            plan.projections,
+            items,
             block,
             self.write_empty_chunks,
         )
@@ -676,8 +821,9 @@ class AsyncArray:
         await self.set_orthogonal_selection(self._block_to_slices(selection), value, _basic=True)
 
     # -- shape changes and attributes -----------------------------------------------
-    async def resize(self, new_shape: Any) -> None:
-        """Change the shape; chunks wholly outside the new shape are deleted."""
+    async def resize(self, new_shape: Any, delete_outside_chunks: bool = True) -> None:
+        """Change the shape; chunks wholly outside the new shape are deleted
+        (unless ``delete_outside_chunks`` is False, as in zarr-python)."""
         from cuzarr.metadata.array import normalize_shape
 
         self._check_writable()
@@ -693,7 +839,7 @@ class AsyncArray:
         )
         new_grid = new_meta.chunk_grid.grid_shape(new_shape)
         stale: list[str] = []
-        if any(n < o for n, o in zip(new_grid, old_grid, strict=True)):
+        if delete_outside_chunks and any(n < o for n, o in zip(new_grid, old_grid, strict=True)):
             prefix = self.store_path.path + "/" if self.store_path.path else ""
             stale = [
                 prefix + self.metadata.chunk_key(c)
@@ -725,10 +871,10 @@ class AsyncArray:
         await self.setitem(sel, data)
         return new_shape
 
-    async def update_attributes(self, attrs: dict[str, Any]) -> AsyncArray:
-        """Merge ``attrs`` into the attributes (as zarr-python: keys not in
-        ``attrs`` are kept) and save the metadata."""
-        return await self._replace_attributes({**self.metadata.attributes, **attrs})
+    async def update_attributes(self, new_attributes: dict[str, Any]) -> AsyncArray:
+        """Merge ``new_attributes`` into the attributes (as zarr-python: keys not
+        in it are kept) and save the metadata."""
+        return await self._replace_attributes({**self.metadata.attributes, **new_attributes})
 
     async def _replace_attributes(self, attrs: dict[str, Any]) -> AsyncArray:
         self._check_writable()
@@ -906,6 +1052,22 @@ def _reopen(store: Any, path: str, zarr_format: int) -> Array:
     return open_array(
         store, mode="r" if store.read_only else "r+", path=path, zarr_format=zarr_format
     )
+
+
+class _AsyncIndexer:
+    """``AsyncArray.oindex`` / ``.vindex``: ``await ix.getitem(sel)``,
+    ``await ix.setitem(sel, value)``."""
+
+    def __init__(self, array: AsyncArray, get: str, set_: str) -> None:
+        self.array = array
+        self._get = get
+        self._set = set_
+
+    async def getitem(self, selection: Any) -> Any:
+        return await getattr(self.array, self._get)(selection)
+
+    async def setitem(self, selection: Any, value: Any) -> None:
+        await getattr(self.array, self._set)(selection, value)
 
 
 class _Indexer:

@@ -54,6 +54,50 @@ class _Tree(str):
         return str(self)
 
 
+class _Members:
+    """What ``AsyncGroup.members()`` returns: ``await`` it for the list of
+    (path, node), or ``async for`` over it as over zarr-python's async generator."""
+
+    __slots__ = ("_make",)
+
+    def __init__(self, make: Any) -> None:
+        self._make = make  # a coroutine function: no coroutine left un-awaited
+
+    def __await__(self) -> Any:
+        return self._make().__await__()
+
+    def close(self) -> None:
+        """Nothing to close (no coroutine exists until awaited); ``sync()`` calls
+        this on an operation that never started, as on a coroutine."""
+
+    async def __aiter__(self) -> AsyncIterator[tuple[str, Any]]:
+        for item in await self._make():
+            yield item
+
+
+def _render_tree(root: str, members: list[tuple[str, Any]]) -> _Tree:
+    """The text tree of ``members`` ((relative path, node) pairs) below ``root``."""
+    children: dict[str, list[tuple[str, Any]]] = {}
+    for path, node in members:
+        parent, _, base = path.rpartition("/")
+        children.setdefault(parent, []).append((base, node))
+    lines = [root]
+
+    def walk(parent: str, indent: str) -> None:
+        kids = sorted(children.get(parent, []), key=lambda kv: kv[0])
+        for i, (base, node) in enumerate(kids):
+            last = i == len(kids) - 1
+            branch = "└── " if last else "├── "
+            if isinstance(node, (Array, AsyncArray)):
+                lines.append(f"{indent}{branch}{base} {node.shape} {node.dtype}")
+            else:
+                lines.append(f"{indent}{branch}{base}")
+                walk(f"{parent}/{base}" if parent else base, indent + ("    " if last else "│   "))
+
+    walk("", "")
+    return _Tree("\n".join(lines))
+
+
 class AsyncGroup:
     """A group in a store; every operation is a coroutine."""
 
@@ -180,14 +224,19 @@ class AsyncGroup:
         return AsyncGroup(meta, sp)
 
     async def _getitem_live(self, name: str) -> AsyncArray | AsyncGroup:
-        """``getitem``, asking the store when consolidated metadata (a snapshot)
-        lacks the member: ``require_*`` must not try to create a node that exists."""
-        try:
+        """``getitem`` from the store itself, not from consolidated metadata (a
+        snapshot): ``require_*`` must neither try to create a node made since, nor
+        hand back one deleted since, nor check an array replaced since by its old
+        shape and dtype. One metadata read; a group found keeps its part of the
+        snapshot for lookups below it."""
+        if self.consolidated is None:
             return await self.getitem(name)
-        except KeyError:
-            if self.consolidated is None:
-                raise
-        return await AsyncGroup(self.metadata, self.store_path).getitem(name)
+        node = await AsyncGroup(self.metadata, self.store_path).getitem(name)
+        if isinstance(node, AsyncGroup) and isinstance(
+            self.consolidated.get(normalize_path(name)), GroupMetadata
+        ):
+            node.consolidated = self._sub_consolidated(name)
+        return node
 
     async def contains(self, name: str) -> bool:
         try:
@@ -205,8 +254,71 @@ class AsyncGroup:
             and not n.startswith(".cuzarr-tmp-")
         )
 
-    async def members(self, max_depth: int | None = 0) -> list[tuple[str, AsyncArray | AsyncGroup]]:
-        """Child nodes as (relative path, node); ``max_depth=None`` recurses fully."""
+    def members(
+        self, max_depth: int | None = 0, *, use_consolidated_for_children: bool = True
+    ) -> _Members:
+        """Child nodes as (relative path, node); ``max_depth=None`` recurses fully.
+
+        ``await g.members()`` gives a list; ``async for name, node in g.members()``
+        iterates, as over zarr-python's async generator."""
+        if max_depth is not None and max_depth < 0:
+            raise ValueError(f"max_depth must be None or >= 0. Got '{max_depth}' instead")
+        return _Members(lambda: self._members(max_depth))
+
+    async def keys(self) -> AsyncIterator[str]:
+        """Names of the children (an async generator, as in zarr-python)."""
+        for name, _ in await self._members(0):
+            yield name
+
+    async def arrays(self) -> AsyncIterator[tuple[str, AsyncArray]]:
+        """(name, array) for each child array."""
+        for name, node in await self._members(0):
+            if isinstance(node, AsyncArray):
+                yield name, node
+
+    async def groups(self) -> AsyncIterator[tuple[str, AsyncGroup]]:
+        """(name, group) for each child group."""
+        for name, node in await self._members(0):
+            if isinstance(node, AsyncGroup):
+                yield name, node
+
+    async def array_keys(self) -> AsyncIterator[str]:
+        async for name, _ in self.arrays():
+            yield name
+
+    async def group_keys(self) -> AsyncIterator[str]:
+        async for name, _ in self.groups():
+            yield name
+
+    async def array_values(self) -> AsyncIterator[AsyncArray]:
+        async for _, node in self.arrays():
+            yield node
+
+    async def group_values(self) -> AsyncIterator[AsyncGroup]:
+        async for _, node in self.groups():
+            yield node
+
+    @property
+    def attrs(self) -> dict[str, Any]:
+        """The attributes (a dict, as zarr-python's ``AsyncGroup.attrs``; change
+        them with :meth:`update_attributes`)."""
+        return self.metadata.attributes
+
+    async def tree(
+        self,
+        expand: bool | None = None,
+        level: int | None = None,
+        *,
+        max_nodes: int = 500,
+        plain: bool = False,
+    ) -> _Tree:
+        """The hierarchy below this group as text (see ``Group.tree``)."""
+        members = await self._members(None if level is None else max(0, level))
+        return _render_tree(self.name if self.path else "/", members)
+
+    async def _members(
+        self, max_depth: int | None = 0
+    ) -> list[tuple[str, AsyncArray | AsyncGroup]]:
         if self.consolidated is not None:
             out_c: list[tuple[str, AsyncArray | AsyncGroup]] = []
             for path in sorted(self.consolidated):
@@ -235,7 +347,7 @@ class AsyncGroup:
                 g = AsyncGroup(meta, sp)
                 out.append((name, g))
                 if max_depth is None or max_depth > 0:
-                    sub = await g.members(None if max_depth is None else max_depth - 1)
+                    sub = await g._members(None if max_depth is None else max_depth - 1)
                     out.extend((f"{name}/{k}", v) for k, v in sub)
         return out
 
@@ -315,10 +427,10 @@ class AsyncGroup:
                 raise TypeError(f"array {name!r} exists with dtype {node.dtype}, not {want}")
         return node
 
-    async def update_attributes(self, attrs: dict[str, Any]) -> AsyncGroup:
-        """Merge ``attrs`` into the attributes (as zarr-python: keys not in
-        ``attrs`` are kept) and save the metadata."""
-        return await self._replace_attributes({**self.metadata.attributes, **attrs})
+    async def update_attributes(self, new_attributes: dict[str, Any]) -> AsyncGroup:
+        """Merge ``new_attributes`` into the attributes (as zarr-python: keys not
+        in it are kept) and save the metadata."""
+        return await self._replace_attributes({**self.metadata.attributes, **new_attributes})
 
     async def _replace_attributes(self, attrs: dict[str, Any]) -> AsyncGroup:
         if self.read_only:
@@ -900,26 +1012,7 @@ class Group:
         shows as the tree at the prompt). ``level`` is the ``max_depth`` of
         ``members``: 0 shows only the children, as in zarr-python. ``expand`` is
         accepted for zarr-python compatibility (it only affects its HTML rendering)."""
-        members = self.members(max_depth=None if level is None else max(0, level))
-        children: dict[str, list[tuple[str, Any]]] = {}
-        for path, node in members:
-            parent, _, base = path.rpartition("/")
-            children.setdefault(parent, []).append((base, node))
-        lines = [self.name if self.path else "/"]
-
-        def walk(parent: str, indent: str) -> None:
-            kids = sorted(children.get(parent, []), key=lambda kv: kv[0])
-            for i, (base, node) in enumerate(kids):
-                last = i == len(kids) - 1
-                branch = "└── " if last else "├── "
-                if isinstance(node, Array):
-                    lines.append(f"{indent}{branch}{base} {node.shape} {node.dtype}")
-                else:
-                    lines.append(f"{indent}{branch}{base}")
-                    walk(f"{parent}/{base}" if parent else base, indent + ("    " if last else "│   "))
-
-        walk("", "")
-        return _Tree("\n".join(lines))
+        return sync(self._async_group.tree(expand, level))
 
 
 class GroupInfo:
