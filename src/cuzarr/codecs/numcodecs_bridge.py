@@ -79,6 +79,24 @@ class NumcodecsBytesBytes(_NumcodecsMixin, BytesBytesCodec):
         return out
 
 
+def _cast_fill(fill: Any, dt: np.dtype) -> Any:
+    """The fill value seen by codecs after a filter that changes the data type
+    (astype, delta/fixedscaleoffset with ``astype``): the array's fill value cast
+    to the new type, as zarr-python does. A sharding codec further in skips inner
+    chunks equal to it and fills missing ones with it; without it (zero instead) a
+    shard zarr-python wrote would read back zeros where the fill value belongs."""
+    if fill is None:
+        return None
+    try:
+        with np.errstate(all="ignore"):
+            src = np.asarray(fill)
+            if dt.kind in "iu" and src.dtype.kind in "fc" and not np.isfinite(src).all():
+                return None
+            return np.asarray(src).astype(dt)[()]
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
 class NumcodecsArrayArray(_NumcodecsMixin, ArrayArrayCodec):
     """A numcodecs filter (delta, bitround, ...) as a v3 array->array codec."""
 
@@ -103,11 +121,23 @@ class NumcodecsArrayArray(_NumcodecsMixin, ArrayArrayCodec):
         dt = self._out_dtype(spec)
         if dt == spec.dtype.dtype:
             return spec
-        return ChunkSpec(spec.shape, parse_data_type(dt, 3), None)
+        return ChunkSpec(spec.shape, parse_data_type(dt, 3), _cast_fill(spec.fill_value, dt))
 
     def encode(self, arr: np.ndarray, spec: ChunkSpec) -> np.ndarray:
         out = np.asarray(self.numcodec.encode(np.ascontiguousarray(arr)))
-        return out.reshape(self.resolve(spec).shape)
+        res = self.resolve(spec)
+        want = res.dtype.dtype
+        # Some filters return another type of the declared width (BitRound: the
+        # rounded floats' bits as ints). zarr-python serializes what the filter
+        # returns, bit for bit: reinterpret, never convert values (a numeric cast
+        # would store 4.6e18 for 2.125).
+        if (
+            out.dtype.kind != want.kind
+            and out.dtype.itemsize == want.itemsize
+            and not out.dtype.fields
+        ):
+            out = out.astype(out.dtype.newbyteorder("="), copy=False).view(want.newbyteorder("="))
+        return out.reshape(res.shape)
 
     def decode(self, arr: np.ndarray, spec: ChunkSpec) -> np.ndarray:
         try:
