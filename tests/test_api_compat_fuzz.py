@@ -1301,3 +1301,17 @@ def test_open_like_keeps_shards_as_zeros_like():
     src = cuzarr.create_array({}, shape=(8, 6), chunks=(2, 3), shards=(4, 6), dtype="f4")
     assert cuzarr.open_like(src, "x", store={}).shards == (4, 6)
     assert cuzarr.zeros_like(src, store={}, path="x").shards == (4, 6)
+
+
+def test_node_inside_an_array_raises_what_both_libraries_catch(tmp_path):
+    """zarr-python raises ValueError for a node below an array; cuzarr's
+    ContainsArrayError is also one, so code written for either catches it."""
+    for name, lib in LIBS.items():
+        store = str(tmp_path / name)
+        lib.create_array(store, name="a", shape=(2,), dtype="i1")
+        with pytest.raises(ValueError):
+            lib.create_array(store, name="a/b/c", shape=(2,), dtype="i1")
+    # and nothing was written inside the array on the way (it used to leave a group a/b)
+    assert sorted(p.name for p in (tmp_path / "cuzarr" / "a").iterdir()) == ["zarr.json"]
+    with pytest.raises(cuzarr.errors.ContainsArrayError):
+        cuzarr.create_array(str(tmp_path / "cuzarr"), name="a/b", shape=(2,), dtype="i1")

@@ -100,6 +100,11 @@ async def save_metadata(sp: StorePath, meta: ArrayMetadata | GroupMetadata) -> N
         await sp.store.delete(sp.key(_V2_ATTRS))
 
 
+class _NodeInsideArrayError(ContainsArrayError, ValueError):
+    """A node asked for below an array: cuzarr's error, and the ``ValueError``
+    zarr-python raises there ("only groups may have child nodes")."""
+
+
 async def ensure_parents(sp: StorePath, zarr_format: int) -> None:
     """Write group metadata for missing ancestors of ``sp`` (implicit groups).
 
@@ -110,11 +115,17 @@ async def ensure_parents(sp: StorePath, zarr_format: int) -> None:
     if not sp.path:
         return
     parts = sp.path.split("/")
+    missing = []
     for i in range(len(parts) - 1, -1, -1):
         parent = StorePath(sp.store, "/".join(parts[:i]))
         kind = await node_kind(parent)
         if kind == "array":
-            raise ContainsArrayError(f"cannot create a node inside the array at {parent.path!r}")
+            # before anything is written: no stray groups left inside the array
+            raise _NodeInsideArrayError(
+                f"cannot create a node inside the array at {parent.path!r}"
+            )
         if kind == "group":
             break
+        missing.append(parent)
+    for parent in reversed(missing):  # top down: an interrupted walk leaves a hierarchy
         await save_metadata(parent, GroupMetadata(zarr_format))
