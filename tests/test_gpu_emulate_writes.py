@@ -239,3 +239,59 @@ def test_complex_nan_fill_matches_any_nan(tmp_path, emulate, endian, dtype, fill
         b[:4] = value
         b[4:] = np.array([complex(neg, -0.0)] * 4, dtype)
         assert b.nchunks_initialized == stored
+
+
+def _stored(root):
+    """Every stored file under ``root``: relative path -> bytes."""
+    return {
+        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+    }
+
+
+def _cut_edge_writes(a, fill):
+    """Shrink a written array so that edge chunks (and shards) are cut, then write
+    into them every way: a covering step-1 slice (zarr-python writes such a chunk
+    whole, dropping the stale elements past the end), a stepped slice and index
+    arrays (read-modify-written: they survive), fill values; grow back."""
+    a[...] = np.arange(1, a.size + 1, dtype=a.dtype).reshape(a.shape)
+    a.resize((7, 5))
+    a[4:7, 3:5] = 9  # covers cut edge chunks: written whole
+    a[0:7:3, 0:2] = 8  # stepped: read-modify-write
+    a.oindex[[0, 5, 6], [4]] = 7
+    a[[6, 1], 2:5] = 6  # cuzarr's own fancy path
+    a[6, 0:2] = fill  # a cut chunk's in-bounds part back to the fill value
+    a.resize((9, 7))
+
+
+@pytest.mark.parametrize("order, wec", [("C", False), ("F", True)])
+@pytest.mark.parametrize(
+    "compressors",
+    [None, {"name": "zstd", "configuration": {"level": 1}}],
+    ids=["none", "zstd"],
+)
+@pytest.mark.parametrize("shards", [None, (4, 4)], ids=["chunks", "shards"])
+def test_cut_edge_chunks_written_on_device_as_on_the_host(tmp_path, order, compressors, wec,
+                                                          shards):
+    """The device write path keeps (or drops) the stale elements of chunks and
+    shards cut by a shrink exactly as the host path (and zarr-python) does: the
+    same keys with the same bytes. Sharded writes take the host path."""
+    kw = dict(shape=(9, 7), dtype="<i4", chunks=(2, 2), shards=shards, order=order,
+              compressors=compressors, fill_value=0, write_empty_chunks=wec)
+    roots = {}
+    for emu in (False, True):
+        HostEncoder.stats.clear()
+        with cuzarr.config.set({"gpu.emulate": emu}):
+            a = cuzarr.create_array(LocalStore(tmp_path / str(emu)), **kw)
+            _cut_edge_writes(a, 0)
+        assert bool(HostEncoder.stats.get("batches")) == (emu and shards is None)
+        roots[emu] = _stored(tmp_path / str(emu))
+    assert roots[True] == roots[False]
+    z = zarr.create_array(str(tmp_path / "z"), **{
+        k: v for k, v in kw.items() if k != "write_empty_chunks"
+    }, config={"write_empty_chunks": wec})
+    _cut_edge_writes(z, 0)
+    np.testing.assert_array_equal(cuzarr.open_array(str(tmp_path / "True"))[...], z[...])
+    assert {k for k in roots[True] if not k.endswith("zarr.json")} == {
+        str(p.relative_to(tmp_path / "z")) for p in (tmp_path / "z").rglob("c/**/*")
+        if p.is_file()
+    }
