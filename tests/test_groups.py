@@ -531,3 +531,34 @@ def test_delete_member_of_consolidated_group(tmp_path, zarr_format):
     assert [k for k, _ in reopened.members(max_depth=None)] == ["ab"]
     z = zarr.open_consolidated(str(tmp_path), mode="r", zarr_format=zarr_format)
     assert sorted(z.keys()) == ["ab"]
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_consolidated_handle_sees_its_members_changes(zarr_format):
+    # Members got from a consolidated handle are built from its snapshot. A
+    # change made through one (attributes, resize) used to stay out of the
+    # snapshot, so the next lookup saw the old metadata and wrote it back:
+    # attrs["y"] = 7 then attrs["z"] = 8 through fresh lookups lost "y".
+    d: dict = {}
+    g = cuzarr.group(d, zarr_format=zarr_format)
+    g.create_array("x", shape=(2,), dtype="i1")
+    g.create_group("s").create_array("y", shape=(3,), dtype="i1")
+    cuzarr.consolidate_metadata(d)
+    h = cuzarr.open_consolidated(d, mode="a")
+    h["x"].attrs["y"] = 7
+    h["x"].attrs["z"] = 8
+    h["s"].attrs["y"] = 7
+    h["s"].attrs["z"] = 8
+    h["s"]["y"].attrs["a"] = 1
+    h["s/y"].attrs["b"] = 2
+    assert dict(cuzarr.open_array(d, path="x").attrs) == {"y": 7, "z": 8}
+    assert dict(cuzarr.open_group(d, path="s").attrs) == {"y": 7, "z": 8}
+    assert dict(cuzarr.open_array(d, path="s/y").attrs) == {"a": 1, "b": 2}
+    h["s"]["y"].resize((5,))
+    assert h["s/y"].shape == (5,)
+    h["s/y"][3:5] = 4
+    np.testing.assert_array_equal(cuzarr.open_array(d, path="s/y")[...], [0, 0, 0, 4, 4])
+    del h["s"]["y"]  # gone from the root handle's snapshot too
+    assert "s/y" not in h
+    with pytest.raises(KeyError):
+        h["s/y"]

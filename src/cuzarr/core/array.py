@@ -24,7 +24,13 @@ from cuzarr.codecs.sharding import ShardingCodec
 from cuzarr.config import config
 from cuzarr.core import engine
 from cuzarr.core.attributes import Attributes
-from cuzarr.core.nodes import ensure_parents, ensure_vacant, load_node_metadata, save_metadata
+from cuzarr.core.nodes import (
+    ensure_parents,
+    ensure_vacant,
+    load_node_metadata,
+    publish_metadata,
+    save_metadata,
+)
 from cuzarr.core.shards import read_sharded, read_sharded_small_sync, sharding_codec
 from cuzarr.core.sync import sync
 from cuzarr.errors import ArrayNotFoundError, ReadOnlyError
@@ -110,8 +116,13 @@ class AsyncArray:
         self._prototype: Any = None
         self._set_metadata(metadata)
 
+    # (dict, key) pairs: consolidated dicts of group handles this array came
+    # from, which must see its metadata changes (see AsyncGroup._mirrors).
+    _meta_sinks: Any = ()
+
     def _set_metadata(self, metadata: ArrayMetadata) -> None:
         self.metadata = metadata
+        publish_metadata(self._meta_sinks, metadata)
         self._pipeline = metadata.make_pipeline()
         ab = getattr(self._pipeline, "array_bytes", None)
         self._inner_chunks = ab.chunk_shape if isinstance(ab, ShardingCodec) else None

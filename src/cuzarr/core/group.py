@@ -17,7 +17,13 @@ from cuzarr.core.consolidated import (
     parse_consolidated_v3,
     patch_consolidated_attrs_v2,
 )
-from cuzarr.core.nodes import ensure_parents, ensure_vacant, load_node_metadata, save_metadata
+from cuzarr.core.nodes import (
+    ensure_parents,
+    ensure_vacant,
+    load_node_metadata,
+    publish_metadata,
+    save_metadata,
+)
 from cuzarr.core.sync import sync
 from cuzarr.errors import (
     ArrayNotFoundError,
@@ -115,6 +121,14 @@ class AsyncGroup:
         # True when ``consolidated`` was read from (or written at) this group's own
         # node, not handed down from a consolidated ancestor.
         self._owns_consolidated = False
+        # (dict, prefix) pairs: the consolidated dicts of the handles this group
+        # came from, which hold this group's members under ``prefix/member``. A
+        # member's metadata change is written through to them, so that the next
+        # lookup through any of those handles sees it (it used to see the old
+        # attributes or shape, and write them back over the new ones).
+        self._mirrors: list[tuple[dict[str, Any], str]] = []
+        # (dict, key) pairs where this group's own metadata lives in such dicts.
+        self._meta_sinks: list[tuple[dict[str, Any], str]] = []
 
     @classmethod
     async def open(
@@ -200,6 +214,22 @@ class AsyncGroup:
             self.store_path.store, join_path(self.store_path.path, normalize_path(name))
         )
 
+    def _member_sinks(self, name: str) -> list[tuple[dict[str, Any], str]]:
+        """Where member ``name``'s metadata lives in this handle's consolidated
+        dict and in those of the handles it came from."""
+        key = normalize_path(name)
+        sinks = [(d, f"{p}/{key}") for d, p in self._mirrors]
+        if self.consolidated is not None:
+            sinks.insert(0, (self.consolidated, key))
+        return sinks
+
+    def _adopt(self, node: Any, name: str) -> Any:
+        """Link a member got from consolidated metadata to the dicts that hold it."""
+        node._meta_sinks = self._member_sinks(name)
+        if isinstance(node, AsyncGroup):
+            node._mirrors = node._meta_sinks  # its members live below the same keys
+        return node
+
     def _sub_consolidated(self, name: str) -> dict[str, ArrayMetadata | GroupMetadata] | None:
         if self.consolidated is None:
             return None
@@ -213,8 +243,8 @@ class AsyncGroup:
             if cmeta is None:
                 raise KeyError(name)
             if isinstance(cmeta, ArrayMetadata):
-                return AsyncArray(cmeta, sp)
-            return AsyncGroup(cmeta, sp, self._sub_consolidated(name))
+                return self._adopt(AsyncArray(cmeta, sp), name)
+            return self._adopt(AsyncGroup(cmeta, sp, self._sub_consolidated(name)), name)
         try:
             meta = await load_node_metadata(sp)
         except NodeNotFoundError:
@@ -236,6 +266,10 @@ class AsyncGroup:
             self.consolidated.get(normalize_path(name)), GroupMetadata
         ):
             node.consolidated = self._sub_consolidated(name)
+        self._adopt(node, name)
+        for d, k in node._meta_sinks:  # the store's word replaces the snapshot's
+            if k in d:
+                d[k] = node.metadata
         return node
 
     async def contains(self, name: str) -> bool:
@@ -439,6 +473,7 @@ class AsyncGroup:
         meta = GroupMetadata(self.zarr_format, dict(attrs), self.metadata.extra)
         await save_metadata(self.store_path, meta)
         self.metadata = meta
+        publish_metadata(self._meta_sinks, meta)
         if self.zarr_format == 2 and self._owns_consolidated:
             # As v3 (where they share zarr.json) and zarr-python: the group's own
             # entry in its .zmetadata follows its attributes.
@@ -470,6 +505,10 @@ class AsyncGroup:
         if self._owns_consolidated:
             self.metadata = await build_consolidated(self.store_path, self.metadata, remaining)
         self.consolidated = dict(remaining)
+        for d, p in self._mirrors:  # gone from the handles this group came from too
+            gone = f"{p}/{key}"
+            for k in [k for k in d if k == gone or k.startswith(gone + "/")]:
+                del d[k]
 
     async def iter_keys(self) -> AsyncIterator[str]:
         for name, _ in await self.members():

@@ -77,6 +77,14 @@ async def node_kind(sp: StorePath, zarr_format: int | None = None) -> str | None
     return "array" if isinstance(meta, ArrayMetadata) else "group"
 
 
+def publish_metadata(sinks: Any, meta: ArrayMetadata | GroupMetadata) -> None:
+    """Put a node's new metadata into the consolidated dicts of the group handles
+    it was got through (``(dict, key)`` pairs), where they still list it."""
+    for d, key in sinks:
+        if key in d:
+            d[key] = meta
+
+
 async def ensure_vacant(sp: StorePath, overwrite: bool) -> None:
     """Refuse to create over an existing node unless ``overwrite``; then clear it."""
     if overwrite:
