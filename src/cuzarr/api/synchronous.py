@@ -321,30 +321,8 @@ def empty(shape: Any, store: Any = None, **kwargs: Any) -> Array:
 
 
 def _like(a: Any, kwargs: dict[str, Any], keep_fill: bool = False) -> dict[str, Any]:
-    """Arguments for an array like ``a``: as in zarr-python, a cuzarr array passes
-    on its zarr format, chunks and shards, and (to a new array of the same format)
-    its order and codecs; ``keep_fill`` passes on its fill value too."""
-    kwargs.setdefault("shape", a.shape)
-    same_dtype = "dtype" not in kwargs
-    kwargs.setdefault("dtype", a.dtype)
-    if _async._is_zarr_array(a):  # a cuzarr or a zarr-python array
-        fmt = a.metadata.zarr_format
-        kwargs.setdefault("chunks", a.chunks)
-        if kwargs.get("zarr_format") is None:
-            kwargs["zarr_format"] = fmt
-        if keep_fill:
-            kwargs.setdefault("fill_value", a.fill_value)
-        if kwargs["zarr_format"] == fmt:
-            if a.shards is not None:
-                kwargs.setdefault("shards", a.shards)
-            if fmt == 2 or isinstance(a, Array):  # zarr-python ignores a v3 order
-                kwargs.setdefault("order", a.order)
-            kwargs.setdefault("compressors", _async._codecs_arg(a.compressors))
-            if same_dtype:  # filters and serializer depend on the dtype
-                kwargs.setdefault("filters", _async._codecs_arg(a.filters))
-                if fmt == 3:
-                    kwargs.setdefault("serializer", _async._codec_arg(a.serializer))
-    return kwargs
+    """Arguments for an array like ``a`` (see the async ``_like_kwargs``)."""
+    return _async._like_kwargs(a, kwargs, keep_fill)
 
 
 def full_like(a: Any, fill_value: Any, store: Any = None, **kwargs: Any) -> Array:

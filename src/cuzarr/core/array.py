@@ -1209,52 +1209,13 @@ class Array:
 
     @property
     def info(self) -> ArrayInfo:
-        m = self.metadata
-        if m.zarr_format == 3:
-            codecs = json.dumps([c.to_json() for c in m.codecs])
-        else:
-            codecs = json.dumps(
-                {
-                    "filters": [f.get_config() for f in m.filters] if m.filters else None,
-                    "compressor": m.compressor.get_config() if m.compressor is not None else None,
-                }
-            )
-        return ArrayInfo(
-            "Array",
-            m.zarr_format,
-            str(self.dtype),
-            self.shape,
-            self.chunks,
-            self.order,
-            self.read_only,
-            type(self.store).__name__,
-            codecs,
-            self.nbytes,
-            self.nchunks,
-            fill_value=self.fill_value,
-            shard_shape=self.shards,
-            nshards=self.nshards,
-        )
+        """What is known without store requests (see :meth:`info_complete`)."""
+        return self._async_array.info
 
     def info_complete(self) -> ArrayInfo:
         """``info`` plus what needs store requests: bytes stored (metadata
         included, as in zarr-python), storage ratio, chunks and shards initialized."""
-        a = self._async_array
-
-        async def counts() -> tuple[int, int, int]:
-            return (
-                await a.nbytes_stored(),
-                await a.nchunks_initialized(),
-                await a.nshards_initialized(),
-            )
-
-        info = self.info
-        (
-            info.count_bytes_stored,
-            info.count_chunks_initialized,
-            info.count_shards_initialized,
-        ) = sync(counts())
-        return info
+        return sync(self._async_array.info_complete())
 
     @property
     def nshards_initialized(self) -> int:
