@@ -35,6 +35,7 @@ import numpy as np
 import pytest
 
 import cuzarr
+from _moto_helpers import moto_s3_server
 from cuzarr.core.sync import sync
 from cuzarr.errors import CodecError
 from cuzarr.storage import MemoryStore, RangeByteRequest
@@ -462,27 +463,11 @@ def test_http_retry_budget_is_bounded_in_time(site):
 
 
 # -- S3 (moto behind a fault-injecting proxy) ---------------------------------------
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def s3():
     pytest.importorskip("s3fs")
-    moto_server = pytest.importorskip("moto.server")
-    mp = pytest.MonkeyPatch()
-    for k, v in {
-        "AWS_ACCESS_KEY_ID": "x",
-        "AWS_SECRET_ACCESS_KEY": "x",
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_EC2_METADATA_DISABLED": "true",
-    }.items():
-        mp.setenv(k, v)
-    port = _free_port()
-    moto = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port)
-    moto.start()
+    moto = contextlib.ExitStack()
+    port = moto.enter_context(moto_s3_server())
     import s3fs
 
     direct = {"endpoint_url": f"http://127.0.0.1:{port}", "key": "x", "secret": "x"}
@@ -496,8 +481,7 @@ def s3():
     endpoint = f"http://127.0.0.1:{proxy.server_address[1]}"
     yield {"endpoint": endpoint, "files": files, "data": data, "schedule": handler.schedule}
     _stop(proxy)
-    moto.stop()
-    mp.undo()
+    moto.close()
 
 
 def _s3_store(s3, *, retry: RetryPolicy = FAST, layered: bool = False):

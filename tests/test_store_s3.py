@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-import socket
+import contextlib
 
 import numpy as np
 import pytest
+
+from _moto_helpers import free_port, moto_s3_server
 
 pytest.importorskip("s3fs")
 moto_server = pytest.importorskip("moto.server")
@@ -24,25 +26,10 @@ from cuzarr.storage import (  # noqa: E402
 BUCKET = "cuzarr-test-store-s3"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def s3(request):
-    mp = pytest.MonkeyPatch()
-    for k, v in {
-        "AWS_ACCESS_KEY_ID": "x",
-        "AWS_SECRET_ACCESS_KEY": "x",
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_EC2_METADATA_DISABLED": "true",
-    }.items():
-        mp.setenv(k, v)
-    port = _free_port()
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port)
-    server.start()
+    moto = contextlib.ExitStack()
+    port = moto.enter_context(moto_s3_server())
     endpoint = f"http://127.0.0.1:{port}"
     import s3fs
 
@@ -52,8 +39,7 @@ def s3(request):
     fs.mkdir(BUCKET)
     opts = {"endpoint_url": endpoint, "key": "x", "secret": "x"}
     yield {"opts": opts, "fs": fs}
-    server.stop()
-    mp.undo()
+    moto.close()
 
 
 @pytest.mark.parametrize("zarr_format", [2, 3])
@@ -189,7 +175,7 @@ def test_dead_endpoint_is_not_retried_on_top_of_botocore(client_retries, attempt
     from cuzarr.storage import FsspecStore, RemoteStoreError
     from cuzarr.storage.fsspec import RetryPolicy
 
-    port = _free_port()  # nothing listens there
+    port = free_port()  # nothing listens there
     opts = {
         "endpoint_url": f"http://127.0.0.1:{port}", "key": "x", "secret": "x",
         "config_kwargs": {"retries": {"total_max_attempts": client_retries}},

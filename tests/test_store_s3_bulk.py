@@ -7,14 +7,16 @@ proxy's ``endpoint_url``.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import http.server
-import socket
 import threading
 from collections import Counter
 
 import numpy as np
 import pytest
+
+from _moto_helpers import moto_s3_server
 
 pytest.importorskip("s3fs")
 moto_server = pytest.importorskip("moto.server")
@@ -26,12 +28,6 @@ from cuzarr.storage import FsspecStore, MemoryStore, RemoteStoreError  # noqa: E
 from cuzarr.storage.fsspec import RetryPolicy  # noqa: E402
 
 BUCKET = "cuzarr-test-s3-bulk"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Proxy(http.server.BaseHTTPRequestHandler):
@@ -103,17 +99,8 @@ class Proxy(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def s3():
-    mp = pytest.MonkeyPatch()
-    for k, v in {
-        "AWS_ACCESS_KEY_ID": "x",
-        "AWS_SECRET_ACCESS_KEY": "x",
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_EC2_METADATA_DISABLED": "true",
-    }.items():
-        mp.setenv(k, v)
-    port = _free_port()
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port)
-    server.start()
+    moto = contextlib.ExitStack()
+    port = moto.enter_context(moto_s3_server())
     import s3fs
 
     direct = {"endpoint_url": f"http://127.0.0.1:{port}", "key": "x", "secret": "x"}
@@ -133,8 +120,7 @@ def s3():
     yield {"direct": direct, "proxied": proxied, "fs": fs, "proxy": handler}
     proxy.shutdown()
     proxy.server_close()
-    server.stop()
-    mp.undo()
+    moto.close()
 
 
 @pytest.fixture
