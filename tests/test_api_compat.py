@@ -421,3 +421,34 @@ def test_shortcuts_take_path_as_zarr_does(tmp_path):
         assert zarr.open_array(tmp_path / "s", path=f"g/{fn.__name__}", mode="r").shape == (3,)
     with pytest.raises(ValueError, match="name or path"):
         cuzarr.zeros((3,), store=tmp_path / "t", name="a", path="b")
+
+
+def test_config_default_zarr_format_and_json_indent_as_zarr_python():
+    # Both keys were in cuzarr.config's defaults but nothing read them.
+    import warnings
+
+    calls = {
+        "create": lambda lib, d: lib.create(shape=(2,), dtype="i4", store=d),
+        "zeros": lambda lib, d: lib.zeros(shape=(2,), dtype="i4", store=d),
+        "array": lambda lib, d: lib.array(np.array([1, 2]), store=d),
+        "group": lambda lib, d: lib.group(d),
+        "open_group": lambda lib, d: lib.open_group(d, mode="a"),
+        "open_array": lambda lib, d: lib.open_array(d, mode="a", shape=(2,), dtype="i4"),
+        "create_array": lambda lib, d: lib.create_array(d, shape=(2,), dtype="i4"),
+    }
+    formats = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for lib in (zarr, cuzarr):
+            with lib.config.set({"default_zarr_format": 2}):
+                formats[lib.__name__] = {
+                    name: fn(lib, {} if lib is cuzarr else zarr.storage.MemoryStore())
+                    .metadata.zarr_format
+                    for name, fn in calls.items()
+                }
+    assert formats["cuzarr"] == formats["zarr"]
+    assert formats["cuzarr"]["zeros"] == 2 and formats["cuzarr"]["create_array"] == 3
+    d: dict = {}
+    with cuzarr.config.set({"json_indent": 4}):
+        cuzarr.create_array(d, shape=(2,), dtype="i4")
+    assert d["zarr.json"].startswith(b'{\n    "shape"')

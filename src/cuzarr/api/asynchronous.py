@@ -71,6 +71,16 @@ def _check_mode(mode: str) -> None:
         raise ValueError(f"mode must be one of {_MODES}, got {mode!r}")
 
 
+def _format(zarr_format: int | None) -> int:
+    """``zarr_format``, or config ``default_zarr_format`` (3) where it is None."""
+    if zarr_format is not None:
+        return zarr_format
+    fmt = cuzarr_config.get("default_zarr_format")
+    if fmt not in (2, 3):
+        raise ValueError(f"config default_zarr_format must be 2 or 3, not {fmt!r}")
+    return int(fmt)
+
+
 async def create_array(
     store: Any = None,
     name: str | None = None,
@@ -142,7 +152,7 @@ async def create_array(
         shards=shards,
         fill_value=fill_value,
         order=order,
-        zarr_format=3 if zarr_format is None else zarr_format,
+        zarr_format=_format(zarr_format),
         compressors=compressors,
         filters=filters,
         serializer=serializer,
@@ -181,7 +191,7 @@ async def open_array(
         return await _create_like_zarr(
             kwargs.pop("shape"),
             sp,
-            {"zarr_format": zarr_format or 3, "overwrite": mode == "w",
+            {"zarr_format": _format(zarr_format), "overwrite": mode == "w",
              "meta_array": meta_array, **kwargs},
         )
     try:
@@ -191,7 +201,7 @@ async def open_array(
             return await _create_like_zarr(
                 kwargs.pop("shape"),
                 sp,
-                {"zarr_format": zarr_format or 3, "meta_array": meta_array, **kwargs},
+                {"zarr_format": _format(zarr_format), "meta_array": meta_array, **kwargs},
             )
         raise
     arr.set_prototype(meta_array)
@@ -210,7 +220,7 @@ async def create_group(
     """Create a group; see :func:`cuzarr.create_group`."""
     sp = make_store_path(store, path, mode="a", storage_options=storage_options)
     return await AsyncGroup.create(
-        sp, zarr_format=zarr_format or 3, attributes=attributes, overwrite=overwrite
+        sp, zarr_format=_format(zarr_format), attributes=attributes, overwrite=overwrite
     )
 
 
@@ -232,10 +242,10 @@ async def open_group(
     sp = make_store_path(store, path, mode=mode, storage_options=storage_options)
     if mode == "w":
         return await AsyncGroup.create(
-            sp, zarr_format=zarr_format or 3, attributes=attributes, overwrite=True
+            sp, zarr_format=_format(zarr_format), attributes=attributes, overwrite=True
         )
     if mode == "w-":
-        return await AsyncGroup.create(sp, zarr_format=zarr_format or 3, attributes=attributes)
+        return await AsyncGroup.create(sp, zarr_format=_format(zarr_format), attributes=attributes)
     try:
         return await AsyncGroup.open(sp, zarr_format, use_consolidated=use_consolidated)
     except GroupNotFoundError:
@@ -244,7 +254,7 @@ async def open_group(
                 await load_node_metadata(sp, zarr_format)
             except NodeNotFoundError:
                 return await AsyncGroup.create(
-                    sp, zarr_format=zarr_format or 3, attributes=attributes
+                    sp, zarr_format=_format(zarr_format), attributes=attributes
                 )
             raise ContainsArrayError(f"an array, not a group, exists at path {sp.path!r}") from None
         raise
@@ -271,8 +281,8 @@ async def open(
     except NodeNotFoundError:
         if mode == "a":
             if "shape" in kwargs:
-                return await create_array(sp, zarr_format=zarr_format or 3, **kwargs)
-            return await AsyncGroup.create(sp, zarr_format=zarr_format or 3)
+                return await create_array(sp, zarr_format=_format(zarr_format), **kwargs)
+            return await AsyncGroup.create(sp, zarr_format=_format(zarr_format))
         raise
     if isinstance(meta, ArrayMetadata):
         return AsyncArray(meta, sp)
@@ -329,6 +339,7 @@ async def array(data: Any, store: Any = None, **kwargs: Any) -> AsyncArray:
     data = np.asanyarray(data) if not hasattr(data, "__cuda_array_interface__") else data
     kwargs.setdefault("dtype", data.dtype)
     kwargs.setdefault("shape", data.shape)
+    kwargs["zarr_format"] = _format(kwargs.get("zarr_format"))
     a = await create_array(store, name_of(kwargs), **kwargs)
     await a.setitem(Ellipsis, data)
     return a
@@ -344,6 +355,7 @@ _CREATE_ARRAY_ONLY = frozenset(
 
 async def _create_like_zarr(shape: Any, store: Any, kwargs: dict[str, Any]) -> AsyncArray:
     if _CREATE_ARRAY_ONLY.intersection(kwargs):
+        kwargs["zarr_format"] = _format(kwargs.get("zarr_format"))
         return await create_array(store, name_of(kwargs), shape=shape, **kwargs)
     return await create(shape, store=store, **kwargs)
 
@@ -576,7 +588,7 @@ async def from_array(
     else:
         chunks = "auto" if chunks == "keep" else chunks
         shards = None if shards == "keep" else shards
-        zarr_format = 3 if zarr_format is None else zarr_format
+        zarr_format = _format(zarr_format)
         filters = None if filters in ("keep", "auto") else filters
         compressors = "auto" if compressors == "keep" else compressors
         serializer = "auto" if serializer == "keep" else serializer
@@ -678,7 +690,7 @@ async def create(
     data: Any = None,
 ) -> AsyncArray:
     """Create an array (zarr-python's legacy creation function); see :func:`cuzarr.create`."""
-    zarr_format = 3 if zarr_format is None else zarr_format
+    zarr_format = _format(zarr_format)
     if object_codec is not None and zarr_format == 2:
         # zarr-python 2's meaning: the object codec is the first filter (zarr 3.4
         # ignores it with a warning, and the array silently becomes a string one)
@@ -874,7 +886,7 @@ async def save_group(
             raise TypeError(f"Keyword argument '{k}' must be a numpy or other NDArrayLike array")
     if not args and not kwargs:
         raise ValueError("at least one array must be provided")
-    fmt = 3 if zarr_format is None else zarr_format
+    fmt = _format(zarr_format)
     sp = make_store_path(store, path, mode="w", storage_options=storage_options)
     await AsyncGroup.create(sp, zarr_format=fmt, overwrite=True)
     items = [(f"arr_{i}", a) for i, a in enumerate(args)] + list(kwargs.items())
@@ -936,7 +948,7 @@ async def open_like(
     a: Any, path: str, *, zarr_format: int | None = None, **kwargs: Any
 ) -> AsyncArray:
     """Open the array at ``path`` (the store is ``store=``), creating it like ``a``."""
-    like = _like_args(a, zarr_format or 3)
+    like = _like_args(a, _format(zarr_format))
     like.pop("zarr_format", None)
     kw = {**like, **kwargs}
     if kw.get("mode") is None:

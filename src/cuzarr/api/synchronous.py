@@ -303,6 +303,7 @@ def array(data: Any, store: Any = None, **kwargs: Any) -> Array:
 
 def full(shape: Any, fill_value: Any, store: Any = None, **kwargs: Any) -> Array:
     """An array whose elements all read as ``fill_value`` (nothing is written)."""
+    kwargs["zarr_format"] = _async._format(kwargs.get("zarr_format"))
     return create_array(
         store, _async.name_of(kwargs), shape=shape, fill_value=fill_value, **kwargs
     )
@@ -317,6 +318,7 @@ def ones(shape: Any, store: Any = None, **kwargs: Any) -> Array:
 
 
 def empty(shape: Any, store: Any = None, **kwargs: Any) -> Array:
+    kwargs["zarr_format"] = _async._format(kwargs.get("zarr_format"))
     return create_array(store, _async.name_of(kwargs), shape=shape, **kwargs)
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from cuzarr.config import config
 from cuzarr.errors import MetadataError, UnsupportedExtensionError
 from cuzarr.metadata.chunk_grid import (
     RectilinearChunkGrid,
@@ -40,7 +41,8 @@ _V3_ARRAY_KEYS = {
 
 def json_dumps(obj: Any) -> bytes:
     """Serialize metadata as UTF-8 JSON (non-ASCII kept as text), NaN refused."""
-    return json.dumps(obj, indent=2, ensure_ascii=False, allow_nan=False).encode("utf-8")
+    indent = config.get("json_indent")
+    return json.dumps(obj, indent=indent, ensure_ascii=False, allow_nan=False).encode("utf-8")
 
 
 def json_loads(data: bytes, key: str) -> Any:

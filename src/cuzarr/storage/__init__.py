@@ -21,7 +21,14 @@ from cuzarr.storage.memory import MemoryStore
 
 if TYPE_CHECKING:
     from cuzarr.storage.asdf import AsdfStore
-    from cuzarr.storage.fsspec import FsspecStore, HTTPStore, RemoteStoreError, RetryPolicy
+    from cuzarr.storage.fsspec import (
+        FsspecStore,
+        HTTPStore,
+        RangeMismatchError,
+        RemoteStoreError,
+        RetryPolicy,
+        TruncatedRangeError,
+    )
     from cuzarr.storage.n5 import N5Store
     from cuzarr.storage.reference import ReferenceStore
     from cuzarr.storage.zip import ZipStore, ZipStoreError
@@ -32,8 +39,10 @@ _LAZY = {
     "AsdfStore": "asdf",
     "FsspecStore": "fsspec",
     "HTTPStore": "fsspec",
+    "RangeMismatchError": "fsspec",
     "RemoteStoreError": "fsspec",
     "RetryPolicy": "fsspec",
+    "TruncatedRangeError": "fsspec",
     "N5Store": "n5",
     "ReferenceStore": "reference",
     "ZipStore": "zip",
@@ -66,12 +75,14 @@ __all__ = [
     "N5Store",
     "OffsetByteRequest",
     "RangeByteRequest",
+    "RangeMismatchError",
     "ReferenceStore",
     "RemoteStoreError",
     "RetryPolicy",
     "Store",
     "StorePath",
     "SuffixByteRequest",
+    "TruncatedRangeError",
     "ZipStore",
     "ZipStoreError",
     "make_store",
