@@ -255,6 +255,22 @@ def stream_error(batch: GpuBatch, codec: str, row: int, e: Exception) -> CodecEr
     return err
 
 
+def batch_error(batch: GpuBatch, codec: str, rows: Sequence[int], e: Exception) -> CodecError:
+    """A failed batched decode of ``rows`` of ``batch.streams[codec]`` (nvCOMP does
+    not say which stream) as a ``CodecError`` naming the chunk when there is one
+    (else up to three of the keys)."""
+    owners = batch.owners.get(codec, [])
+    chunks = sorted({owners[r] for r in rows if r < len(owners)})
+    msg = f"nvCOMP {codec} decode failed (corrupt stream?): {e}"
+    if len(chunks) == 1:
+        return _named(CodecError(msg), batch.names, chunks[0])
+    if batch.names is not None and chunks:
+        keys = ", ".join(batch.names[i] for i in chunks[:3])
+        more = f" and {len(chunks) - 3} more" if len(chunks) > 3 else ""
+        return CodecError(f"one of {keys}{more}: {msg}")
+    return CodecError(msg)
+
+
 def _named(e: CodecError, names: Sequence[str] | None, i: int) -> CodecError:
     if names is None or str(e).startswith(f"{names[i]}: "):
         return e
@@ -526,10 +542,18 @@ class GpuExecutor:
                 sp = int(self.stream.ptr)
                 srcs = nvcomp.as_arrays(comp, [r[0] for r in sel], [r[1] for r in sel], sp)
                 outs = nvcomp.as_arrays(target, [r[2] for r in sel], [r[3] for r in sel], sp)
-                res = self._codec(codec).decode(srcs, out=outs)
-                # A stream decoding to another size than its header promised is
-                # corrupt (the host twin checks the same); buffer_sizes waits.
-                got = [int(n) for n in res.buffer_sizes]
+                try:
+                    res = self._codec(codec).decode(srcs, out=outs)
+                    # A stream decoding to another size than its header promised
+                    # is corrupt (the host twin checks the same); buffer_sizes waits.
+                    got = [int(n) for n in res.buffer_sizes]
+                except (ValueError, RuntimeError) as e:
+                    # nvCOMP reports a corrupt stream of the batch (an output too
+                    # small for it: ValueError; a failed chunk status: RuntimeError)
+                    # without saying which; the host twin raises CodecError.
+                    raise batch_error(batch, codec, [
+                        k for k, r in enumerate(rows) if r[4] is to_scratch
+                    ], e) from e
                 want = [r[3] for r in sel]
                 if got != want:
                     bad = next(j for j, (g, w) in enumerate(zip(got, want)) if g != w)

@@ -1,0 +1,221 @@
+"""Device-free checks of the code only a GPU runs: the kernel launches in
+``gpu/executor.py``, ``gpu/writer.py`` and ``gpu/checksums.py`` against the kernels'
+parameter lists, the descriptor structs' field offsets (nvcc's host compiler)
+against the numpy dtypes, and ``GpuExecutor``'s handling of nvCOMP errors (with a
+stand-in nvCOMP module)."""
+
+from __future__ import annotations
+
+import ast
+import re
+import shutil
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cuzarr.errors import CodecError
+from cuzarr.gpu import kernels
+from cuzarr.gpu.formats import UNSHUFFLE_DTYPE
+from cuzarr.gpu.plan import PLAN_DTYPE
+
+ROOT = Path(__file__).resolve().parents[1]
+GPU = ROOT / "src" / "cuzarr" / "gpu"
+
+
+# --- kernel signatures vs launch sites ------------------------------------------------
+
+
+def _kernel_params() -> dict[str, list[str]]:
+    """kernel name -> parameter types ("ptr" or the scalar C type)."""
+    out = {}
+    for cu in sorted(kernels.kernel_dir().glob("*.cu")):
+        text = re.sub(r"//[^\n]*", "", cu.read_text())
+        text = re.sub(r"#ifdef CUZARR_NVCC_CHECK.*?#endif", "", text, flags=re.S)
+        for m in re.finditer(r"__global__\s+void\s+(\w+)\s*\(([^)]*)\)", text):
+            params = []
+            for p in m.group(2).split(","):
+                p = " ".join(p.split())
+                if "*" in p:
+                    params.append("ptr")
+                else:
+                    params.append(" ".join(p.split()[:-1]))  # drop the name
+            out[m.group(1)] = params
+    return out
+
+
+_CONST = {
+    "SCATTER": "cuzarr_scatter",
+    "GATHER": "cuzarr_gather",
+    "UNSHUFFLE": kernels.UNSHUFFLE,
+    "SHUFFLE": kernels.SHUFFLE,
+    "CHECKSUMS": kernels.CHECKSUMS,
+}
+_SCALARS = {"int64": "long long", "int32": "int", "uint32": "unsigned int",
+            "uint64": "unsigned long long"}
+
+
+def _launches() -> list[tuple[str, str, list[ast.expr]]]:
+    """(where, kernel name, argument nodes) of every ``fn(grid, block, (...))``
+    whose ``fn`` comes from ``kernels.get_function`` in the same function."""
+    found = []
+    for path in (GPU / "executor.py", GPU / "writer.py", GPU / "checksums.py"):
+        tree = ast.parse(path.read_text())
+        for func in ast.walk(tree):
+            if not isinstance(func, ast.FunctionDef):
+                continue
+            kernel_of: dict[str, str] = {}
+            for node in ast.walk(func):
+                if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+                        and getattr(node.value.func, "attr", None) == "get_function"):
+                    names = [n.attr for n in ast.walk(node.value.args[1])
+                             if isinstance(n, ast.Attribute) and n.attr in _CONST]
+                    assert len(names) == 1, ast.dump(node.value)
+                    kernel_of[node.targets[0].id] = _CONST[names[0]]
+            for node in ast.walk(func):
+                if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                        and node.func.id in kernel_of):
+                    assert len(node.args) == 3 and isinstance(node.args[2], ast.Tuple), (
+                        f"{path.name}:{node.lineno}: launch as fn(grid, block, (args...))")
+                    found.append((f"{path.name}:{node.lineno}", kernel_of[node.func.id],
+                                  list(node.args[2].elts)))
+    return found
+
+
+def test_every_kernel_launch_matches_its_parameter_list():
+    params = _kernel_params()
+    launches = _launches()
+    assert {k for _, k, _ in launches} == set(params), (sorted(params), launches)
+    for where, name, args in launches:
+        want = params[name]
+        assert len(args) == len(want), f"{where}: {name} takes {len(want)} arguments"
+        for i, (a, p) in enumerate(zip(args, want, strict=True)):
+            scalar = (isinstance(a, ast.Call) and isinstance(a.func, ast.Attribute)
+                      and isinstance(a.func.value, ast.Name) and a.func.value.id == "np")
+            if p == "ptr":
+                assert not scalar and not isinstance(a, ast.Constant), (
+                    f"{where}: argument {i} of {name} must be a device array")
+            else:
+                # A bare Python int is passed by CuPy with a type of its choosing:
+                # every scalar goes through an explicit numpy type.
+                assert scalar, f"{where}: argument {i} of {name} ({p}) needs np.<type>(...)"
+                assert _SCALARS.get(a.func.attr) == p, (
+                    f"{where}: argument {i} of {name} is np.{a.func.attr}, the kernel "
+                    f"takes {p}")
+
+
+def test_launch_grids_stay_within_cuda_limits():
+    """grid.y is capped at 65535 (CUDA's limit) wherever rows walk blockIdx.y."""
+    for path in (GPU / "executor.py", GPU / "writer.py"):
+        text = path.read_text()
+        for m in re.finditer(r"min\(len\((\w+)\), (\d+)\)", text):
+            assert int(m.group(2)) <= 65535, f"{path.name}: {m.group(0)}"
+
+
+# --- struct layout: offsets the device compiler uses ------------------------------------
+
+
+def _nvcc() -> str:
+    nvcc = shutil.which("nvcc") or (
+        "/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None)
+    if nvcc is None:
+        pytest.skip("nvcc not found")
+    return nvcc
+
+
+def test_descriptor_struct_offsets_match_numpy(tmp_path):
+    """Every field of cuzarr_plan_row / cuzarr_unshuffle_row sits at the offset
+    numpy packs it at (offsetof through nvcc's host compiler, the same front end
+    as the device code)."""
+    nvcc = _nvcc()
+    lines = []
+    for struct, dt in (("cuzarr_plan_row", PLAN_DTYPE), ("cuzarr_unshuffle_row", UNSHUFFLE_DTYPE)):
+        lines.append(f'std::printf("{struct} sizeof %zu\\n", sizeof({struct}));')
+        for name in dt.names:
+            lines.append(f'std::printf("{struct} {name} %zu %zu\\n", '
+                         f'offsetof({struct}, {name}), sizeof((({struct}*)0)->{name}));')
+    src = tmp_path / "layout.cu"
+    src.write_text('#include <cstddef>\n#include <cstdio>\n#include "cuzarr_plan.cuh"\n'
+                   "int main() {\n" + "\n".join(lines) + "\nreturn 0;\n}\n")
+    exe = tmp_path / "layout"
+    r = subprocess.run([nvcc, "-std=c++17", "-arch=sm_80", "-I", str(kernels.kernel_dir()),
+                        str(src), "-o", str(exe)], capture_output=True, text=True, timeout=240)
+    if r.returncode != 0 and ("gcc" in r.stderr or "host compiler" in r.stderr):
+        pytest.skip(f"nvcc has no usable host compiler: {r.stderr[-300:]}")
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60).stdout
+    got = {}
+    for line in out.splitlines():
+        parts = line.split()
+        got[(parts[0], parts[1])] = tuple(int(x) for x in parts[2:])
+    for struct, dt in (("cuzarr_plan_row", PLAN_DTYPE), ("cuzarr_unshuffle_row", UNSHUFFLE_DTYPE)):
+        assert got[(struct, "sizeof")] == (dt.itemsize,)
+        for name in dt.names:
+            fdt, off = dt.fields[name][:2]
+            assert got[(struct, name)] == (off, fdt.itemsize), (struct, name)
+
+
+# --- GpuExecutor with a stand-in nvCOMP -------------------------------------------------
+
+
+class _Stream:
+    ptr = 0
+
+
+class _FailingCodec:
+    def __init__(self, exc: Exception) -> None:
+        self.exc = exc
+
+    def decode(self, srcs, out=None):
+        raise self.exc
+
+
+def _fake_nvcomp(monkeypatch):
+    mod = types.ModuleType("nvidia.nvcomp")
+    mod.as_arrays = lambda buf, offsets, sizes, stream=0: list(zip(offsets, sizes, strict=True))
+    pkg = types.ModuleType("nvidia")
+    pkg.nvcomp = mod
+    monkeypatch.setitem(sys.modules, "nvidia", pkg)
+    monkeypatch.setitem(sys.modules, "nvidia.nvcomp", mod)
+
+
+def _lz4_batch(nchunks: int):
+    import numcodecs
+
+    from cuzarr.core.engine import chunk_items
+    from cuzarr.gpu.executor import prepare_batch
+    from cuzarr.indexing.selection import normalize_numpy
+    from cuzarr.metadata.chunk_grid import DimGrid, RegularChunkGrid
+
+    shape, chunks = (8 * nchunks,), (8,)
+    p = normalize_numpy((slice(None),), shape, [DimGrid(shape[0], 8)])
+    items = chunk_items(p.projections)
+    codec = numcodecs.LZ4()
+    datas = [codec.encode(np.arange(8, dtype="<f8") + k) for k in range(len(items))]
+    names = [f"a/c/{k}" for k in range(len(items))]
+    out = np.zeros(shape, "<f8")
+    return prepare_batch(items, datas, RegularChunkGrid(chunks).stored_chunk_shape, out.shape,
+                         out.strides, np.dtype("<f8"), "lz4", lambda d, s: None, names=names)
+
+
+@pytest.mark.parametrize("exc", [ValueError("output buffer too small"),
+                                 RuntimeError("nvcompErrorCannotDecompress")])
+@pytest.mark.parametrize("nchunks", [1, 5])
+def test_nvcomp_decode_failure_is_a_codec_error(monkeypatch, exc, nchunks):
+    """nvCOMP raises ValueError (an output too small for what a corrupt stream
+    decodes to) or RuntimeError (a failed chunk status); the device read raises
+    CodecError naming the key(s), as the host twin does."""
+    from cuzarr.gpu.executor import GpuExecutor
+
+    _fake_nvcomp(monkeypatch)
+    batch = _lz4_batch(nchunks)
+    ex = object.__new__(GpuExecutor)
+    ex.stream = _Stream()
+    ex._codecs = {"lz4": _FailingCodec(exc)}
+    staging = np.zeros(batch.plan.staging_nbytes, np.uint8)
+    with pytest.raises(CodecError, match="a/c/0") as info:
+        ex._decode_streams(batch, batch.packed, staging, np.zeros(1, np.uint8))
+    assert info.value.__cause__ is exc
