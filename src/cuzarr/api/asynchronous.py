@@ -354,7 +354,12 @@ _CREATE_ARRAY_ONLY = frozenset(
 
 
 async def _create_like_zarr(shape: Any, store: Any, kwargs: dict[str, Any]) -> AsyncArray:
-    if _CREATE_ARRAY_ONLY.intersection(kwargs):
+    # v3 filters (array-to-array codecs, as DESIGN.md accepts them for both
+    # formats): the legacy ``create`` refuses them, as zarr-python's does.
+    v3_filters = (
+        kwargs.get("filters") is not None and _format(kwargs.get("zarr_format")) == 3
+    )
+    if v3_filters or _CREATE_ARRAY_ONLY.intersection(kwargs):
         kwargs["zarr_format"] = _format(kwargs.get("zarr_format"))
         return await create_array(store, name_of(kwargs), shape=shape, **kwargs)
     return await create(shape, store=store, **kwargs)

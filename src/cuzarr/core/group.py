@@ -130,6 +130,14 @@ class AsyncGroup:
         # (dict, key) pairs where this group's own metadata lives in such dicts.
         self._meta_sinks: list[tuple[dict[str, Any], str]] = []
 
+    def __getstate__(self) -> dict[str, Any]:
+        # As AsyncArray's: a pickled copy keeps its own snapshot, not the dicts of
+        # the handles it came from (the whole hierarchy's metadata each).
+        state = self.__dict__.copy()
+        state["_mirrors"] = []
+        state["_meta_sinks"] = []
+        return state
+
     @classmethod
     async def open(
         cls,
@@ -269,6 +277,10 @@ class AsyncGroup:
         self._adopt(node, name)
         for d, k in node._meta_sinks:  # the store's word replaces the snapshot's
             if k in d:
+                if isinstance(node, AsyncArray) and isinstance(d[k], GroupMetadata):
+                    # a group replaced by an array since: its members went with it
+                    for sub in [s for s in d if s.startswith(k + "/")]:
+                        del d[sub]
                 d[k] = node.metadata
         return node
 
@@ -504,7 +516,10 @@ class AsyncGroup:
         await sp.store.delete_dir(sp.path)
         if self._owns_consolidated:
             self.metadata = await build_consolidated(self.store_path, self.metadata, remaining)
-        self.consolidated = dict(remaining)
+        # in place: members got through this handle publish their changes to this
+        # dict (a new one would leave them writing to one nobody reads)
+        self.consolidated.clear()
+        self.consolidated.update(remaining)
         for d, p in self._mirrors:  # gone from the handles this group came from too
             gone = f"{p}/{key}"
             for k in [k for k in d if k == gone or k.startswith(gone + "/")]:
