@@ -655,3 +655,28 @@ def test_v2_fixed_width_strings_under_a_vlen_filter(tmp_path):
     (tmp_path / ".zarray").write_text(json.dumps(meta))
     with pytest.raises(CodecError, match="do not fit"):
         cuzarr.open_array(tmp_path, mode="r")[...]
+
+
+def test_v2_fixed_width_bytes_under_a_vlen_filter_keep_trailing_nuls_fitting(tmp_path):
+    # b"a\x00" fits "S2" (numpy reads it back as b"a"); comparing values instead
+    # of lengths refused it as not fitting.
+    import json
+
+    import numcodecs
+
+    import cuzarr
+    from cuzarr.errors import CodecError
+
+    z = cuzarr.create_array(
+        str(tmp_path), shape=(2,), dtype=object, chunks=(2,), zarr_format=2,
+        filters=[numcodecs.VLenBytes()],
+    )
+    z[...] = np.array([b"a\x00", b"bc"], dtype=object)
+    meta = json.loads((tmp_path / ".zarray").read_text())
+    meta["dtype"] = "|S2"
+    (tmp_path / ".zarray").write_text(json.dumps(meta))
+    np.testing.assert_array_equal(cuzarr.open_array(tmp_path, mode="r")[...], [b"a", b"bc"])
+    meta["dtype"] = "|S1"
+    (tmp_path / ".zarray").write_text(json.dumps(meta))
+    with pytest.raises(CodecError, match="do not fit"):
+        cuzarr.open_array(tmp_path, mode="r")[...]
