@@ -16,7 +16,6 @@ import zstandard
 
 from cuzarr.codecs.base import BytesBytesCodec, ChunkSpec, register_codec
 from cuzarr.errors import CodecError, MetadataError
-from cuzarr.gpu.formats import zstd_frame_info
 
 __all__ = ["BloscCodec", "GzipCodec", "ZstdCodec", "zstd_decompress"]
 
@@ -58,21 +57,26 @@ def zstd_decompress(data: Any, size_hint: int | None, limit: int | None = None) 
             # numcodecs decompresses large frames faster with several threads
             # (measured: 1 MiB chunks, 2 threads, ~20% less time).
             return _NC_ZSTD.decode(data)
+        if size_hint is None:
+            if not (known and content > 0):
+                return _decompress_frames(data, None, bound)
+            # The declared size is within the bound (checked above); the frame
+            # object tells whether more frames follow.
+            d = _dctx().decompressobj()
+            out = d.decompress(data)
+            if not d.eof:
+                raise CodecError("zstd frame is truncated")
+            return _decompress_frames(data, None, bound) if d.unused_data else out
         if known and content > 0:
             out = _dctx().decompress(data)
-        elif bound is not None:
-            # No declared size: let zstd stop at the bound (it errors beyond it).
-            out = _dctx().decompress(data, max_output_size=max(1, bound))
         else:
-            return _decompress_frames(data, None, None)
+            # No declared size: let zstd stop at the bound (it errors beyond it).
+            out = _dctx().decompress(data, max_output_size=max(1, size_hint))
     except (zstandard.ZstdError, RuntimeError) as e:
         raise CodecError(f"zstd decompression failed: {e}") from e
-    # python-zstandard's one-shot call stops after the first frame.
-    if size_hint is not None:
-        if len(out) < size_hint:
-            return _decompress_frames(data, size_hint, bound)
-    elif zstd_frame_info(data).length < len(data):
-        return _decompress_frames(data, None, bound)
+    if len(out) < size_hint:
+        # python-zstandard's one-shot call stops after the first frame
+        return _decompress_frames(data, size_hint, bound)
     return out
 
 
