@@ -16,6 +16,7 @@ from cuzarr.errors import MetadataError
 from cuzarr.metadata.array import (
     ArrayMetadata,
     json_dumps,
+    json_loads,
     parse_array_metadata_v2,
     parse_array_metadata_v3,
 )
@@ -68,8 +69,6 @@ async def build_consolidated(
 
 async def patch_consolidated_attrs_v2(sp: StorePath, attributes: dict[str, Any]) -> None:
     """Set the group's own ``.zattrs`` entry in its ``.zmetadata``, if it has one."""
-    from cuzarr.metadata.array import json_loads
-
     raw = await sp.store.get(sp.key(ZMETADATA))
     if raw is None:
         return
@@ -106,8 +105,6 @@ def parse_consolidated_v3(root: GroupMetadata) -> dict[str, NodeMeta] | None:
 
 def parse_consolidated_v2(raw: bytes) -> dict[str, NodeMeta]:
     """Member metadata from a v2 ``.zmetadata`` document (root excluded)."""
-    from cuzarr.metadata.array import json_loads
-
     body = json_loads(raw, ZMETADATA)
     if not isinstance(body, dict) or not isinstance(body.get("metadata"), dict):
         raise MetadataError(".zmetadata must hold an object with a 'metadata' object")
