@@ -5,7 +5,8 @@ Keys: ``async.concurrency`` (global limit on in-flight store requests),
 ``array.write_empty_chunks``, ``array.order``, ``buffer`` (``"cpu"`` or ``"gpu"``),
 ``gpu.emulate`` (run the device paths' plans on the host), ``gpu.gds`` (read
 uncompressed local chunks straight into device memory), ``gpu.stream`` (the
-caller's CUDA stream).
+caller's CUDA stream), ``codecs.zstd_system_library`` (decode large zstd frames
+through the system's libzstd when found).
 Environment variables such as ``CUZARR_ASYNC__CONCURRENCY=32`` override defaults.
 """
 
@@ -72,6 +73,9 @@ defaults: list[dict[str, Any]] = [
         # Config.enable_gpu).
         "gpu": {"emulate": False, "gds": "auto", "stream": None},
         "json_indent": 2,
+        # Decode large zstd frames through the system's libzstd when one is
+        # found (codecs/libzstd.py); False: numcodecs only.
+        "codecs": {"zstd_system_library": True},
     }
 ]
 

@@ -1,7 +1,8 @@
 """v3 compressors: ``zstd``, ``gzip``, ``blosc``.
 
 zstd goes through python-zstandard (byte-compatible frames, about 3x less call
-overhead than numcodecs on small chunks); gzip through the standard library's
+overhead than numcodecs on small chunks), large frames through numcodecs or the
+system's libzstd (:mod:`cuzarr.codecs.libzstd`); gzip through the standard library's
 zlib; blosc through numcodecs. All three release the GIL while they work.
 """
 
@@ -12,12 +13,14 @@ import zlib
 from typing import Any
 
 import numcodecs
+import numpy as np
 import zstandard
 
+from cuzarr.codecs import libzstd
 from cuzarr.codecs.base import BytesBytesCodec, ChunkSpec, register_codec
 from cuzarr.errors import CodecError, MetadataError
 
-__all__ = ["BloscCodec", "GzipCodec", "ZstdCodec", "zstd_decompress"]
+__all__ = ["BloscCodec", "GzipCodec", "ZstdCodec", "zstd_decompress", "zstd_decompress_into"]
 
 _tls = threading.local()
 _LARGE = 64 << 10
@@ -78,6 +81,21 @@ def zstd_decompress(data: Any, size_hint: int | None, limit: int | None = None) 
         # python-zstandard's one-shot call stops after the first frame
         return _decompress_frames(data, size_hint, bound)
     return out
+
+
+def zstd_decompress_into(data: Any, out: np.ndarray) -> None:
+    """Decompress ``data``, whose frame declares ``out.nbytes`` bytes, into the
+    C-contiguous uint8 array ``out``: through the system's libzstd when there is
+    one (see :mod:`cuzarr.codecs.libzstd`), else numcodecs."""
+    if libzstd.available():
+        n = libzstd.decompress_into(data, out)
+        if n != out.nbytes:
+            raise CodecError(f"zstd frame holds {n} bytes, expected {out.nbytes}")
+        return
+    try:
+        _NC_ZSTD.decode(data, out=out)
+    except (RuntimeError, ValueError) as e:
+        raise CodecError(f"zstd decompression failed: {e}") from e
 
 
 def _decompress_frames(data: Any, size_hint: int | None, bound: int | None) -> bytes:

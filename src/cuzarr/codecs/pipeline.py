@@ -26,6 +26,7 @@ from cuzarr.codecs.base import (
 )
 from cuzarr.codecs.bytes_codec import BytesCodec
 from cuzarr.codecs.compressors import ZstdCodec, _dctx, zstd_decompress
+from cuzarr.codecs.compressors import zstd_decompress_into as _zstd_into
 from cuzarr.codecs.vlen import decode_vlen, encode_vlen
 from cuzarr.errors import CodecError, MetadataError
 from cuzarr.metadata.dtypes import DataType
@@ -247,10 +248,7 @@ class V3Pipeline:
         if buf is None or buf.nbytes < n:
             buf = _tls.buf = np.empty(n, dtype=np.uint8)
         out = buf[:n]
-        try:
-            _NC_ZSTD.decode(data, out=out)
-        except (RuntimeError, ValueError) as e:
-            raise CodecError(f"zstd decompression failed: {e}") from e
+        _zstd_into(data, out)
         return out
 
     def decode_into(self, data: Any, shape: tuple[int, ...], target: np.ndarray) -> bool:
@@ -266,10 +264,7 @@ class V3Pipeline:
             raise CodecError(f"invalid zstd frame: {e}") from e
         if content != n:
             return False  # unknown or wrong size: let decode() explain or cope
-        try:
-            _NC_ZSTD.decode(data, out=target.reshape(-1).view(np.uint8))
-        except (RuntimeError, ValueError) as e:
-            raise CodecError(f"zstd decompression failed: {e}") from e
+        _zstd_into(data, target.reshape(-1).view(np.uint8))
         return True
 
     def encode(

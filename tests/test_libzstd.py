@@ -1,0 +1,142 @@
+"""The system-libzstd decode path (``codecs.zstd_system_library``): same arrays as
+the numcodecs path and as zarr-python, the same errors, safe across threads."""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+import numpy as np
+import pytest
+import zarr
+import zstandard
+
+import cuzarr
+from cuzarr.codecs import libzstd
+from cuzarr.codecs.compressors import zstd_decompress_into
+from cuzarr.errors import CodecError
+
+ZSTD1 = [{"name": "zstd", "configuration": {"level": 1}}]
+
+
+@pytest.fixture(params=[True, False], ids=["system", "numcodecs"])
+def system_lib(request):
+    with cuzarr.config.set({"codecs.zstd_system_library": request.param}):
+        yield request.param
+
+
+def test_found_on_linux():
+    # The CI machines (Debian) have libzstd.so.1; on them this path must run,
+    # not silently fall back.
+    if sys.platform != "linux":
+        pytest.skip("the reference machines are Linux")
+    assert libzstd.available()
+    with cuzarr.config.set({"codecs.zstd_system_library": False}):
+        assert not libzstd.available()
+
+
+def _smooth(shape, seed=0):
+    rng = np.random.default_rng(seed)
+    return np.cumsum(rng.integers(-3, 4, size=shape), axis=-1).astype(np.uint16)
+
+
+@pytest.mark.parametrize("chunks", [(256, 512), (128, 256), (100, 300)])
+def test_read_matches_numpy_and_zarr(tmp_path, system_lib, chunks):
+    data = _smooth((512, 1200))
+    path = tmp_path / "a.zarr"
+    a = cuzarr.create_array(path, shape=data.shape, chunks=chunks, dtype="u2", compressors=ZSTD1)
+    a[...] = data
+    got = cuzarr.open_array(path, mode="r")[...]
+    np.testing.assert_array_equal(got, data)
+    # a strided selection decodes into the scratch buffer and copies out
+    np.testing.assert_array_equal(cuzarr.open_array(path, mode="r")[7::3, ::-5], data[7::3, ::-5])
+    np.testing.assert_array_equal(zarr.open_array(str(path), mode="r")[...], data)
+
+
+def test_zarr_written_sharded_read(tmp_path, system_lib):
+    data = _smooth((512, 1024), seed=1).astype(np.int32)
+    path = tmp_path / "s.zarr"
+    z = zarr.create_array(
+        str(path),
+        shape=data.shape,
+        chunks=(128, 256),
+        shards=(256, 512),
+        dtype="i4",
+        compressors=ZSTD1,
+    )
+    z[...] = data
+    np.testing.assert_array_equal(cuzarr.open_array(path, mode="r")[...], data)
+
+
+def test_whole_chunk_into_contiguous_output(tmp_path, system_lib):
+    # rows of full width: each chunk lands in a contiguous part of the output and
+    # is decoded straight into it (decode_into)
+    data = _smooth((1024, 256), seed=2)
+    path = tmp_path / "c.zarr"
+    a = cuzarr.create_array(
+        path, shape=data.shape, chunks=(512, 256), dtype="u2", compressors=ZSTD1
+    )
+    a[...] = data
+    np.testing.assert_array_equal(cuzarr.open_array(path, mode="r")[...], data)
+
+
+@pytest.mark.parametrize(
+    "mangle",
+    [
+        lambda f: f[:-7],  # truncated
+        lambda f: f + b"not a frame",  # trailing garbage
+        lambda f: f + f,  # two frames: more than the chunk holds
+        lambda f: b"\x00" * 4 + f[4:],  # bad magic
+    ],
+    ids=["truncated", "trailing", "two-frames", "magic"],
+)
+def test_bad_frames_raise_codec_error(tmp_path, system_lib, mangle):
+    data = _smooth((256, 512), seed=3)
+    path = tmp_path / "b.zarr"
+    a = cuzarr.create_array(
+        path, shape=data.shape, chunks=(256, 512), dtype="u2", compressors=ZSTD1
+    )
+    a[...] = data
+    key = path / "c" / "0" / "0"
+    key.write_bytes(mangle(key.read_bytes()))
+    with pytest.raises(CodecError, match="c/0/0"):
+        cuzarr.open_array(path, mode="r")[...]
+
+
+def test_decompress_into_direct(system_lib):
+    src = _smooth((300, 400), seed=4).tobytes()
+    frame = zstandard.ZstdCompressor(level=3).compress(src)
+    for kind in (bytes, bytearray, memoryview, lambda b: np.frombuffer(b, np.uint8)):
+        out = np.empty(len(src), np.uint8)
+        zstd_decompress_into(kind(frame), out)
+        assert out.tobytes() == src
+    with pytest.raises(CodecError):
+        zstd_decompress_into(frame, np.empty(len(src) - 1, np.uint8))
+
+
+def test_threads_keep_their_own_context():
+    if not libzstd.available():
+        pytest.skip("no system libzstd")
+    frames, srcs = [], []
+    for seed in range(8):
+        s = _smooth((200, 700), seed=seed).tobytes()
+        srcs.append(s)
+        frames.append(zstandard.ZstdCompressor(level=1).compress(s))
+    errors: list[BaseException] = []
+
+    def work(k: int) -> None:
+        try:
+            for r in range(40):
+                i = (k + r) % len(frames)
+                out = np.empty(len(srcs[i]), np.uint8)
+                assert libzstd.decompress_into(frames[i], out) == len(srcs[i])
+                assert out.tobytes() == srcs[i]
+        except BaseException as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
