@@ -77,11 +77,11 @@ ZSTD_V3 = {"name": "zstd", "configuration": {"level": 1}}
 
 LIB_CONTENDERS = ["cuzarr", "zarr", "zarr-fused", "zarrs", "tensorstore"]
 PEERS = ["zarr", "zarr-fused", "zarrs", "tensorstore"]
-LIMIT_CONTENDERS = ["limit:numcodecs", "limit:zstandard", "limit:assemble"]
-# limit:assemble = limit:numcodecs plus what any full read must also do: copy each
+LIMIT_CONTENDERS = ["limit:numcodecs", "limit:zstandard", "limit:libzstd", "limit:assemble"]
+# limit:assemble = limit:libzstd (or limit:numcodecs) plus what any full read must also do: copy each
 # decoded chunk into its place in one fresh output array (no Zarr machinery)
 ASSEMBLE = "limit:assemble"
-DECODE_LIMITS = ["limit:numcodecs", "limit:zstandard"]
+DECODE_LIMITS = ["limit:numcodecs", "limit:zstandard", "limit:libzstd"]
 SEL_UNITS = ["sel-strided", "sel-rows", "sel-oindex", "sel-vindex"]
 SHARD_UNITS = ["shard-write", "shard-read", "shard-random"]
 # a "unit" is what one process measures (in --isolation measurement); "tiny" yields
@@ -419,7 +419,13 @@ def make_adapter(contender: str, impl_module: str, cuzarr_mem: str = "dict") -> 
 
 
 def _codec_factories(kind: str):
-    if kind in ("limit:numcodecs", ASSEMBLE):
+    if kind == ASSEMBLE:
+        # the fastest decode binding on hand (the one cuzarr uses by default)
+        try:
+            return _libzstd_factories()
+        except (OSError, AttributeError):
+            kind = "limit:numcodecs"
+    if kind == "limit:numcodecs":
         import numcodecs
 
         def enc():
@@ -429,6 +435,8 @@ def _codec_factories(kind: str):
             return numcodecs.Zstd().decode
 
         return enc, dec, {"module": "numcodecs", "version": numcodecs.__version__}
+    if kind == "limit:libzstd":
+        return _libzstd_factories()
     import zstandard
 
     def enc():
@@ -439,6 +447,73 @@ def _codec_factories(kind: str):
         return d.decompress
 
     return enc, dec, {"module": "zstandard", "version": zstandard.__version__}
+
+
+def _libzstd_factories():
+    """The system's libzstd through ctypes, one context and one reused output
+    buffer per thread: what a binding that decodes in place can reach."""
+    import ctypes
+    import ctypes.util
+
+    lib = ctypes.CDLL(ctypes.util.find_library("zstd") or "libzstd.so.1")
+    vp, sz = ctypes.c_void_p, ctypes.c_size_t
+    lib.ZSTD_createDCtx.restype = vp
+    lib.ZSTD_createCCtx.restype = vp
+    lib.ZSTD_decompressDCtx.restype = sz
+    lib.ZSTD_decompressDCtx.argtypes = [vp, vp, sz, vp, sz]
+    lib.ZSTD_compressCCtx.restype = sz
+    lib.ZSTD_compressCCtx.argtypes = [vp, vp, sz, vp, sz, ctypes.c_int]
+    lib.ZSTD_getFrameContentSize.restype = ctypes.c_ulonglong
+    lib.ZSTD_getFrameContentSize.argtypes = [vp, sz]
+    lib.ZSTD_compressBound.restype = sz
+    lib.ZSTD_compressBound.argtypes = [sz]
+    lib.ZSTD_isError.restype = ctypes.c_uint
+    lib.ZSTD_isError.argtypes = [sz]
+    lib.ZSTD_versionString.restype = ctypes.c_char_p
+
+    def addr(b):
+        a = b if isinstance(b, np.ndarray) else np.frombuffer(b, dtype=np.uint8)
+        return a.ctypes.data, a.nbytes
+
+    def enc():
+        ctx = lib.ZSTD_createCCtx()
+        buf = np.empty(0, np.uint8)
+
+        def f(c):
+            nonlocal buf
+            p, n = addr(c)
+            cap = lib.ZSTD_compressBound(n)
+            if buf.nbytes < cap:
+                buf = np.empty(cap, np.uint8)
+            r = lib.ZSTD_compressCCtx(ctx, buf.ctypes.data, cap, p, n, 1)
+            if lib.ZSTD_isError(r):
+                raise RuntimeError("ZSTD_compressCCtx failed")
+            return buf[:r].tobytes()  # callers keep them, as the others' bytes
+
+        return f
+
+    def dec():
+        ctx = lib.ZSTD_createDCtx()
+        buf = np.empty(0, np.uint8)
+
+        def f(b, out=None):
+            nonlocal buf
+            p, n = addr(b)
+            size = lib.ZSTD_getFrameContentSize(p, n)
+            if out is not None:
+                dst = out.reshape(-1).view(np.uint8)
+            else:
+                if buf.nbytes < size:
+                    buf = np.empty(size, np.uint8)
+                dst = buf[:size]
+            r = lib.ZSTD_decompressDCtx(ctx, dst.ctypes.data, dst.nbytes, p, n)
+            if lib.ZSTD_isError(r) or r != size:
+                raise RuntimeError("ZSTD_decompressDCtx failed")
+            return memoryview(dst)[:r]
+
+        return f
+
+    return enc, dec, {"module": "libzstd (ctypes)", "version": lib.ZSTD_versionString().decode()}
 
 
 def _run_sliced(items: list, make_fn, per_item, nthreads: int) -> int:
@@ -613,7 +688,7 @@ def _limit_unit(kind: str, unit: str, spec: dict[str, Any], meter: Meter, res: d
 
 
 def _assemble(files: list, shape: tuple[int, ...], mk_dec, nthreads: int) -> np.ndarray:
-    """Read and decode every chunk file on all cores (as limit:numcodecs does), each
+    """Read and decode every chunk file on all cores (as limit:libzstd does), each
     into a per-thread buffer, and copy it into its place in a fresh output array."""
     out = np.empty(shape, dtype=DTYPE)
     c0, c1 = CHUNKS
@@ -963,7 +1038,7 @@ def print_table(rows, args, sizes) -> None:
         "limit:* rows = raw codec on all cores (thread per slice), no Zarr machinery, no "
         "assembly into an output array (read: file read + decode of the chunk files; "
         "shard-read: shard file read + index parse + decode of the inner chunks); "
-        "limit:assemble = limit:numcodecs plus the copy of each chunk into one fresh "
+        "limit:assemble = limit:libzstd (else numcodecs) plus the copy of each chunk into one fresh "
         "output array, which every full read must do (read only)."
     )
     hdr = (
