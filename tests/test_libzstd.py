@@ -140,3 +140,43 @@ def test_threads_keep_their_own_context():
     for t in threads:
         t.join()
     assert not errors
+
+
+def test_random_frames_same_outcome_both_paths():
+    """Frames written with assorted zstd parameters, some damaged: each binding
+    returns the same bytes or both raise CodecError."""
+    rng = np.random.default_rng(7)
+    n = 96 << 10
+    outcomes = 0
+    for case in range(120):
+        src = np.cumsum(rng.integers(-2, 3, size=n // 2)).astype(np.uint16).tobytes()
+        params = zstandard.ZstdCompressionParameters.from_level(
+            int(rng.integers(-5, 12)),
+            source_size=n,
+            write_checksum=int(rng.integers(0, 2)),
+            window_log=int(rng.integers(10, 18)),
+        )
+        frame = zstandard.ZstdCompressor(compression_params=params).compress(src)
+        b = bytearray(frame)
+        kind = case % 4
+        if kind == 1:
+            b[int(rng.integers(4, len(b)))] ^= 1 << int(rng.integers(0, 8))
+        elif kind == 2:
+            del b[int(rng.integers(len(b) // 2, len(b))) :]
+        elif kind == 3:
+            # a skippable frame after the data frame (RFC 8878 3.1.2)
+            b += (0x184D2A50).to_bytes(4, "little") + (3).to_bytes(4, "little") + b"abc"
+        results = []
+        for flag in (True, False):
+            out = np.empty(n, np.uint8)
+            with cuzarr.config.set({"codecs.zstd_system_library": flag}):
+                try:
+                    zstd_decompress_into(bytes(b), out)
+                    results.append(out.tobytes())
+                except CodecError:
+                    results.append("error")
+        assert results[0] == results[1], case
+        if kind in (0, 3):
+            assert results[0] == src, case
+        outcomes += results[0] == "error"
+    assert outcomes > 0  # the damaged cases did reach the error paths

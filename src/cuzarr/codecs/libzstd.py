@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ..config import config
 from ..errors import CodecError
 
 __all__ = ["available", "decompress_into"]
@@ -105,8 +106,6 @@ class _DCtx:
 
 def available() -> bool:
     """Whether a usable system libzstd was found (and the config allows it)."""
-    from ..config import config
-
     if not config.get("codecs.zstd_system_library", True):
         return False
     return _load() is not None
