@@ -289,3 +289,34 @@ def test_endpoint_without_delete_objects_falls_back_to_one_request_per_key(s3, p
     assert _requests(proxy, "POST", bulk=True) == 1
     assert _requests(proxy, "DELETE") == 4
     assert _left(s3, "t5") == []
+
+
+def _exact_keys(root: str) -> list[str]:
+    """Keys below ``root`` as moto holds them (a listing goes through XML, whose
+    parser turns a CR into LF)."""
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.s3.models import s3_backends
+
+    bucket = s3_backends[DEFAULT_ACCOUNT_ID]["global"].get_bucket(BUCKET)
+    return sorted(k.split(f"{root}/", 1)[1] for k in bucket.keys if k.startswith(root + "/"))
+
+
+def test_keys_xml_cannot_carry_are_deleted_one_by_one(s3, proxy):
+    """DeleteObjects is XML. A control character in a key makes the request
+    malformed (before: moto answered 500 and the whole batch failed), and AWS
+    documents that a CR must be sent as ``&#13;`` since XML parsers read it as LF
+    (moto keeps it; botocore sends it raw). Such keys go through DeleteObject on
+    their own, deleting ``a\\rb`` never touches ``a\\nb``, and the other keys
+    still go in one request. (moto cannot route a CRLF in a URL path, so CRLF
+    keys are left out here.)"""
+    plain = [f"p/{i}" for i in range(20)]
+    _fill(s3, "t9", ["cr\rkey", "cr\nkey", "ctl\x01key", *plain])
+    assert _exact_keys("t9") == sorted(["cr\rkey", "cr\nkey", "ctl\x01key", *plain])
+    store = FsspecStore.from_url(f"s3://{BUCKET}/t9", storage_options=s3["proxied"])
+    proxy.seen.clear()
+    sync(store.delete_many(["cr\rkey", *plain[:10]]))
+    assert _exact_keys("t9") == sorted(["cr\nkey", "ctl\x01key", *plain[10:]])
+    sync(store.delete_many(["ctl\x01key", *plain[10:]]))
+    assert _exact_keys("t9") == ["cr\nkey"]
+    assert _requests(proxy, "POST", bulk=True) == 2
+    assert _requests(proxy, "DELETE") == 2

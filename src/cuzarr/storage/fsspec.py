@@ -56,6 +56,12 @@ __all__ = [
 _TRANSIENT_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
 # Sync filesystems: keys per worker-thread hop.
 _BATCH = 16
+# Object names a DeleteObjects request (XML 1.0, which botocore writes unescaped)
+# cannot carry as they are: control characters make it malformed, and AWS
+# documents that a CR must be sent as &#13; since XML parsers read it as LF ("a\rb"
+# would name "a\nb"). They are deleted one by one.
+_XML_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\ud800-\udfff\ufffe\uffff]")
+
 # Keys in one S3 DeleteObjects request (the API's limit).
 _DELETE_OBJECTS_MAX = 1000
 
@@ -526,9 +532,13 @@ class FsspecStore(Store):
 
         sem = io_semaphore()
         buckets: dict[str, list[tuple[str, str]]] = {}
+        alone: list[str] = []
         for key in keys:
             bucket, name, _ = fs.split_path(self._full(key))
-            buckets.setdefault(bucket, []).append((name, key))
+            if _XML_UNSAFE.search(name):
+                alone.append(key)
+            else:
+                buckets.setdefault(bucket, []).append((name, key))
         batches = [
             (bucket, items[i : i + _DELETE_OBJECTS_MAX])
             for bucket, items in buckets.items()
@@ -570,6 +580,8 @@ class FsspecStore(Store):
                 # names its key (AccessDenied, ...).
                 await super(FsspecStore, self).delete_many(left)
 
+        if alone:
+            await super().delete_many(alone)
         await asyncio.gather(*(batch(b, items) for b, items in batches))
 
     async def delete_dir(self, prefix: str) -> None:
