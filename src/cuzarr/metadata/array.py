@@ -334,4 +334,5 @@ def normalize_dimension_names(
     names = tuple(names)
     if len(names) != ndim:
         raise ValueError(f"dimension_names has {len(names)} entries for {ndim} dimensions")
-    return names
+    # A 0-d array's empty list is left out of zarr.json, as zarr-python does.
+    return names or None
