@@ -593,3 +593,51 @@ def test_write_view_from_a_view_or_array():
     a.lazy[[0, 1]] = src.lazy[::2]
     a.lazy[4:6].write(src.lazy[1:3])
     np.testing.assert_array_equal(a[:], [1, 3, 1, 2, 2, 3])
+
+
+def test_read_out_checks_before_io_and_fills_in_place():
+    store = CountingStore()
+    a, data = make((64, 48), (16, 16), store=store)
+    v = a.lazy[3:60:2, ::-1]
+    # dtype and shape are refused before any chunk is fetched, as get_*_selection does
+    store.gets.clear()
+    with pytest.raises(TypeError, match="dtype"):
+        v.read(out=np.empty(v.shape, dtype="f8"))
+    with pytest.raises(ValueError, match="shape"):
+        v.read(out=np.empty((2, 2), dtype=a.dtype))
+    assert store.chunk_gets() == []
+    cases = [
+        (v, data[3:60:2, ::-1]),
+        (a.lazy[5], data[5]),
+        (a.lazy[None, 2:9, 7][..., None], data[None, 2:9, 7][..., None]),
+        (a.lazy.oindex[[9, 1, 1], [3, 40]], data[np.ix_([9, 1, 1], [3, 40])]),
+        (a.lazy.vindex[[1, 2, 63], [0, 47, 5]], data[[1, 2, 63], [0, 47, 5]]),
+        (a.lazy[::3, 1], data[::3, 1]),
+    ]
+    for view, expected in cases:
+        out = np.full(view.shape, -1, dtype=a.dtype)
+        assert view.read(out=out) is out
+        np.testing.assert_array_equal(out, expected)
+    # a non-contiguous out is filled too
+    big = np.full((v.shape[0], v.shape[1] * 2), -1, dtype=a.dtype)
+    v.read(out=big[:, ::2])
+    np.testing.assert_array_equal(big[:, ::2], data[3:60:2, ::-1])
+    assert (big[:, 1::2] == -1).all()
+
+
+def test_read_out_decodes_into_out_without_a_temporary():
+    import tracemalloc
+
+    a = cuzarr.create_array({}, shape=(1024, 1024), chunks=(256, 256), dtype="f8")
+    a[...] = 1.5
+    v = a.lazy[:, 128:]
+    out = np.empty(v.shape, dtype="f8")
+    v.read(out=out)  # warm-up: imports, thread pools
+    tracemalloc.start()
+    try:
+        v.read(out=out)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert (out == 1.5).all()
+    assert peak < out.nbytes // 4, peak  # no buffer of the view's size besides out

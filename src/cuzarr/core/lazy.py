@@ -47,6 +47,8 @@ class _Plan:
     items: list[ChunkItem]
     buffer_shape: tuple[int, ...]
     finish: Callable[[np.ndarray], np.ndarray]
+    # finish only reshapes: a caller's C-ordered ``out`` can be the buffer itself
+    direct: bool = False
 
 
 def _project_map(m: Any, n_in: tuple[int, ...], dim: Any, indices: np.ndarray | None = None) -> Any:
@@ -81,16 +83,18 @@ def plan_read(array: Any, t: IndexTransform) -> _Plan:
     shape = t.shape
     npoints = math.prod(shape)
     if npoints == 0:
-        return _Plan([], shape, lambda b: b)
+        return _Plan([], shape, lambda b: b, direct=True)
     if t.is_orthogonal() and all(
         shape[k] == 1
         for k in set(range(t.input_rank)) - {d for m in t.maps for d in m.dependent_dims()}
     ):
         projections = [_project_map(m, shape, dim) for m, dim in zip(t.maps, dims, strict=True)]
+        ref = [m.dependent_dims()[0] for m in t.maps if m.kind != CONSTANT]
         return _Plan(
             chunk_items(projections),
             tuple(p.out_len for p in projections),
             _orthogonal_finish(t),
+            direct=ref == sorted(ref),
         )
     # General: bounding block of unique indices + gather, or points grouped by chunk.
     q = t.input_rank
@@ -106,7 +110,7 @@ def plan_read(array: Any, t: IndexTransform) -> _Plan:
             block *= shape[m.input_dim] if m.kind == STRIDED else 1
     if npoints <= block:
         items = coordinate_items(dims, t.coordinates())
-        return _Plan(items, (npoints,), lambda b: b.reshape(shape))
+        return _Plan(items, (npoints,), lambda b: b.reshape(shape), direct=True)
     projections = []
     post: list[np.ndarray] = []
     for m, dim, uq in zip(t.maps, dims, uniques, strict=True):
@@ -276,6 +280,9 @@ async def _write(array: Any, t: IndexTransform, value: Any) -> None:
     v = array._as_value(await _materialize(value), shape, basic=not t.has_arrays())
     if math.prod(shape) == 0:
         return
+    if not t.maps:  # a 0-d array: every point of the view is its element; the last wins
+        await array.setitem((), v.reshape(-1)[-1])
+        return
     referenced = {d for m in t.maps for d in m.dependent_dims()}
     if t.is_orthogonal() and all(shape[k] == 1 for k in set(range(t.input_rank)) - referenced):
         sel: list[Any] = []
@@ -408,16 +415,25 @@ class LazyArray:
 
     # -- I/O --------------------------------------------------------------------
     async def read_async(self, *, out: np.ndarray | None = None, prototype: Any = None) -> Any:
-        """Read the view: an array of ``self.shape`` (into ``out`` when given)."""
-        (result,) = await _read_same_array(
-            self._async, [self._transform], out if out is not None else prototype
-        )
-        if out is not None:
-            if tuple(out.shape) != self.shape:
-                raise ValueError(f"out has shape {out.shape}, the view has shape {self.shape}")
-            out[...] = result
+        """Read the view: an array of ``self.shape`` (into ``out`` when given:
+        decoded straight into it where the view's layout allows, as for
+        ``get_*_selection(out=)``)."""
+        if out is None:
+            (result,) = await _read_same_array(self._async, [self._transform], prototype)
+            return result
+        if tuple(out.shape) != self.shape:
+            raise ValueError(f"out has shape {out.shape}, the view has shape {self.shape}")
+        # the array's own check (dtype: TypeError), before any I/O
+        self._async._out_buffer(self.shape, out)
+        plan = plan_read(self._async, self._transform)
+        if plan.direct and out.flags.c_contiguous:
+            buf = out.reshape(plan.buffer_shape)
+            if plan.items:
+                await self._async._read_items(plan.items, buf)
             return out
-        return result
+        (result,) = await _read_same_array(self._async, [self._transform], out)
+        out[...] = result
+        return out
 
     def read(self, *, out: np.ndarray | None = None, prototype: Any = None) -> Any:
         """Read the view: an array of ``self.shape`` (into ``out`` when given)."""
