@@ -363,6 +363,24 @@ def test_array_open_and_config(tmp_path):
             lib.Array.open(tmp_path / "missing")
 
 
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_open_array_applies_config(tmp_path, zarr_format):
+    """open_array(config=...) of an existing array took no effect in cuzarr (the
+    keyword was dropped): write_empty_chunks=True then stored no fill chunks."""
+    for name, lib in LIBS.items():
+        p = tmp_path / name
+        lib.create_array(p, shape=(4,), chunks=(2,), dtype="i4", zarr_format=zarr_format)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            # a v2 array's order is in its metadata: zarr-python ignores one given
+            a = lib.open_array(p, mode="r+", config={"write_empty_chunks": True, "order": "F"})
+        assert a.config.write_empty_chunks is True
+        assert a.config.order == ("F" if zarr_format == 3 else a.config.order)
+        a[:2] = 0
+        key = "0" if zarr_format == 2 else "c/0"
+        assert (p / key).exists(), name
+
+
 # ------------------------------------------------------------------ async twins
 
 

@@ -204,6 +204,15 @@ async def open_array(
                 {"zarr_format": _format(zarr_format), "meta_array": meta_array, **kwargs},
             )
         raise
+    config = kwargs.get("config")
+    if config is not None:
+        # as zarr-python: ``config`` applies to an array opened, not only created
+        # (a v2 array's order lies in its metadata; zarr-python ignores one given)
+        given = config.to_dict() if isinstance(config, ArrayConfig) else dict(config)
+        parse_array_config(dict(given))  # validate keys and values
+        if arr.metadata.zarr_format == 2:
+            given.pop("order", None)
+        arr = arr.with_config(given)
     arr.set_prototype(meta_array)
     return arr
 

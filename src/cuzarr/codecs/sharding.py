@@ -22,6 +22,8 @@ from cuzarr.metadata.dtypes import parse_data_type
 __all__ = ["EMPTY", "ShardingCodec", "morton_order", "sharding_codec"]
 
 EMPTY = np.uint64(2**64 - 1)
+# No shard is larger than the largest file offset (a signed 64-bit off_t).
+_MAX_SHARD_NBYTES = 2**63 - 1
 _U64 = parse_data_type("uint64", 3)
 
 
@@ -160,22 +162,28 @@ class ShardingCodec(ArrayBytesCodec):
                 f"shard index has {len(data)} bytes, expected {self.index_nbytes(shard_shape)}"
             )
         index = self.index_pipeline(shard_shape).decode(data, (*cps, 2))
-        if shard_nbytes is not None:
-            offs = index[..., 0]
-            sizes = index[..., 1]
-            present = offs != EMPTY
-            if np.any((sizes == EMPTY) != ~present):
-                raise CodecError("shard index marks an inner chunk half empty")
-            if np.any(present):
-                o = offs[present].astype(np.uint64)
-                n = sizes[present].astype(np.uint64)
-                end = o + n
-                if np.any(end < o) or np.any(end > np.uint64(shard_nbytes)):
-                    raise CodecError("shard index points past the end of the shard")
-                idx_n = self.index_nbytes(shard_shape)
-                lo = idx_n if self.index_location == "start" else 0
+        # Checked whether or not the shard's size is known (a partial read does
+        # not know it): a corrupt index must not send exabyte or negative-offset
+        # ranges to the store (MemoryError, OverflowError), only raise CodecError.
+        offs = index[..., 0]
+        sizes = index[..., 1]
+        present = offs != EMPTY
+        if np.any((sizes == EMPTY) != ~present):
+            raise CodecError("shard index marks an inner chunk half empty")
+        if np.any(present):
+            o = offs[present].astype(np.uint64)
+            n = sizes[present].astype(np.uint64)
+            end = o + n
+            limit = _MAX_SHARD_NBYTES if shard_nbytes is None else shard_nbytes
+            if np.any(end < o) or np.any(end > np.uint64(limit)):
+                raise CodecError("shard index points past the end of the shard")
+            idx_n = self.index_nbytes(shard_shape)
+            lo = idx_n if self.index_location == "start" else 0
+            if np.any(o < np.uint64(lo)):
+                raise CodecError("shard index points into the index itself")
+            if shard_nbytes is not None:
                 hi = shard_nbytes if self.index_location == "start" else shard_nbytes - idx_n
-                if np.any(o < np.uint64(lo)) or np.any(end > np.uint64(hi)):
+                if np.any(end > np.uint64(hi)):
                     raise CodecError("shard index points into the index itself")
                 order = np.argsort(o)
                 os_, es = o[order], end[order]
@@ -246,10 +254,14 @@ class ShardingCodec(ArrayBytesCodec):
     def touched_chunks(
         self, sel: tuple[Any, ...], shard_shape: tuple[int, ...]
     ) -> set[tuple[int, ...]]:
-        """Inner chunk coordinates a selection of the shard may touch (a superset)."""
+        """Inner chunk coordinates a selection of the shard touches. Integer arrays
+        index pointwise (broadcast together, as numpy does), so only the inner
+        chunks of the points they select count, not every combination: with
+        ``write_empty_chunks`` an untouched inner chunk must not be written."""
         import itertools
 
         per_dim: list[list[int]] = []
+        arrays: list[int] = []
         for d, s in enumerate(sel):
             c = self.chunk_shape[d]
             if isinstance(s, slice):
@@ -262,8 +274,32 @@ class ShardingCodec(ArrayBytesCodec):
                 else:
                     per_dim.append(sorted({i // c for i in r}))
             else:
-                per_dim.append(np.unique(np.asarray(s).ravel() // c).tolist())
-        return set(itertools.product(*per_dim))
+                arrays.append(d)
+                per_dim.append([])
+        arrs = [np.asarray(sel[d]) for d in arrays]
+        if math.prod(a.size for a in arrs) == math.prod(
+            np.broadcast_shapes(*[a.shape for a in arrs])
+        ):
+            # no two arrays share an axis (np.ix_ form, or one array): every
+            # combination of their values is selected
+            for d, a in zip(arrays, arrs, strict=True):
+                per_dim[d] = np.unique(a.ravel() // self.chunk_shape[d]).tolist()
+            return set(itertools.product(*per_dim))
+        points = np.broadcast_arrays(*arrs)
+        combos = np.unique(
+            np.stack(
+                [p.ravel() // self.chunk_shape[d] for p, d in zip(points, arrays, strict=True)],
+                axis=-1,
+            ),
+            axis=0,
+        ).tolist()
+        others = [per_dim[d] for d in range(len(sel)) if d not in arrays]
+        out: set[tuple[int, ...]] = set()
+        for combo in combos:
+            for rest in itertools.product(*others):
+                it_a, it_r = iter(combo), iter(rest)
+                out.add(tuple(next(it_a) if d in arrays else next(it_r) for d in range(len(sel))))
+        return out
 
     def update(
         self,
@@ -273,11 +309,18 @@ class ShardingCodec(ArrayBytesCodec):
         spec: ChunkSpec,
         write_empty_chunks: bool = False,
     ) -> bytes:
-        """Write ``value`` into ``sel`` of an encoded shard, re-encoding only the
-        inner chunks the selection touches; the others keep their stored bytes."""
+        """Write ``value`` into ``sel`` of an encoded shard (``None``: a shard not
+        stored yet), re-encoding only the inner chunks the selection touches; the
+        others keep their stored bytes. As in zarr-python, inner chunks the
+        selection does not touch are never written, even with
+        ``write_empty_chunks`` (which keeps only touched chunks equal to the fill)."""
         from cuzarr.core.engine import _is_fill
 
-        index, mv = self.split(old, spec.shape)
+        if old is None:
+            index = np.full((*self.chunks_per_shard(spec.shape), 2), EMPTY, dtype=np.uint64)
+            mv = memoryview(b"")
+        else:
+            index, mv = self.split(old, spec.shape)
         inner = self.inner_pipeline(spec)
         touched = self.touched_chunks(sel, spec.shape)
         shard = spec.dtype.full(spec.shape, spec.fill_value)

@@ -669,7 +669,10 @@ async def write_items(
             shape = grid.stored_chunk_shape(coords)
             old = olds[j] if olds is not None else None
             part = value[osel] if osel else value
-            if shard_codec is not None and old is not None and not complete:
+            if shard_codec is not None and not complete:
+                # only the inner chunks the write touches (zarr-python too): with
+                # write_empty_chunks, a new or cut shard gets no fill-valued inner
+                # chunks the write does not reach (such as those past the array end)
                 try:
                     encoded = shard_codec.update(
                         old, csel, part, ChunkSpec(shape, dtype, fill), write_empty_chunks

@@ -92,6 +92,10 @@ def _write_file(path: str, value: bytes) -> None:
 
 def _pread(fd: int, n: int, offset: int) -> bytes:
     """``n`` bytes at ``offset`` (fewer only at the end of the file)."""
+    if n > REUSE_MAX:
+        # os.pread allocates ``n`` bytes first: a range from a corrupt shard index
+        # (exabytes) raised MemoryError instead of reading short, to the end.
+        n = max(0, min(n, os.fstat(fd).st_size - offset))
     data = os.pread(fd, n, offset)
     if len(data) < n:  # rare short read: keep going until EOF
         parts = [data]
