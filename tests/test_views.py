@@ -641,3 +641,14 @@ def test_read_out_decodes_into_out_without_a_temporary():
         tracemalloc.stop()
     assert (out == 1.5).all()
     assert peak < out.nbytes // 4, peak  # no buffer of the view's size besides out
+
+
+def test_iterating_a_view_yields_row_views_and_0d_refuses():
+    a, data = make((5, 4), (2, 3))
+    rows = list(a.lazy[1:4, ::-1])
+    assert len(rows) == 3
+    for r, expected in zip(rows, data[1:4, ::-1], strict=True):
+        np.testing.assert_array_equal(r.read(), expected)
+    with pytest.raises(TypeError, match="0-d"):
+        iter(a.lazy[2, 3])
+    assert list(a.lazy[0:0]) == []

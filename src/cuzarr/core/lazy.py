@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import math
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -389,6 +389,13 @@ class LazyArray:
         if not self.shape:
             raise TypeError("len() of a 0-d view")
         return self.shape[0]
+
+    def __iter__(self) -> Iterator[LazyArray]:
+        """Views of the first axis, in order (each does its I/O when read; read
+        the whole view once instead to fetch each chunk once)."""
+        if not self.shape:
+            raise TypeError("iteration over a 0-d view")
+        return (self[i] for i in range(self.shape[0]))
 
     def __repr__(self) -> str:
         return (
