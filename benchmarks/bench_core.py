@@ -39,6 +39,7 @@ See benchmarks/README.md.
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import importlib
 import json
@@ -1250,6 +1251,11 @@ def set_aside(path: Path, stores: Path) -> None:
         return
     if shutil.disk_usage(path).free < TRASH_MIN_FREE:
         shutil.rmtree(path, ignore_errors=True)  # short of disk: free it now after all
+        print(
+            f"    [warning] less than {TRASH_MIN_FREE >> 30} GiB free: {path.name} deleted, not "
+            "set aside; the next write pays for the freed inodes (see new_file_us)",
+            flush=True,
+        )
         return
     trash = stores / TRASH
     trash.mkdir(parents=True, exist_ok=True)
@@ -1487,6 +1493,13 @@ def main(argv: list[str] | None = None) -> int:
     results: list[dict[str, Any]] = []
     t_start = time.perf_counter()
     load_start = os.getloadavg()
+    def cleanup() -> None:
+        # set-aside stores never outlive the run, --keep or not (nor a Ctrl-C: atexit)
+        shutil.rmtree(stores / TRASH, ignore_errors=True)
+        if not args.keep:
+            shutil.rmtree(stores, ignore_errors=True)
+
+    atexit.register(cleanup)
     create_us = creation_probe(data_dir, stores)
     print(
         f"new empty file in {data_dir}: {create_us:.0f} us (median of 256; every contender "
@@ -1609,8 +1622,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json_out:
         args.json_out.write_text(line + "\n")
     print(JSON_TAG + line)
-    if not args.keep:
-        shutil.rmtree(stores, ignore_errors=True)
+    cleanup()
     return 0
 
 

@@ -19,10 +19,34 @@ from cuzarr.errors import CodecError
 ZSTD1 = [{"name": "zstd", "configuration": {"level": 1}}]
 
 
+class _Mode:
+    """The path under test (truthy: the system library) and the calls it got."""
+
+    def __init__(self, system: bool) -> None:
+        self.system = system
+        self.calls: list[int] = []
+
+    def __bool__(self) -> bool:
+        return self.system
+
+    def check_taken(self) -> None:
+        assert bool(self.calls) == (self.system and libzstd.available()), self.calls
+
+
 @pytest.fixture(params=[True, False], ids=["system", "numcodecs"])
-def system_lib(request):
+def system_lib(request, monkeypatch):
+    mode = _Mode(request.param)
+    real = libzstd.decompress_into
+
+    def spy(src, dst):
+        mode.calls.append(dst.nbytes)
+        return real(src, dst)
+
+    monkeypatch.setattr(libzstd, "decompress_into", spy)
     with cuzarr.config.set({"codecs.zstd_system_library": request.param}):
-        yield request.param
+        yield mode
+    if not request.param:
+        assert not mode.calls
 
 
 def test_found_on_linux():
@@ -40,7 +64,7 @@ def _smooth(shape, seed=0):
     return np.cumsum(rng.integers(-3, 4, size=shape), axis=-1).astype(np.uint16)
 
 
-@pytest.mark.parametrize("chunks", [(256, 512), (128, 256), (100, 300)])
+@pytest.mark.parametrize("chunks", [(256, 512), (128, 256), (100, 350)])
 def test_read_matches_numpy_and_zarr(tmp_path, system_lib, chunks):
     data = _smooth((512, 1200))
     path = tmp_path / "a.zarr"
@@ -51,6 +75,7 @@ def test_read_matches_numpy_and_zarr(tmp_path, system_lib, chunks):
     # a strided selection decodes into the scratch buffer and copies out
     np.testing.assert_array_equal(cuzarr.open_array(path, mode="r")[7::3, ::-5], data[7::3, ::-5])
     np.testing.assert_array_equal(zarr.open_array(str(path), mode="r")[...], data)
+    system_lib.check_taken()
 
 
 def test_zarr_written_sharded_read(tmp_path, system_lib):
@@ -66,6 +91,7 @@ def test_zarr_written_sharded_read(tmp_path, system_lib):
     )
     z[...] = data
     np.testing.assert_array_equal(cuzarr.open_array(path, mode="r")[...], data)
+    system_lib.check_taken()
 
 
 def test_whole_chunk_into_contiguous_output(tmp_path, system_lib):
@@ -78,6 +104,7 @@ def test_whole_chunk_into_contiguous_output(tmp_path, system_lib):
     )
     a[...] = data
     np.testing.assert_array_equal(cuzarr.open_array(path, mode="r")[...], data)
+    system_lib.check_taken()
 
 
 @pytest.mark.parametrize(
@@ -112,6 +139,7 @@ def test_decompress_into_direct(system_lib):
         assert out.tobytes() == src
     with pytest.raises(CodecError):
         zstd_decompress_into(frame, np.empty(len(src) - 1, np.uint8))
+    system_lib.check_taken()
 
 
 def test_threads_keep_their_own_context():
@@ -180,3 +208,26 @@ def test_random_frames_same_outcome_both_paths():
             assert results[0] == src, case
         outcomes += results[0] == "error"
     assert outcomes > 0  # the damaged cases did reach the error paths
+
+
+def test_buffers_it_cannot_use_are_refused(system_lib):
+    src = _smooth((200, 400), seed=5).tobytes()
+    frame = zstandard.ZstdCompressor(level=1).compress(src)
+    strided = np.zeros(2 * len(src), np.uint8)[::2]
+    readonly = np.frombuffer(bytes(len(src)), np.uint8)
+    for dst in (strided, readonly):
+        with pytest.raises(CodecError):
+            zstd_decompress_into(frame, dst)
+    assert not readonly.any() and not strided.base.any()
+    if system_lib:  # the numcodecs path only takes what numcodecs takes
+        gappy = np.frombuffer(frame + frame, np.uint8)[::2]
+        with pytest.raises(CodecError):
+            zstd_decompress_into(gappy, np.empty(len(src), np.uint8))
+
+
+@pytest.mark.parametrize("word", ["false", "False", "no", "off", "0"])
+def test_env_words_turn_it_off(word):
+    with cuzarr.config.set({"codecs.zstd_system_library": word}):
+        assert not libzstd.available()
+    with cuzarr.config.set({"codecs.zstd_system_library": "true"}):
+        assert libzstd.available() == (libzstd._load() is not None)

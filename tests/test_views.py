@@ -652,3 +652,25 @@ def test_iterating_a_view_yields_row_views_and_0d_refuses():
     with pytest.raises(TypeError, match="0-d"):
         iter(a.lazy[2, 3])
     assert list(a.lazy[0:0]) == []
+
+
+def test_read_only_out_is_refused_before_io():
+    # decoders write through raw pointers: a read-only out (even one over an
+    # immutable bytes object) must be refused, for views and get_*_selection alike
+    store = CountingStore()
+    a = cuzarr.create_array(store, shape=(512, 512), chunks=(512, 512), dtype="f8")
+    a[...] = 1.0
+    raw = bytes(512 * 512 * 8)
+    out = np.frombuffer(raw, "f8").reshape(512, 512)
+    store.gets.clear()
+    for call in (
+        lambda: a.lazy[...].read(out=out),
+        lambda: a.get_orthogonal_selection(Ellipsis, out=out),
+        lambda: a.get_basic_selection(Ellipsis, out=out),
+        lambda: a.get_coordinate_selection(([0, 1], [2, 3]), out=out[0, :2]),
+        lambda: a.get_coordinate_selection(([0, 1], [2, 3]), out=out[:2, 0]),
+    ):
+        with pytest.raises(ValueError, match="read-only"):
+            call()
+    assert store.chunk_gets() == []
+    assert raw == bytes(512 * 512 * 8)

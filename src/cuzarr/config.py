@@ -87,3 +87,16 @@ def overrides(**kwargs: Any) -> Iterator[None]:
     """Set dotted keys for the duration of a ``with`` block (test helper)."""
     with config.set(kwargs):
         yield
+
+
+_FALSE_WORDS = frozenset({"", "0", "false", "no", "off", "none"})
+
+
+def flag(key: str, default: bool = False) -> bool:
+    """A boolean setting. Values from environment variables can arrive as
+    strings (``CUZARR_GPU__EMULATE=false``): "false", "no", "off", "0", "none"
+    and "" count as False, as the corresponding Python literals do."""
+    value = config.get(key, default)
+    if isinstance(value, str):
+        return value.strip().lower() not in _FALSE_WORDS
+    return bool(value)

@@ -87,6 +87,9 @@ def zstd_decompress_into(data: Any, out: np.ndarray) -> None:
     """Decompress ``data``, whose frame declares ``out.nbytes`` bytes, into the
     C-contiguous uint8 array ``out``: through the system's libzstd when there is
     one (see :mod:`cuzarr.codecs.libzstd`), else numcodecs."""
+    if not (isinstance(out, np.ndarray) and out.flags.c_contiguous and out.flags.writeable):
+        # both write through a raw pointer (numcodecs even into read-only memory)
+        raise CodecError("zstd output must be a writable, C-contiguous numpy array")
     if libzstd.available():
         n = libzstd.decompress_into(data, out)
         if n != out.nbytes:

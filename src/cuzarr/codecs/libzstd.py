@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..config import config
+from ..config import flag
 from ..errors import CodecError
 
 __all__ = ["available", "decompress_into"]
@@ -106,7 +106,7 @@ class _DCtx:
 
 def available() -> bool:
     """Whether a usable system libzstd was found (and the config allows it)."""
-    if not config.get("codecs.zstd_system_library", True):
+    if not flag("codecs.zstd_system_library", True):
         return False
     return _load() is not None
 
@@ -119,7 +119,18 @@ def decompress_into(src: Any, dst: np.ndarray) -> int:
     ctx = getattr(_tls, "dctx", None)
     if ctx is None:
         ctx = _tls.dctx = _DCtx(lib)
-    s = src if isinstance(src, np.ndarray) else np.frombuffer(src, dtype=np.uint8)
+    # Raw pointers go to C: only contiguous memory, and a destination we may write.
+    if not (isinstance(dst, np.ndarray) and dst.flags.c_contiguous and dst.flags.writeable):
+        raise CodecError("zstd output must be a writable, C-contiguous numpy array")
+    try:
+        mv = memoryview(src)
+    except TypeError as e:
+        raise CodecError(f"zstd input is not a buffer: {e}") from e
+    if not mv.c_contiguous:
+        raise CodecError("zstd input must be contiguous memory")
+    # The array keeps the buffer exported (a bytearray cannot be resized, an
+    # mmap not closed) while the call runs without the GIL.
+    s = np.frombuffer(mv.cast("B") if mv.format != "B" or mv.ndim != 1 else mv, dtype=np.uint8)
     ret = lib.ZSTD_decompressDCtx(ctx.ptr, dst.ctypes.data, dst.nbytes, s.ctypes.data, s.nbytes)
     if lib.ZSTD_isError(ret):
         name = lib.ZSTD_getErrorName(ret).decode("ascii", "replace")

@@ -286,13 +286,16 @@ class ShardingCodec(ArrayBytesCodec):
                 per_dim[d] = np.unique(a.ravel() // self.chunk_shape[d]).tolist()
             return set(itertools.product(*per_dim))
         points = np.broadcast_arrays(*arrs)
-        combos = np.unique(
-            np.stack(
+        # one 1-d unique over linear chunk numbers (np.unique(axis=0) on a million
+        # points took ~0.8 s; this ~30 ms)
+        grid = tuple(-(-shard_shape[d] // self.chunk_shape[d]) for d in arrays)
+        flat = np.unique(
+            np.ravel_multi_index(
                 [p.ravel() // self.chunk_shape[d] for p, d in zip(points, arrays, strict=True)],
-                axis=-1,
-            ),
-            axis=0,
-        ).tolist()
+                grid,
+            )
+        )
+        combos = np.stack(np.unravel_index(flat, grid), axis=-1).tolist()
         others = [per_dim[d] for d in range(len(sel)) if d not in arrays]
         out: set[tuple[int, ...]] = set()
         for combo in combos:
@@ -324,23 +327,29 @@ class ShardingCodec(ArrayBytesCodec):
         inner = self.inner_pipeline(spec)
         touched = self.touched_chunks(sel, spec.shape)
         shard = spec.dtype.full(spec.shape, spec.fill_value)
-        for coords in touched:
-            off, n = index[coords]
-            if off != EMPTY:
-                shard[self._inner_sel(coords)] = inner.decode(
-                    mv[int(off) : int(off) + int(n)], self.chunk_shape
-                )
+        if old is not None:
+            for coords in touched:
+                off, n = index[coords]
+                if off != EMPTY:
+                    shard[self._inner_sel(coords)] = inner.decode(
+                        mv[int(off) : int(off) + int(n)], self.chunk_shape
+                    )
         shard[sel] = value
         encoded: dict[tuple[int, ...], Any] = {}
-        for coords in map(tuple, morton_order(index.shape[:-1]).tolist()):
+        grid = index.shape[:-1]
+        order = morton_order(grid)
+        # plain lists: numpy scalar indexing per inner chunk cost ~1 us each
+        lin = np.ravel_multi_index(tuple(order.T), grid).tolist() if order.shape[1] else [0]
+        offs = index[..., 0].reshape(-1).tolist()
+        sizes = index[..., 1].reshape(-1).tolist()
+        empty = int(EMPTY)
+        for coords, k in zip(map(tuple, order.tolist()), lin, strict=True):
             if coords in touched:
                 part = shard[self._inner_sel(coords)]
                 if write_empty_chunks or not _is_fill(part, spec.fill_value, spec.dtype):
                     encoded[coords] = inner.encode(part, self.chunk_shape, write_empty_chunks)
-            else:
-                off, n = index[coords]
-                if off != EMPTY:
-                    encoded[coords] = mv[int(off) : int(off) + int(n)]
+            elif offs[k] != empty:
+                encoded[coords] = mv[offs[k] : offs[k] + sizes[k]]
         return self.assemble(encoded, spec.shape)
 
     def _inner_sel(self, coords: tuple[int, ...]) -> tuple[slice, ...]:

@@ -21,7 +21,7 @@ from cuzarr.buffer import (
     shares_memory,
 )
 from cuzarr.codecs.sharding import ShardingCodec
-from cuzarr.config import config
+from cuzarr.config import flag
 from cuzarr.core import engine
 from cuzarr.core.attributes import Attributes
 from cuzarr.core.nodes import (
@@ -338,7 +338,7 @@ class AsyncArray:
     def write_empty_chunks(self) -> bool:
         if self._write_empty_chunks is not None:
             return self._write_empty_chunks
-        return bool(config.get("array.write_empty_chunks"))
+        return flag("array.write_empty_chunks")
 
     def _check_writable(self) -> None:
         if self.store_path.store.read_only:
@@ -403,6 +403,9 @@ class AsyncArray:
                 is_device_array(out) and out.dtype == device_dtype(self.dtype)
             ):
                 raise TypeError(f"out has dtype {out.dtype}, the array has {self.dtype}")
+            if not getattr(out.flags, "writeable", True):
+                # decoders write through raw pointers: refuse before any I/O
+                raise ValueError("out is read-only")
             buf = out.reshape(shape)
             if buf.size and not shares_memory(buf, out):
                 raise ValueError("out must be reshapeable to the selection without a copy")
@@ -524,6 +527,8 @@ class AsyncArray:
         buf = self._out_buffer((n,), out if flat else None, prototype if flat else out)
         if not flat and out.dtype != buf.dtype:
             raise TypeError(f"out has dtype {out.dtype}, the array has {self.dtype}")
+        if not flat and not getattr(out.flags, "writeable", True):
+            raise ValueError("out is read-only")
         if n:
             items = engine.coordinate_items(self._read_grid.dims(self.shape), coords)
             await self._read_items(items, buf)

@@ -669,10 +669,12 @@ async def write_items(
             shape = grid.stored_chunk_shape(coords)
             old = olds[j] if olds is not None else None
             part = value[osel] if osel else value
-            if shard_codec is not None and not complete:
+            if shard_codec is not None and not complete and (old is not None or write_empty_chunks):
                 # only the inner chunks the write touches (zarr-python too): with
                 # write_empty_chunks, a new or cut shard gets no fill-valued inner
-                # chunks the write does not reach (such as those past the array end)
+                # chunks the write does not reach (such as those past the array end).
+                # A new shard without it: the whole-shard encode below leaves the
+                # untouched (fill) inner chunks out too, and batches the others.
                 try:
                     encoded = shard_codec.update(
                         old, csel, part, ChunkSpec(shape, dtype, fill), write_empty_chunks

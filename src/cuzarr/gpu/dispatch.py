@@ -24,9 +24,9 @@ __all__ = ["device_reader_for", "device_writer_for", "emulating"]
 def emulating() -> bool:
     """True when ``cuzarr.config`` key ``gpu.emulate`` asks for the device
     paths run on the host (their numpy twins)."""
-    from cuzarr.config import config
+    from cuzarr.config import flag
 
-    return bool(config.get("gpu.emulate", False))
+    return flag("gpu.emulate", False)
 
 
 def device_reader_for(

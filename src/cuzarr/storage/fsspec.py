@@ -580,9 +580,8 @@ class FsspecStore(Store):
                 # names its key (AccessDenied, ...).
                 await super(FsspecStore, self).delete_many(left)
 
-        if alone:
-            await super().delete_many(alone)
-        await asyncio.gather(*(batch(b, items) for b, items in batches))
+        singles = [super().delete_many(alone)] if alone else []
+        await asyncio.gather(*singles, *(batch(b, items) for b, items in batches))
 
     async def delete_dir(self, prefix: str) -> None:
         self._check_fs_writable()
