@@ -10,23 +10,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import cuzarr
+from _counting_store import CountingMemoryStore
 from cuzarr.api import asynchronous as zasync
 from cuzarr.errors import ReadOnlyError
 from cuzarr.indexing.transform import IndexTransform
-from cuzarr.storage import MemoryStore
 
 
-class CountingStore(MemoryStore):
-    """Records every ``get`` (the base class routes ``get_many`` through it)."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.gets: list[tuple[str, object]] = []
-
-    async def get(self, key, prototype=None, byte_range=None):
-        self.gets.append((key, byte_range))
-        return await super().get(key, prototype, byte_range)
-
+class CountingStore(CountingMemoryStore):
     def chunk_gets(self):
         return [k for k, _ in self.gets if not k.endswith(("zarr.json", ".zarray", ".zattrs"))]
 

@@ -41,33 +41,9 @@ import numpy as np
 import pytest
 
 import cuzarr
-from cuzarr.storage import LocalStore, MemoryStore
+from _counting_store import CountingLocalStore, CountingMemoryStore
 
 META = (".zarray", ".zattrs", ".zgroup", "zarr.json")
-
-
-class CountingMemoryStore(MemoryStore):
-    """A real in-memory store that records every ``get``."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.gets: list[tuple[str, object]] = []
-
-    async def get(self, key, prototype=None, byte_range=None):
-        self.gets.append((key, byte_range))
-        return await super().get(key, prototype, byte_range)
-
-
-class CountingLocalStore(LocalStore):
-    """A real local-directory store that records every ``get``."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.gets: list[tuple[str, object]] = []
-
-    async def get(self, key, prototype=None, byte_range=None):
-        self.gets.append((key, byte_range))
-        return await super().get(key, prototype, byte_range)
 
 
 def chunk_gets(store):
