@@ -377,10 +377,14 @@ def test_http_persistent_fault_names_the_key(site, fault):
     sched.set(f"/{key}", [fault] * 8)
     store = _http(site["url"], retry=RetryPolicy(retries=2, backoff=0.005))
     a = cuzarr.open_array(store, path="zstd", mode="r")
-    _fails_cleanly(lambda: a[:], key, RemoteStoreError)
-    # retries + 1 attempts; aiohttp itself re-sends once when a reused
-    # keep-alive connection is dropped before any answer.
-    assert 3 <= sched.requests[f"/{key}"] <= (6 if fault == "drop" else 3)
+    err = _fails_cleanly(lambda: a[:], key, RemoteStoreError)
+    # retries + 1 attempts, as the client counts them. The server sees at most
+    # that many (aiohttp itself re-sends once when a reused keep-alive connection
+    # is dropped before any answer), and may see fewer: under load an attempt on
+    # a pooled connection the server has just reset fails before its request
+    # arrives (seen once in a full-suite run: 2 of 3).
+    assert "after 3 attempts" in str(err), err
+    assert 1 <= sched.requests[f"/{key}"] <= (6 if fault == "drop" else 3)
     sched.set(f"/{key}", [])
     # The next read, with the fault gone, is exact.
     _check(a[:], site["data"])
