@@ -722,21 +722,27 @@ def test_pointwise_write_touches_only_the_inner_chunks_of_its_points(tmp_path, m
     np.testing.assert_array_equal(a[...], z[...])
 
 
-@pytest.mark.parametrize("sel", [slice(0, 1), slice(None)])
-def test_corrupt_index_without_checksum_raises_codec_error(tmp_path, sel):
-    """An index without crc32c, shifted by a byte (a shard cut at its start),
-    holds exabyte-sized ranges: reading one asked the local store for them and
-    raised MemoryError; it is a CodecError (the range is read short)."""
+def _one_shard_without_index_checksum(tmp_path, location: str):
+    """An 8-element i4 array in one shard of 4 inner chunks, index codecs
+    ``bytes`` only (no crc32c) at ``location``; the shard file's path."""
     a = cuzarr.create_array(
         tmp_path / "c",
         shape=(8,),
         chunks=(8,),
         dtype="i4",
         compressors=None,
-        serializer=ShardingCodec((2,), None, [{"name": "bytes"}], "start"),
+        serializer=ShardingCodec((2,), None, [{"name": "bytes"}], location),
     )
     a[...] = np.arange(8)
-    shard = tmp_path / "c" / "c" / "0"
+    return tmp_path / "c" / "c" / "0"
+
+
+@pytest.mark.parametrize("sel", [slice(0, 1), slice(None)])
+def test_corrupt_index_without_checksum_raises_codec_error(tmp_path, sel):
+    """An index without crc32c, shifted by a byte (a shard cut at its start),
+    holds exabyte-sized ranges: reading one asked the local store for them and
+    raised MemoryError; it is a CodecError (the range is read short)."""
+    shard = _one_shard_without_index_checksum(tmp_path, "start")
     shard.write_bytes(shard.read_bytes()[1:])
     with pytest.raises(CodecError, match="could not be read in full"):
         cuzarr.open_array(tmp_path / "c", mode="r")[sel]
@@ -746,16 +752,7 @@ def test_corrupt_index_without_checksum_raises_codec_error(tmp_path, sel):
 def test_index_offset_past_2_63_raises_codec_error(tmp_path, sel):
     """An index (no crc32c) whose offset has its top bit set: a partial read
     passed it to os.preadv and raised OverflowError; it is a CodecError."""
-    a = cuzarr.create_array(
-        tmp_path / "c",
-        shape=(8,),
-        chunks=(8,),
-        dtype="i4",
-        compressors=None,
-        serializer=ShardingCodec((2,), None, [{"name": "bytes"}], "end"),
-    )
-    a[...] = np.arange(8)
-    shard = tmp_path / "c" / "c" / "0"
+    shard = _one_shard_without_index_checksum(tmp_path, "end")
     data = bytearray(shard.read_bytes())
     data[len(data) - 64 + 7] ^= 0x80  # the high byte of inner chunk 0's offset
     shard.write_bytes(bytes(data))
