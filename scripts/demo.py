@@ -127,7 +127,7 @@ def run(root: Path, size_mib: int, check: Checks) -> None:
     # On a VM the first touch of memory the host has not backed yet can cost ~15x
     # (measured here: 256 MiB in 28 ms or 430 ms): touch and free some first, so
     # the timings below show the libraries, not the hypervisor.
-    warm = np.ones(3 * data.nbytes, dtype=np.uint8)
+    warm = np.ones(data.nbytes * 3 // 2, dtype=np.uint8)
     del warm
 
     big_path = root / "images.zarr"

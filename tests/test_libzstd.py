@@ -231,3 +231,16 @@ def test_env_words_turn_it_off(word):
         assert not libzstd.available()
     with cuzarr.config.set({"codecs.zstd_system_library": "true"}):
         assert libzstd.available() == (libzstd._load() is not None)
+
+
+@pytest.mark.parametrize("word", ["false", "off", "0"])
+def test_other_boolean_settings_read_environment_words(word):
+    from cuzarr.core.array_config import parse_array_config
+    from cuzarr.gpu.dispatch import emulating
+    from cuzarr.gpu.reader import direct_reads
+    from cuzarr.storage import LocalStore
+
+    with cuzarr.config.set({"array.write_empty_chunks": word, "gpu.emulate": word, "gpu.gds": word}):
+        assert parse_array_config(None).write_empty_chunks is False
+        assert not emulating()
+        assert not direct_reads(LocalStore("."), device=True)

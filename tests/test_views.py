@@ -659,6 +659,8 @@ def test_read_only_out_is_refused_before_io():
         lambda: a.get_basic_selection(Ellipsis, out=out),
         lambda: a.get_coordinate_selection(([0, 1], [2, 3]), out=out[0, :2]),
         lambda: a.get_coordinate_selection(([0, 1], [2, 3]), out=out[:2, 0]),
+        lambda: asyncio.run(a._async_array.getitem([0, 1], out=out[:2])),
+        lambda: asyncio.run(a._async_array.getitem((np.arange(4), slice(None)), out=out[:4])),
     ):
         with pytest.raises(ValueError, match="read-only"):
             call()

@@ -124,7 +124,7 @@ def decompress_into(src: Any, dst: np.ndarray) -> int:
         raise CodecError("zstd output must be a writable, C-contiguous numpy array")
     try:
         mv = memoryview(src)
-    except TypeError as e:
+    except (TypeError, ValueError) as e:
         raise CodecError(f"zstd input is not a buffer: {e}") from e
     if not mv.c_contiguous:
         raise CodecError("zstd input must be contiguous memory")

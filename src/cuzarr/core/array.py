@@ -48,6 +48,13 @@ from cuzarr.storage.common import StorePath
 __all__ = ["Array", "AsyncArray"]
 
 
+def _refuse_read_only_out(out: Any) -> None:
+    """Refuse a read-only ``out`` before any I/O: decoders write into it through
+    raw pointers. (CuPy arrays have no ``writeable`` flag: they always are.)"""
+    if not getattr(getattr(out, "flags", None), "writeable", True):
+        raise ValueError("out is read-only")
+
+
 def _chunk_labels(p: Any) -> np.ndarray:
     """For each position along one dimension of a plan's output, the index (in
     ``p.chunks``) of the chunk it falls in."""
@@ -403,9 +410,7 @@ class AsyncArray:
                 is_device_array(out) and out.dtype == device_dtype(self.dtype)
             ):
                 raise TypeError(f"out has dtype {out.dtype}, the array has {self.dtype}")
-            if not getattr(out.flags, "writeable", True):
-                # decoders write through raw pointers: refuse before any I/O
-                raise ValueError("out is read-only")
+            _refuse_read_only_out(out)
             buf = out.reshape(shape)
             if buf.size and not shares_memory(buf, out):
                 raise ValueError("out must be reshapeable to the selection without a copy")
@@ -470,6 +475,8 @@ class AsyncArray:
         self, selection: Any, *, out: np.ndarray | None = None, prototype: Any = None
     ) -> Any:
         """Read ``selection`` with numpy semantics."""
+        if out is not None:
+            _refuse_read_only_out(out)
         plan = normalize_numpy(host_selection(selection), self.shape, self._dims())
         if isinstance(plan, BasicPlan):
             buf = await self._read_projections(
@@ -527,8 +534,8 @@ class AsyncArray:
         buf = self._out_buffer((n,), out if flat else None, prototype if flat else out)
         if not flat and out.dtype != buf.dtype:
             raise TypeError(f"out has dtype {out.dtype}, the array has {self.dtype}")
-        if not flat and not getattr(out.flags, "writeable", True):
-            raise ValueError("out is read-only")
+        if not flat:
+            _refuse_read_only_out(out)
         if n:
             items = engine.coordinate_items(self._read_grid.dims(self.shape), coords)
             await self._read_items(items, buf)

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from cuzarr.config import config as _global_config
+from cuzarr.config import flag
 
 __all__ = ["ArrayConfig", "parse_array_config"]
 
@@ -66,5 +67,5 @@ def parse_array_config(value: ArrayConfig | Mapping[str, Any] | None) -> ArrayCo
     if unknown:
         raise ValueError(f"unknown array config keys: {sorted(unknown)}")
     d.setdefault("order", _global_config.get("array.order", "C") or "C")
-    d.setdefault("write_empty_chunks", bool(_global_config.get("array.write_empty_chunks")))
+    d.setdefault("write_empty_chunks", flag("array.write_empty_chunks"))
     return ArrayConfig(**d)

@@ -230,10 +230,10 @@ def direct_reads(store: Any, device: bool) -> bool:
     uploads), ``False`` (never)."""
     if store is None or not callable(getattr(store, "file_ref", None)):
         return False
-    from cuzarr.config import config
+    from cuzarr.config import config, flag
 
     mode = config.get("gpu.gds", "auto")
-    if mode == "auto":
+    if isinstance(mode, str) and mode.strip().lower() == "auto":
         if not device:
             return False
         try:
@@ -241,7 +241,7 @@ def direct_reads(store: Any, device: bool) -> bool:
         except Exception:  # not installed, or its libraries (cuFile) do not load
             return False
         return True
-    return bool(mode)
+    return flag("gpu.gds")
 
 
 class _ThreadExecutor:
