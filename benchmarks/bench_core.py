@@ -1703,9 +1703,12 @@ def _profile_setup(args, source: Path, store: Path, shape, tshape):
     return region, check, n
 
 
-def _timed_iters(region, iters: int) -> list[float]:
+def _timed_iters(region, iters: int, prewarm_bytes: int = 0) -> list[float]:
     times = []
     for _ in range(iters):
+        if prewarm_bytes:  # as Meter.measure: no first-touch stall in the timing
+            warm = np.ones(prewarm_bytes, dtype=np.uint8)
+            del warm
         t0 = time.perf_counter()
         region()
         times.append(time.perf_counter() - t0)
@@ -1764,10 +1767,11 @@ def profile(args, source: Path, store: Path, shape, tshape) -> int:
     if args.profiler == "py-spy":
         return profile_py_spy(args)
     region, check, n = _profile_setup(args, source, store, shape, tshape)
+    warm = int(np.prod(shape)) * 2 * 5 // 4
     if args.profiler == "attach":  # child of profile_py_spy: wait for the sampler
         print("READY", flush=True)
         sys.stdin.readline()
-        times = _timed_iters(region, args.profile_iters)
+        times = _timed_iters(region, args.profile_iters, warm)
         print("DONE", flush=True)
         sys.stdin.readline()  # py-spy has stopped: the check is not sampled
         _report(args, times, n, check(), "under py-spy")
@@ -1777,7 +1781,7 @@ def profile(args, source: Path, store: Path, shape, tshape) -> int:
 
         prof = cProfile.Profile()
         prof.enable()
-        times = _timed_iters(region, args.profile_iters)
+        times = _timed_iters(region, args.profile_iters, warm)
         prof.disable()
         _report(args, times, n, check(), "under cProfile: main thread only, slower")
         st = pstats.Stats(prof)
