@@ -31,12 +31,10 @@ _lock = threading.Lock()
 
 def _candidates() -> list[str]:
     if sys.platform == "darwin":
-        names = ["libzstd.1.dylib", "libzstd.dylib"]
-    elif sys.platform == "win32":
-        names = ["zstd.dll", "libzstd.dll"]
-    else:
-        names = ["libzstd.so.1", "libzstd.so"]
-    return names
+        return ["libzstd.1.dylib", "libzstd.dylib"]
+    if sys.platform == "win32":
+        return ["zstd.dll", "libzstd.dll"]
+    return ["libzstd.so.1", "libzstd.so"]
 
 
 def _load() -> Any:
@@ -108,7 +106,7 @@ def available() -> bool:
     """Whether a usable system libzstd was found (and the config allows it)."""
     if not flag("codecs.zstd_system_library", True):
         return False
-    return _load() is not None
+    return (_lib if _loaded else _load()) is not None  # no lock once loaded
 
 
 def decompress_into(src: Any, dst: np.ndarray) -> int:
