@@ -51,6 +51,12 @@ BOTH_RAISED: list[str] = []
 STALE_ZARR_HANDLES: list[int] = []
 
 
+
+def _pick(rng: np.random.Generator, ops: list) -> Any:
+    """One operation of ``ops`` ((operation, weight) pairs), drawn by weight."""
+    w = np.array([p for _, p in ops], float)
+    return ops[int(rng.choice(len(ops), p=w / w.sum()))][0]
+
 class Skip(Exception):
     """zarr-python cannot build this layout: not a cuzarr bug."""
 
@@ -719,8 +725,7 @@ class ArrayCase:
             (self.op_blocks, 1),
             (self.op_reopen, 0.5),
         ]
-        w = np.array([p for _, p in ops], float)
-        op = ops[int(self.rng.choice(len(ops), p=w / w.sum()))][0]
+        op = _pick(self.rng, ops)
         with contextlib.suppress(_BothRaised):
             op()
         self.check(op.__name__)
@@ -1098,8 +1103,7 @@ class GroupCase:
             (self.op_delete, 1),
             (self.op_reopen, 0.5),
         ]
-        w = np.array([p for _, p in ops], float)
-        op = ops[int(self.rng.choice(len(ops), p=w / w.sum()))][0]
+        op = _pick(self.rng, ops)
         op()
         self.check(op == self.op_consolidate)
 

@@ -18,6 +18,7 @@ import pytest
 import zarr
 
 import cuzarr
+from _http_handler import QuietHandler
 from cuzarr.core.sync import sync
 from cuzarr.errors import CodecError
 from cuzarr.storage import OffsetByteRequest, RangeByteRequest, SuffixByteRequest
@@ -33,26 +34,13 @@ from cuzarr.storage.fsspec import (
 BLOB = bytes(range(256)) * 4  # 1024 bytes, every window distinct
 
 
-class Handler(http.server.BaseHTTPRequestHandler):
+class Handler(QuietHandler):
     """Serves ``files`` (URL path -> bytes); answers single ``Range`` requests as
     ``mode`` says (``honest`` is RFC 9110)."""
 
-    protocol_version = "HTTP/1.1"
     files: dict[str, bytes] = {}
     mode = "honest"
     ranged = 0  # 206 answers sent
-
-    def log_message(self, *args):
-        pass
-
-    def _send(self, status, body, headers=()):
-        self.send_response(status)
-        for k, v in headers:
-            self.send_header(k, v)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
 
     def do_HEAD(self):
         data = self.files.get(self.path)

@@ -16,6 +16,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from _http_handler import QuietHandler
 from _moto_helpers import moto_s3_server
 
 pytest.importorskip("s3fs")
@@ -30,7 +31,7 @@ from cuzarr.storage.fsspec import RetryPolicy  # noqa: E402
 BUCKET = "cuzarr-test-s3-bulk"
 
 
-class Proxy(http.server.BaseHTTPRequestHandler):
+class Proxy(QuietHandler):
     """Forwards to moto; counts requests as (method, path, 'delete' query or '').
 
     ``bulk_faults``: answers to the next DeleteObjects requests, one per request:
@@ -39,27 +40,14 @@ class Proxy(http.server.BaseHTTPRequestHandler):
     ``deny``: object paths whose DeleteObject is answered 403 AccessDenied.
     """
 
-    protocol_version = "HTTP/1.1"
     upstream = ("127.0.0.1", 0)
     seen: Counter = Counter()
     bulk_faults: list = []
     deny: set = set()
 
-    def log_message(self, *args):
-        pass
-
-    def _reply(self, status, body, headers=()):
-        self.send_response(status)
-        for k, v in headers:
-            self.send_header(k, v)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
-
     def _error(self, status, code):
         body = f"<Error><Code>{code}</Code><Message>injected</Message></Error>".encode()
-        self._reply(status, body, [("Content-Type", "application/xml")])
+        self._send(status, body, [("Content-Type", "application/xml")])
 
     def _forward(self):
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
@@ -92,7 +80,7 @@ class Proxy(http.server.BaseHTTPRequestHandler):
                 '<DeleteResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
                 f"{errors}</DeleteResult>"
             ).encode()
-        self._reply(resp.status, data, hdrs)
+        self._send(resp.status, data, hdrs)
 
     do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
 
