@@ -3,7 +3,7 @@
 # network needs to run tests_gpu/ and benchmarks/gpu.py (scripts/gpu_check.sh
 # installs them there). Its image already has CuPy, NVRTC, cuFile, numpy, torch,
 # pytest, hypothesis, xarray, tensorstore, aiohttp and fsspec; what cuzarr adds:
-# its codecs (numcodecs, zstandard, crc32c, donfig), nvCOMP, kvikio (with
+# its codecs (numcodecs, zstandard, crc32c, donfig, msgspec for zarr), nvCOMP, kvikio (with
 # rapids-logger; cuFile and cuda-pathfinder are in the image), and
 # zarr-python (the oracle and the GPU benchmark's peer). Into .whl/ (git-ignored).
 #
@@ -24,6 +24,7 @@ pkgs=(
     "donfig==$("$py" -m pip show donfig 2>/dev/null | awk '/^Version/ {print $2}')"
     "zarr==$("$py" -c 'import zarr; print(zarr.__version__)')"
     "lz4==$("$py" -m pip show lz4 2>/dev/null | awk '/^Version/ {print $2}')"
+    "msgspec==$("$py" -c 'import msgspec; print(msgspec.__version__)')"
     "nvidia-nvcomp-cu13==$("$py" -m pip show nvidia-nvcomp-cu13 2>/dev/null | awk '/^Version/ {print $2}')"
     "nvidia-libnvcomp-cu13==$("$py" -m pip show nvidia-libnvcomp-cu13 2>/dev/null | awk '/^Version/ {print $2}')"
     kvikio-cu13 libkvikio-cu13 "rapids-logger==0.3.*"

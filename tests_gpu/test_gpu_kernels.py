@@ -98,3 +98,48 @@ def test_torch_dlpack():
     x = cp.arange(10, dtype=cp.float32)
     t = torch.from_dlpack(x)
     assert t.device.type == "cuda" and float(t.sum()) == 45.0
+
+
+_LIFETIME = r"""
+import gc, sys, threading
+import numcodecs, numpy as np, cupy as cp
+import cuzarr
+from cuzarr.gpu.executor import GpuExecutor
+from cuzarr.gpu.writer import GpuEncoder
+
+# an executor and an encoder that made nvCOMP codecs, dropped in this thread
+ex = GpuExecutor()
+ex._codec("zstd"); ex._codec("lz4")
+enc = GpuEncoder()
+enc._codec("zstd")
+del ex, enc
+gc.collect()
+
+# per-thread executors dropped with their pool threads (the pool is rebuilt
+# when its size changes), reads and writes through them before and after
+a = cuzarr.create_array(store=sys.argv[1], shape=(64, 4096), chunks=(8, 4096), dtype="f4",
+                        compressors=[{"name": "zstd", "configuration": {"level": 1}}])
+ref = np.arange(64 * 4096, dtype="f4").reshape(64, 4096)
+for workers in (4, 2, 3):
+    with cuzarr.config.set({"threading.max_workers": workers}):
+        with cuzarr.config.enable_gpu():
+            a[...] = cp.asarray(ref)
+            got = a[...]
+        assert (cp.asnumpy(got) == ref).all()
+t = threading.Thread(target=lambda: GpuExecutor()._codec("zstd"))
+t.start(); t.join()
+gc.collect()
+print("ok")
+"""
+
+
+def test_codecs_and_streams_released_safely(tmp_path):
+    # An nvCOMP codec outliving its CUDA stream crashed the process when an
+    # executor was dropped (end of a test, a pool thread's exit); a subprocess
+    # turns such a crash into a failure instead of ending the test run.
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-c", _LIFETIME, str(tmp_path / "a.zarr")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), (r.returncode, r.stderr[-3000:])

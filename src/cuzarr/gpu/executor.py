@@ -18,6 +18,7 @@ exercised by the CPU tests.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import threading
@@ -43,6 +44,7 @@ __all__ = [
     "GpuBatch",
     "GpuExecutor",
     "HostExecutor",
+    "StreamCodecs",
     "TwinStats",
     "copy_word",
     "prepare_batch",
@@ -317,6 +319,40 @@ def upload_to_slots(cp: Any, stream: Any, chunks: list[tuple[int, np.ndarray]], 
     return pinned
 
 
+class StreamCodecs:
+    """A CUDA stream and the nvCOMP codecs queued on it, made on first use.
+
+    The codecs are released before the stream, whatever order Python would drop
+    the attributes in: an nvCOMP codec frees its scratch on the stream it was
+    made for, and one outliving a destroyed stream crashed the process (seen on
+    an H200 when a pool thread's executor went with its thread)."""
+
+    def __init__(self, cp: Any, stream: Any = None) -> None:
+        self.cp = cp
+        # A blocking stream: it orders after work on the legacy default stream
+        # (where CuPy and PyTorch queue by default) without a device-wide sync.
+        self.stream = stream if stream is not None else cp.cuda.Stream(non_blocking=False)
+        self._codecs: dict[str, Any] = {}
+
+    def _codec(self, name: str) -> Any:
+        if name not in self._codecs:
+            self._codecs[name] = nvcomp_codec(name, self.stream)
+        return self._codecs[name]
+
+    def release_codecs(self) -> None:
+        """Wait for the stream, then drop the codecs (the stream stays)."""
+        codecs = getattr(self, "_codecs", None)  # None: __init__ failed early
+        self._codecs = {}
+        if codecs:
+            # The stream may be unusable while the interpreter or CUDA shuts down.
+            with contextlib.suppress(Exception):
+                self.stream.synchronize()
+            codecs.clear()
+
+    def __del__(self) -> None:
+        self.release_codecs()
+
+
 _local = threading.local()
 
 
@@ -430,7 +466,7 @@ class HostExecutor(TwinStats):
         """Nothing is in flight on the host."""
 
 
-class GpuExecutor:
+class GpuExecutor(StreamCodecs):
     """Runs prepared batches on the current CUDA device (CuPy + nvCOMP).
 
     One executor serves one thread on one device. Work is queued on its CUDA
@@ -447,18 +483,9 @@ class GpuExecutor:
     def __init__(self, stream: Any = None) -> None:
         from cuzarr.buffer.gpu import import_cupy
 
-        self.cp = import_cupy()
-        # A blocking stream: it orders after work on the legacy default stream
-        # (where CuPy and PyTorch queue by default) without a device-wide sync.
-        self.stream = stream if stream is not None else self.cp.cuda.Stream(non_blocking=False)
-        self._codecs: dict[str, Any] = {}
+        super().__init__(import_cupy(), stream)
         # (host buffer, event after the copy that reads it)
         self._keep: list[tuple[Any, Any]] = []
-
-    def _codec(self, name: str) -> Any:
-        if name not in self._codecs:
-            self._codecs[name] = nvcomp_codec(name, self.stream)
-        return self._codecs[name]
 
     def _hold(self, host: Any) -> None:
         """Keep ``host`` until the work queued so far on the stream is done."""

@@ -40,9 +40,9 @@ from cuzarr.buffer.gpu import is_device_array
 from cuzarr.errors import CodecError
 from cuzarr.gpu import formats
 from cuzarr.gpu.executor import (
+    StreamCodecs,
     TwinStats,
     copy_word,
-    nvcomp_codec,
     per_thread,
     upload_to_slots,
 )
@@ -447,7 +447,7 @@ class HostEncoder(TwinStats, _Encoder):
             staging, offsets, sizes, kind, block=CHECKSUM_BLOCK)]
 
 
-class GpuEncoder(_Encoder):
+class GpuEncoder(_Encoder, StreamCodecs):
     """Builds and compresses chunks on the current CUDA device (CuPy + nvCOMP),
     on its own stream; returns once the compressed bytes are on the host."""
 
@@ -456,9 +456,7 @@ class GpuEncoder(_Encoder):
     def __init__(self) -> None:
         from cuzarr.buffer.gpu import import_cupy
 
-        self.cp = import_cupy()
-        self.stream = self.cp.cuda.Stream(non_blocking=False)  # orders after the default stream
-        self._codecs: dict[str, Any] = {}
+        StreamCodecs.__init__(self, import_cupy())
         self._keep: list[Any] = []
 
     def encode(self, batch: EncodeBatch, value: Any) -> list[bytes | None]:
@@ -472,11 +470,6 @@ class GpuEncoder(_Encoder):
         self.stream.synchronize()
         self._keep.clear()
         return result
-
-    def _codec(self, name: str) -> Any:
-        if name not in self._codecs:
-            self._codecs[name] = nvcomp_codec(name, self.stream)
-        return self._codecs[name]
 
     def _staging(self, nbytes: int) -> Any:
         return self.cp.empty(max(nbytes, 1), dtype=self.cp.uint8)
