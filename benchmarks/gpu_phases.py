@@ -1,7 +1,7 @@
 """Where a GPU read spends its time (needs a CUDA device, CuPy, nvCOMP).
 
 Reads one array (built by ``benchmarks/gpu.py``'s ``build``) into device memory
-with 1, 4 and all worker threads and prints, per thread count, the median wall
+with 1, 2, 4, 8 and all worker threads (``gpu.read_workers``) and prints, per thread count, the median wall
 time and the thread-summed time of each phase: fetching the chunk bytes,
 ``prepare_batch`` (parse + pack on the host), the upload, nvCOMP's decode, the
 wait for its sizes, and the scatter. Then a cProfile of a one-thread read, and
@@ -95,8 +95,8 @@ def main() -> None:
     import os
 
     ncpu = len(os.sched_getaffinity(0))
-    for workers in sorted({1, 4, ncpu}):
-        with cuzarr.config.set({"threading.max_workers": workers}):
+    for workers in sorted({1, 2, 4, 8, ncpu}):
+        with cuzarr.config.set({"threading.max_workers": workers, "gpu.read_workers": workers}):
             gpu_read()
             walls = []
             _acc.clear()

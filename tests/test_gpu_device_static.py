@@ -164,6 +164,9 @@ def test_descriptor_struct_offsets_match_numpy(tmp_path):
 class _Stream:
     ptr = 0
 
+    def synchronize(self):
+        pass
+
 
 class _FailingCodec:
     def __init__(self, exc: Exception) -> None:

@@ -431,3 +431,96 @@ def test_corrupt_stream_body_raises_codec_error_naming_key(emulate, compressor):
             a[...]
         raised += 1
     assert raised
+
+
+@pytest.mark.parametrize("fmt, compressor, codec", [
+    (3, {"name": "zstd", "configuration": {"level": 1}}, "zstd"),
+    (3, {"name": "gzip", "configuration": {"level": 1}}, "deflate"),
+    (3, {"name": "numcodecs.lz4", "configuration": {"acceleration": 1}}, "lz4"),
+    (2, numcodecs.Zlib(1), "deflate"),
+    (2, numcodecs.LZ4(), "lz4"),
+    (3, None, "copy"),
+])
+def test_local_chunks_read_into_one_buffer_and_decoded_in_place(tmp_path, emulate, fmt,
+                                                                compressor, codec):
+    """A local store reads a batch's chunk files straight into one host buffer
+    (pinned on a GPU), laid out so that each raw stream starts aligned for
+    nvCOMP: every stream is decoded where it was read, with no packing copy."""
+    data = _data((40, 30), "<f4")
+    a = cuzarr.create_array(LocalStore(tmp_path / "a"), shape=data.shape, dtype=data.dtype,
+                            chunks=(16, 8), zarr_format=fmt, fill_value=0,
+                            compressors=compressor)
+    a[...] = data
+    a[16:32, 8:16] = 0  # one chunk all fill: not stored, read as missing
+    data = data.copy()
+    data[16:32, 8:16] = 0
+    with cuzarr.config.set({"gpu.gds": False}):
+        _check(a, data, emulate, SELECTIONS[:4])
+    assert emulate[f"stream:{codec}"] > 0
+    assert emulate["in_place"] == emulate[f"stream:{codec}"]
+    assert emulate["host_decoded"] == 0
+
+
+def test_get_into_reads_changed_and_vanished_files_safely(tmp_path):
+    """``SyncIO.get_into``: a file that changes size between the size pass and
+    the read comes back as its own (new) bytes, one deleted meanwhile as missing,
+    the others inside the caller's buffer."""
+    store = LocalStore(tmp_path)
+    for k, v in (("a", b"1" * 10), ("b", b"2" * 20), ("c", b"3" * 30)):
+        (tmp_path / k).write_bytes(v)
+    seen = []
+
+    def place(sizes):
+        seen.append(list(sizes))
+        (tmp_path / "b").write_bytes(b"9" * 25)
+        (tmp_path / "c").unlink()
+        return np.zeros(100, np.uint8), [0, 16, 48, -1]
+
+    values, offsets = store.sync_io().get_into(["a", "b", "c", "missing"], place)
+    assert seen == [[10, 20, 30, None]]
+    assert offsets == [0, -1, -1, -1]
+    assert bytes(values[0]) == b"1" * 10 and isinstance(values[0], memoryview)
+    assert values[1] == b"9" * 25 and values[2] is None and values[3] is None
+    with pytest.raises(cuzarr.errors.StoreKeyError):
+        store.sync_io().get_into(["../x"], place)
+
+
+@pytest.mark.parametrize("sharded", [False, True])
+def test_read_workers_bound_the_threads_of_a_device_read(tmp_path, emulate, sharded):
+    """``gpu.read_workers`` caps how many batches of one device read run at once
+    (more threads than that contended on one GPU), independently of the codec
+    pool's size."""
+    import threading
+    import time
+
+    data = _data((64, 64), "<f4")
+    a = cuzarr.create_array(LocalStore(tmp_path / "a"), shape=data.shape, dtype=data.dtype,
+                            chunks=(4, 64), shards=(8, 64) if sharded else None,
+                            compressors={"name": "zstd", "configuration": {"level": 1}})
+    a[...] = data
+    lock = threading.Lock()
+    now = peak = 0
+    run = HostExecutor.run
+
+    def counted(self, batch, out, fill):
+        nonlocal now, peak
+        with lock:
+            now += 1
+            peak = max(peak, now)
+        try:
+            time.sleep(0.01)  # long enough for every allowed thread to overlap
+            return run(self, batch, out, fill)
+        finally:
+            with lock:
+                now -= 1
+
+    HostExecutor.run = counted
+    try:
+        for workers, want in ((4, 2), (4, 1), (2, 4)):
+            peak = 0
+            with cuzarr.config.set({"threading.max_workers": workers,
+                                    "gpu.read_workers": want}):
+                np.testing.assert_array_equal(a[...], data)
+            assert peak == min(workers, want), (workers, want, peak)
+    finally:
+        HostExecutor.run = run

@@ -22,7 +22,7 @@ from cuzarr.buffer import cpu_prototype, is_device_array
 from cuzarr.codecs.base import ChunkSpec
 from cuzarr.codecs.pipeline import BATCH_DECODE_MAX
 from cuzarr.codecs.sharding import sharding_codec
-from cuzarr.core.sync import get_executor, max_workers
+from cuzarr.core.sync import device_read_workers, get_executor, max_workers
 from cuzarr.core.workers import pull_batches, raise_mmap_threshold
 from cuzarr.errors import CodecError
 from cuzarr.gpu.dispatch import device_reader_for, device_writer_for
@@ -127,7 +127,7 @@ def _batch_size(meta: ArrayMetadata, n: int, device: bool = False) -> int:
         # A device batch is one upload, one nvCOMP call per codec and one kernel
         # launch: make it large (up to 256 MiB decoded), two per worker.
         by_bytes = max(1, (256 << 20) // chunk_bytes)
-        by_count = max(1, -(-n // (max_workers() * 2)))
+        by_count = max(1, -(-n // (device_read_workers() * 2)))
         return max(1, min(8192, by_bytes, by_count))
     by_bytes = max(1, (4 << 20) // chunk_bytes)
     by_count = max(1, -(-n // (max_workers() * 4)))
@@ -568,7 +568,8 @@ async def read_items(
                 direct = device.fetch(keys[lo:hi]) if device is not None else None
                 decode_batch(lo, direct if direct is not None else sio.get_many(keys[lo:hi]))
 
-            await pull_batches(len(items), size, fetch_decode)
+            await pull_batches(len(items), size, fetch_decode,
+                               loops=device_read_workers() if device is not None else None)
             return
 
         async def work(lo: int, hi: int) -> None:

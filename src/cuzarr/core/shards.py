@@ -19,7 +19,7 @@ from cuzarr.codecs.base import ChunkSpec
 from cuzarr.codecs.sharding import EMPTY, ShardingCodec, sharding_codec
 from cuzarr.config import config
 from cuzarr.core.engine import SMALL_READ_CHUNKS, ChunkItem, _run_batches, keyed
-from cuzarr.core.sync import get_executor, max_workers
+from cuzarr.core.sync import device_read_workers, get_executor, max_workers
 from cuzarr.core.workers import pull_batches
 from cuzarr.errors import CodecError
 from cuzarr.gpu.dispatch import device_reader_for
@@ -306,7 +306,8 @@ async def read_sharded(
     loop = asyncio.get_running_loop()
     pool = get_executor()
     sio = store.sync_io()
-    per_batch = max(1, min(64, -(-n_shards // (max_workers() * (2 if device else 4)))))
+    workers = device_read_workers() if device is not None else max_workers()
+    per_batch = max(1, min(64, -(-n_shards // (workers * (2 if device else 4)))))
     if sio is not None:
         # Cheap local I/O: worker loops run batch after batch of reads, decodes
         # and scatters, with no trip through the event loop in between.
@@ -314,7 +315,7 @@ async def read_sharded(
             _run_shards_sync(fetch_plan, lo, hi, scatter, sio)
 
         try:
-            await pull_batches(n_shards, per_batch, run_sync)
+            await pull_batches(n_shards, per_batch, run_sync, loops=workers)
         finally:
             if device is not None:
                 device.executor.synchronize()

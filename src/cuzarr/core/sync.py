@@ -153,6 +153,13 @@ def max_workers() -> int:
     return max(1, int(n or 1))
 
 
+def device_read_workers() -> int:
+    """Threads feeding one device read: ``gpu.read_workers``, at most
+    :func:`max_workers` (``None``: that many)."""
+    n = config.get("gpu.read_workers", None)
+    return max(1, min(max_workers(), int(n) if n else max_workers()))
+
+
 def get_executor() -> ThreadPoolExecutor:
     """Return the shared codec thread pool, rebuilt when its configured size changes."""
     global _pool, _pool_size, _pool_pid

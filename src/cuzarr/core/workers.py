@@ -78,6 +78,7 @@ async def pull_batches(
     size: int,
     job: Callable[[int, int], bool | None],
     slice_s: float = SLICE_S,
+    loops: int | None = None,
 ) -> list[tuple[int, int]]:
     """Run ``job(lo, hi)`` over consecutive batches of ``range(n)`` in the pool.
 
@@ -90,6 +91,8 @@ async def pull_batches(
         then handed back (a job that would have to wait, for a lock say).
     slice_s
         Seconds a worker loop runs before it yields its pool thread.
+    loops
+        At most this many batches run at once (default: the pool's size).
 
     Returns
     -------
@@ -116,7 +119,7 @@ async def pull_batches(
             if not more:
                 return
 
-    n_loops = min(max_workers(), -(-n // batches._size))
+    n_loops = min(max_workers(), loops or max_workers(), -(-n // batches._size))
     try:
         results = await asyncio.gather(*(runner() for _ in range(n_loops)), return_exceptions=True)
     except BaseException:

@@ -46,11 +46,16 @@ def device_reader_for(
         emulating() and isinstance(out, np.ndarray) and not out.dtype.hasobject
     ):
         return None
+    from cuzarr.gpu.executor import STREAM_HEAD
     from cuzarr.gpu.reader import DeviceReader, _ThreadExecutor, direct_reads
 
     reader = DeviceReader(pipeline, out, fill, chunk_shape, _ThreadExecutor(device))
     if reader.kind == "none" and direct_reads(store, device=device):
         reader.direct_store = store
+    elif reader.kind in STREAM_HEAD and store is not None:
+        # blosc is left out: its inner streams lie unaligned and would be copied
+        sio = store.sync_io()
+        reader.get_into = getattr(sio, "get_into", None) if sio is not None else None
     return reader
 
 

@@ -47,6 +47,7 @@ __all__ = [
     "StreamCodecs",
     "TwinStats",
     "copy_word",
+    "place_chunks",
     "prepare_batch",
     "stream_kind",
 ]
@@ -60,6 +61,14 @@ MAX_DEVICE_STREAM = 16 << 20
 # Output alignment nvCOMP requires per raw stream codec (nvcomp/lz4.h, zstd.h,
 # deflate.h: get_required_decompression_alignment).
 OUTPUT_ALIGN = {"lz4": 4, "zstd": 8, "deflate": 4, "copy": 1}
+# Input alignment: the most restrictive of nvCOMP's decompression alignments
+# (nvcomp*RequiredDecompressionAlignment), so any stream starting there can be
+# decoded where it lies.
+INPUT_ALIGN = {"lz4": 4, "zstd": 8, "deflate": 4, "copy": 1}
+# Where a chunk's first raw stream starts, per stream_kind: chunks read straight
+# into a host buffer are placed so that it lands 16-byte aligned (numcodecs LZ4:
+# a 4-byte size; zlib: a 2-byte header; gzip: 10 bytes without optional fields).
+STREAM_HEAD = {"zstd": 0, "lz4": 4, "zlib": 2, "gzip": 10, "none": 0}
 
 
 def stream_kind(compressor: Any) -> str | None:
@@ -128,6 +137,8 @@ class GpuBatch:
     checks: list[tuple[int, int, int, str, int]] = field(default_factory=list)
     # store keys of the chunks (prefix of the errors they raise), when known
     names: Sequence[str] | None = None
+    # streams decoded where they were read (in ``prepare_batch``'s ``base``)
+    in_place: int = 0
 
 
 def prepare_batch(
@@ -143,6 +154,9 @@ def prepare_batch(
     chunk_order: str = "C",
     swap: int = 0,
     names: Sequence[str] | None = None,
+    base: np.ndarray | None = None,
+    base_offsets: Sequence[int] | None = None,
+    alloc: Callable[[int], np.ndarray] | None = None,
 ) -> GpuBatch:
     """Host half of a GPU read. ``datas[i]`` is chunk ``i``'s stored bytes (``None``:
     missing); ``kind`` is :func:`stream_kind` of the array's compressor (``None``:
@@ -150,12 +164,20 @@ def prepare_batch(
     (the fallback; it returns the chunk in native order, so ``swap`` must then be
     0 for those chunks — the caller passes ``swap`` only for raw stored bytes).
     ``names[i]`` (a store key) prefixes the message of a ``CodecError`` chunk
-    ``i`` raises."""
+    ``i`` raises.
+
+    ``base`` (a uint8 host buffer, pinned on a GPU) holds chunk ``i``'s bytes at
+    ``base_offsets[i]`` (-1: not there): its streams are decoded where they lie
+    when aligned for nvCOMP, and ``base`` itself becomes the packed buffer when
+    no stream needs moving (no copy at all). ``alloc(nbytes)`` makes the packed
+    buffer otherwise (default: ``numpy.empty``)."""
     present = [d is not None for d in datas]
     plan = build_plan(items, chunk_shape, out_shape, out_strides, dtype.itemsize,
                       present=present, chunk_order=chunk_order, swap=swap)
     pieces: list[bytes | memoryview] = []
-    pos = 0
+    # streams not decoded in place are copied after the base buffer
+    ext0 = 0 if base is None else -(-len(base) // STAGING_ALIGN) * STAGING_ALIGN
+    pos = ext0
     batch = GpuBatch(plan, np.zeros(0, np.uint8), names=names)
     unshuffle_rows = []
     scratch = 0
@@ -199,29 +221,62 @@ def prepare_batch(
             batch.checks.append((i, slot, nbytes, "adler32", formats.parse_zlib(data)[1]))
         elif kind == "gzip":
             batch.checks.append((i, slot, nbytes, "crc32", formats.parse_gzip(data).crc32))
-        base = slot
+        out_base = slot
         if blosc is not None:  # decode into scratch, unshuffle into the slot
-            base = scratch
+            out_base = scratch
             unshuffle_rows.append(formats.blosc_unshuffle_rows(blosc, scratch, slot))
             scratch += -(-nbytes // STAGING_ALIGN) * STAGING_ALIGN
         mv = memoryview(data).cast("B")
+        at = base_offsets[i] if base is not None and base_offsets is not None else -1
         for st in streams:
-            pieces.append(mv[st.offset : st.offset + st.length])
+            if at >= 0 and (at + st.offset) % INPUT_ALIGN.get(st.codec, STAGING_ALIGN) == 0:
+                src = at + st.offset  # decoded where it lies in the base buffer
+                batch.in_place += 1
+            else:
+                pieces.append(mv[st.offset : st.offset + st.length])
+                src = pos
+                pos += -(-st.length // STAGING_ALIGN) * STAGING_ALIGN
             batch.streams.setdefault(st.codec, []).append(
-                (pos, st.length, base + st.dst_offset, st.decoded_size, blosc is not None)
+                (src, st.length, out_base + st.dst_offset, st.decoded_size, blosc is not None)
             )
             batch.owners.setdefault(st.codec, []).append(i)
-            pos += -(-st.length // STAGING_ALIGN) * STAGING_ALIGN
-    packed = np.zeros(pos, np.uint8)
-    p = 0
-    for piece in pieces:
-        packed[p : p + len(piece)] = np.frombuffer(piece, np.uint8)
-        p += -(-len(piece) // STAGING_ALIGN) * STAGING_ALIGN
-    batch.packed = packed
+    if base is not None and not pieces:
+        batch.packed = base
+    else:
+        packed = (alloc or _empty_bytes)(pos)
+        if base is not None:
+            packed[: len(base)] = base
+        p = ext0
+        for piece in pieces:
+            packed[p : p + len(piece)] = np.frombuffer(piece, np.uint8)
+            p += -(-len(piece) // STAGING_ALIGN) * STAGING_ALIGN
+        batch.packed = packed
     batch.scratch_nbytes = scratch
     if unshuffle_rows:
         batch.unshuffle = np.concatenate(unshuffle_rows)
     return batch
+
+
+def _empty_bytes(n: int) -> np.ndarray:
+    return np.empty(n, np.uint8)
+
+
+def place_chunks(sizes: Sequence[int | None], kind: str | None,
+                 alloc: Callable[[int], np.ndarray] | None = None) -> tuple[np.ndarray, list[int]]:
+    """A host buffer for whole chunks of ``sizes`` (None: missing) and where each
+    goes: every chunk's first raw stream (``STREAM_HEAD`` of ``kind``) lands
+    16-byte aligned, so nvCOMP can decode it in place."""
+    head = STREAM_HEAD.get(kind or "", 0)
+    offsets = []
+    p = 0
+    for n in sizes:
+        if n is None:
+            offsets.append(-1)
+            continue
+        p += (-(p + head)) % STAGING_ALIGN
+        offsets.append(p)
+        p += n
+    return (alloc or _empty_bytes)(max(p, 1)), offsets
 
 
 def _read_file(path: str, offset: int, n: int) -> bytes:
@@ -419,7 +474,8 @@ class HostExecutor(TwinStats):
     is_device = False
     # What every host twin ran, summed over threads: "batches", "stream:<codec>"
     # (raw streams the GPU would decode), "host_decoded" (chunks it would not),
-    # "unshuffled", "fancy" (chunks assigned by fancy indexing).
+    # "unshuffled", "fancy" (chunks assigned by fancy indexing), "in_place" (raw
+    # streams decoded where the store read them, with no packing copy).
     def run(self, batch: GpuBatch, out: np.ndarray, fill: Any) -> None:
         """Decode and scatter ``batch`` into the numpy array ``out``."""
         from cuzarr.gpu.plan import execute_plan_numpy
@@ -428,6 +484,7 @@ class HostExecutor(TwinStats):
             batches=1,
             host_decoded=len(batch.host_decoded),
             unshuffled=len(batch.unshuffle),
+            in_place=batch.in_place,
             **{f"stream__{c}": len(rows) for c, rows in batch.streams.items()},
         )
         plan = batch.plan
@@ -505,7 +562,11 @@ class GpuExecutor(StreamCodecs):
             staging = cp.empty(max(plan.staging_nbytes, 1), dtype=cp.uint8)
             scratch = cp.empty(max(batch.scratch_nbytes, 1), dtype=cp.uint8)
             if batch.packed.size:
-                comp = cp.asarray(batch.packed)  # one host-to-device copy
+                # one host-to-device copy, asynchronous from pinned memory; the
+                # host buffer is kept until it is done
+                comp = cp.empty(batch.packed.size, dtype=cp.uint8)
+                comp.set(batch.packed, stream=self.stream)
+                self._hold(batch.packed)
                 self._decode_streams(batch, comp, staging, scratch)
             if batch.host_decoded:
                 self._upload_host_decoded(batch.host_decoded, staging)
@@ -569,10 +630,16 @@ class GpuExecutor(StreamCodecs):
                 sp = int(self.stream.ptr)
                 srcs = nvcomp.as_arrays(comp, [r[0] for r in sel], [r[1] for r in sel], sp)
                 outs = nvcomp.as_arrays(target, [r[2] for r in sel], [r[3] for r in sel], sp)
+                # nvCOMP's decode synchronizes the stream (it reads the streams'
+                # headers back) and its buffer_sizes waits for the decode, both
+                # holding the GIL; waiting here through CuPy, which lets it go,
+                # leaves the other read threads running meanwhile.
+                self.stream.synchronize()
                 try:
                     res = self._codec(codec).decode(srcs, out=outs)
+                    self.stream.synchronize()
                     # A stream decoding to another size than its header promised
-                    # is corrupt (the host twin checks the same); buffer_sizes waits.
+                    # is corrupt (the host twin checks the same).
                     got = [int(n) for n in res.buffer_sizes]
                 except (ValueError, RuntimeError) as e:
                     # nvCOMP reports a corrupt stream of the batch (an output too

@@ -33,6 +33,7 @@ from cuzarr.gpu.executor import (
     GpuExecutor,
     HostExecutor,
     per_thread,
+    place_chunks,
     prepare_batch,
     stream_kind,
 )
@@ -138,6 +139,16 @@ def device_codec(pipeline: Any) -> tuple[str | None, np.dtype | None, str]:
     return None, None, "C"
 
 
+class HostBuffered(list):
+    """Chunk bytes fetched into one host buffer (``base``; pinned on a GPU):
+    item ``i`` lies at ``offsets[i]`` in it (-1: separate bytes, or missing)."""
+
+    def __init__(self, values: Sequence[Any], base: np.ndarray, offsets: list[int]) -> None:
+        super().__init__(values)
+        self.base = base
+        self.offsets = offsets
+
+
 class DeviceReader:
     """Decodes batches of chunk items into one output through an executor.
 
@@ -161,6 +172,9 @@ class DeviceReader:
         self.executor = executor
         # A local store whose uncompressed chunk files the executor reads itself.
         self.direct_store: Any = None
+        # ``SyncIO.get_into`` of a store that reads whole chunks into a buffer we
+        # lay out (pinned on a GPU): no bytes objects, no packing copy.
+        self.get_into: Any = None
         self.out_dtype = np.dtype(out.dtype)
         kind, stored, self.order = device_codec(pipeline)
         if kind is not None and stored is not None and (
@@ -171,11 +185,21 @@ class DeviceReader:
         self.swap = swap_unit(stored, self.out_dtype) if kind is not None and stored is not None else 0
 
     def fetch(self, keys: Sequence[str]) -> list[Any] | None:
-        """File references instead of bytes for direct reads (``None``: fetch the
-        bytes as usual)."""
-        if self.direct_store is None:
-            return None
-        return [self.direct_store.file_ref(k) for k in keys]
+        """File references for direct reads, or the chunks read into one host
+        buffer (:class:`HostBuffered`); ``None``: fetch the bytes as usual."""
+        if self.direct_store is not None:
+            return [self.direct_store.file_ref(k) for k in keys]
+        if self.get_into is not None:
+            made: list[np.ndarray] = []
+
+            def place(sizes: list[int | None]) -> tuple[np.ndarray, list[int]]:
+                buf, offsets = place_chunks(sizes, self.kind, self.executor.host_buffer)
+                made.append(buf)
+                return buf, offsets
+
+            values, offsets = self.get_into(keys, place)
+            return HostBuffered(values, made[0], offsets)
+        return None
 
     def _host_decode(self, data: Any, shape: tuple[int, ...]) -> np.ndarray:
         # Host-decoded chunks enter the staging buffer in the output's byte order.
@@ -189,6 +213,7 @@ class DeviceReader:
         ``None`` when missing) into the output."""
         if not items:
             return
+        buffered = datas if isinstance(datas, HostBuffered) else None
         if is_slice_only(items):
             batch = prepare_batch(
                 items,
@@ -202,6 +227,9 @@ class DeviceReader:
                 chunk_order=self.order,
                 swap=self.swap,
                 names=names,
+                base=None if buffered is None else buffered.base,
+                base_offsets=None if buffered is None else buffered.offsets,
+                alloc=self.executor.host_buffer,
             )
             self.executor.run(batch, self.out, self.fill)
             return
@@ -253,6 +281,15 @@ class _ThreadExecutor:
         self.device = device
         self.events: list[Any] = []
         self._lock = threading.Lock()
+
+    def host_buffer(self, nbytes: int) -> np.ndarray:
+        """A uint8 host buffer for a batch's compressed bytes: pinned on a GPU, so
+        its upload is one asynchronous copy."""
+        if not self.device:
+            return np.empty(nbytes, np.uint8)
+        from cuzarr.buffer.gpu import pinned_prototype
+
+        return pinned_prototype.empty((nbytes,), np.uint8)
 
     def _executor_for(self, out: Any) -> Any:
         return _executor(out.device.id if self.device else None)

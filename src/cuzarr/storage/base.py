@@ -86,6 +86,12 @@ class SyncIO:
     # see the same stored value (one open file per key), even if it is replaced
     # meanwhile; for a shard's index and inner chunks read separately (None: not offered)
     pinned: Any = None
+    # (keys, place) -> (values, offsets): whole values read straight into one
+    # buffer the caller lays out; ``place(sizes)`` gets each key's size (None:
+    # missing) and returns (buffer, offsets). ``offsets[i]`` is where value i
+    # lies in the buffer, or -1 when it came back as separate bytes (it changed
+    # size meanwhile) or is missing (None: not offered)
+    get_into: Any = None
 
 
 def slice_bytes(data: bytes, byte_range: ByteRequest | None) -> bytes:
