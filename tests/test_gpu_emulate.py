@@ -514,9 +514,12 @@ def test_read_workers_bound_the_threads_of_a_device_read(tmp_path, emulate, shar
             with lock:
                 now -= 1
 
+    from cuzarr.gpu import executor
+
+    executor._free.pop(("executors", None), None)
     HostExecutor.run = counted
     try:
-        for workers, want in ((4, 2), (4, 1), (2, 4)):
+        for workers, want in ((4, 2), (4, 1), (2, 4), (8, 2)):
             peak = 0
             with cuzarr.config.set({"threading.max_workers": workers,
                                     "gpu.read_workers": want}):
@@ -524,3 +527,6 @@ def test_read_workers_bound_the_threads_of_a_device_read(tmp_path, emulate, shar
             assert peak == min(workers, want), (workers, want, peak)
     finally:
         HostExecutor.run = run
+    # executors are shared by whichever threads run batches: only as many are
+    # made as ran at once, however many pool threads took part
+    assert len(executor._free[("executors", None)]) == 2

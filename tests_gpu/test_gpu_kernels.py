@@ -115,8 +115,9 @@ enc._codec("zstd")
 del ex, enc
 gc.collect()
 
-# per-thread executors dropped with their pool threads (the pool is rebuilt
-# when its size changes), reads and writes through them before and after
+# reads and writes through the shared executors and encoders while the pool
+# threads change (the pool is rebuilt when its size changes); at exit the
+# pooled ones release their codecs before their streams
 a = cuzarr.create_array(store=sys.argv[1], shape=(64, 4096), chunks=(8, 4096), dtype="f4",
                         compressors=[{"name": "zstd", "configuration": {"level": 1}}])
 ref = np.arange(64 * 4096, dtype="f4").reshape(64, 4096)

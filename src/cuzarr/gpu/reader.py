@@ -32,7 +32,7 @@ from cuzarr.gpu.dispatch import emulating
 from cuzarr.gpu.executor import (
     GpuExecutor,
     HostExecutor,
-    per_thread,
+    leased,
     place_chunks,
     prepare_batch,
     stream_kind,
@@ -97,8 +97,9 @@ def _external_stream(cp: Any, user: Any) -> Any:
 
 
 def _executor(device: int | None) -> Any:
-    """This thread's executor for CUDA device ``device`` (``None``: the host twin)."""
-    return per_thread("executors", device, HostExecutor, GpuExecutor)
+    """An executor for CUDA device ``device`` (``None``: the host twin), the
+    calling thread's for the ``with`` block."""
+    return leased("executors", device, HostExecutor, GpuExecutor)
 
 
 def _little(dt: np.dtype) -> bool:
@@ -291,9 +292,6 @@ class _ThreadExecutor:
 
         return pinned_prototype.empty((nbytes,), np.uint8)
 
-    def _executor_for(self, out: Any) -> Any:
-        return _executor(out.device.id if self.device else None)
-
     def _keep(self, ev: Any) -> None:
         if ev is not None:
             with self._lock:
@@ -301,17 +299,19 @@ class _ThreadExecutor:
 
     def run(self, batch: Any, out: Any, fill: Any) -> None:
         if not self.device:
-            _executor(None).run(batch, out, fill)
+            with _executor(None) as ex:
+                ex.run(batch, out, fill)
             return
-        with out.device:
-            self._keep(self._executor_for(out).run(batch, out, fill))
+        with out.device, _executor(out.device.id) as ex:
+            self._keep(ex.run(batch, out, fill))
 
     def scatter_fancy(self, items: Any, chunks: Any, out: Any, fill: Any) -> None:
         if not self.device:
-            _executor(None).scatter_fancy(items, chunks, out, fill)
+            with _executor(None) as ex:
+                ex.scatter_fancy(items, chunks, out, fill)
             return
-        with out.device:
-            self._keep(self._executor_for(out).scatter_fancy(items, chunks, out, fill))
+        with out.device, _executor(out.device.id) as ex:
+            self._keep(ex.scatter_fancy(items, chunks, out, fill))
 
     def synchronize(self) -> None:
         """Wait for this read's batches."""

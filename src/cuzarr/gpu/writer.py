@@ -43,7 +43,7 @@ from cuzarr.gpu.executor import (
     StreamCodecs,
     TwinStats,
     copy_word,
-    per_thread,
+    leased,
     upload_to_slots,
 )
 from cuzarr.gpu.plan import (
@@ -554,9 +554,10 @@ class GpuEncoder(_Encoder, StreamCodecs):
             staging, offsets, sizes, kind, stream=self.stream, block=CHECKSUM_BLOCK)]
 
 
-def _encoder(device: int | None) -> _Encoder:
-    """This thread's encoder for CUDA device ``device`` (``None``: the host twin)."""
-    return per_thread("encoders", device, HostEncoder, GpuEncoder)
+def _encoder(device: int | None) -> Any:
+    """An encoder for CUDA device ``device`` (``None``: the host twin), the
+    calling thread's for the ``with`` block."""
+    return leased("encoders", device, HostEncoder, GpuEncoder)
 
 
 class DeviceWriter:
@@ -625,10 +626,11 @@ class DeviceWriter:
             not self.write_empty_chunks, host_old, self.blosc,
         )
         if self.device:
-            with self.value.device:
-                results = _encoder(self.value.device.id).encode(batch, self.value)
+            with self.value.device, _encoder(self.value.device.id) as enc:
+                results = enc.encode(batch, self.value)
         else:
-            results = _encoder(None).encode(batch, self.value)
+            with _encoder(None) as enc:
+                results = enc.encode(batch, self.value)
         to_set: list[tuple[str, bytes]] = []
         to_delete: list[str] = []
         for i, res in enumerate(results):
