@@ -3,7 +3,7 @@
 Reads one array (built by ``benchmarks/gpu.py``'s ``build``) into device memory
 with 1, 2, 4, 8 and all worker threads (``gpu.read_workers``) and prints, per thread count, the median wall
 time and the thread-summed time of each phase: fetching the chunk bytes,
-``prepare_batch`` (parse + pack on the host), the upload, nvCOMP's decode, the
+``prepare_batch`` (parse, and pack what is not decoded in place), the upload, nvCOMP's decode, the
 wait for its sizes, and the scatter. Then a cProfile of a one-thread read, and
 the upload cost of pageable against pinned host memory.
 
@@ -56,6 +56,8 @@ def _instrument() -> None:
                                             ex.GpuExecutor._decode_streams)
     ex.GpuExecutor.scatter = _timed("  scatter", ex.GpuExecutor.scatter)
     local.LocalStore._read = _timed("LocalStore._read (file reads)", local.LocalStore._read)
+    local.LocalStore._read_into = _timed("LocalStore._read_into (file reads)",
+                                         local.LocalStore._read_into)
     orig_asarray = cupy.asarray
 
     def asarray(obj, *a, **kw):
