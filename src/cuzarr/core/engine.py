@@ -121,13 +121,15 @@ def chunk_keys(store_path: StorePath, meta: ArrayMetadata, items: Sequence[Chunk
     return [encode_key(it[0]) for it in items]
 
 
-def _batch_size(meta: ArrayMetadata, n: int, device: bool = False) -> int:
+def _batch_size(meta: ArrayMetadata, n: int, device: bool = False, read: bool = True) -> int:
     chunk_bytes = max(1, math.prod(meta.chunk_shape) * max(1, meta.dtype.item_size))
     if device:
         # A device batch is one upload, one nvCOMP call per codec and one kernel
-        # launch: make it large (up to 256 MiB decoded), two per worker.
+        # launch: make it large (up to 256 MiB decoded), two per worker (a read
+        # runs gpu.read_workers of them, a write the whole pool).
         by_bytes = max(1, (256 << 20) // chunk_bytes)
-        by_count = max(1, -(-n // (device_read_workers() * 2)))
+        workers = device_read_workers() if read else max_workers()
+        by_count = max(1, -(-n // (workers * 2)))
         return max(1, min(8192, by_bytes, by_count))
     by_bytes = max(1, (4 << 20) // chunk_bytes)
     by_count = max(1, -(-n // (max_workers() * 4)))
@@ -772,7 +774,7 @@ async def write_items(
         if to_delete:
             await store.delete_many(to_delete)
 
-    size = _batch_size(meta, len(items), device is not None)
+    size = _batch_size(meta, len(items), device is not None, read=False)
     chunk_nbytes = math.prod(meta.chunk_shape) * max(1, meta.dtype.item_size)
     if device is None and chunk_nbytes >= (64 << 10):
         raise_mmap_threshold(max(4 << 20, 2 * chunk_nbytes))

@@ -242,16 +242,17 @@ def prepare_batch(
                 (src, st.length, out_base + st.dst_offset, st.decoded_size, blosc is not None)
             )
             batch.owners.setdefault(st.codec, []).append(i)
-    if base is not None and not pieces:
+    if base is not None and batch.in_place == 0:
+        # nothing decodes from the base buffer: upload the copied streams alone
+        for codec, rows in batch.streams.items():
+            batch.streams[codec] = [(r[0] - ext0, *r[1:]) for r in rows]
+        batch.packed = _pack(pieces, pos - ext0, 0, alloc)
+    elif base is not None and not pieces:
         batch.packed = base
     else:
-        packed = (alloc or _empty_bytes)(pos)
+        packed = _pack(pieces, pos, ext0, alloc)
         if base is not None:
             packed[: len(base)] = base
-        p = ext0
-        for piece in pieces:
-            packed[p : p + len(piece)] = np.frombuffer(piece, np.uint8)
-            p += -(-len(piece) // STAGING_ALIGN) * STAGING_ALIGN
         batch.packed = packed
     batch.scratch_nbytes = scratch
     if unshuffle_rows:
@@ -261,6 +262,18 @@ def prepare_batch(
 
 def _empty_bytes(n: int) -> np.ndarray:
     return np.empty(n, np.uint8)
+
+
+def _pack(pieces: Sequence[Any], nbytes: int, start: int,
+          alloc: Callable[[int], np.ndarray] | None) -> np.ndarray:
+    """A buffer of ``nbytes`` with ``pieces`` copied in from ``start``, each at
+    a ``STAGING_ALIGN`` boundary."""
+    packed = (alloc or _empty_bytes)(nbytes)
+    p = start
+    for piece in pieces:
+        packed[p : p + len(piece)] = np.frombuffer(piece, np.uint8)
+        p += -(-len(piece) // STAGING_ALIGN) * STAGING_ALIGN
+    return packed
 
 
 def place_chunks(sizes: Sequence[int | None], kind: str | None,
@@ -442,7 +455,7 @@ def leased(kind: str, device: int | None, make_host: Callable[[], Any],
         yield obj
     finally:
         with _free_lock:
-            _free[key].append(obj)
+            _free.setdefault(key, []).append(obj)
 
 
 _exit_hook = False

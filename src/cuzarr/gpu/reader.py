@@ -20,6 +20,7 @@ uploaded with the batch: same result, one host-to-device copy per batch.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 import warnings
@@ -198,7 +199,10 @@ class DeviceReader:
                 made.append(buf)
                 return buf, offsets
 
-            values, offsets = self.get_into(keys, place)
+            # pinned memory is allocated in the output device's context
+            on_device = getattr(self.executor, "device", False)
+            with self.out.device if on_device else contextlib.nullcontext():
+                values, offsets = self.get_into(keys, place)
             return HostBuffered(values, made[0], offsets)
         return None
 
