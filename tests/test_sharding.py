@@ -188,6 +188,44 @@ def test_index_pointing_past_the_end_is_refused(tmp_path):
         a[0:2]
 
 
+def test_checked_indexes_are_cached_by_their_bytes_only(tmp_path):
+    """Partial reads re-read a shard's index each time; a checked index is kept
+    by its exact bytes, so a shard rewritten (here by zarr-python) is read
+    afresh, a corrupt index keeps failing, and the cache stays bounded."""
+    path = tmp_path / "a"
+    a = cuzarr.create_array(str(path), shape=(64, 64), chunks=(8, 8), shards=(32, 32),
+                            dtype="i4")
+    data = np.arange(64 * 64, dtype="i4").reshape(64, 64)
+    a[...] = data
+    np.testing.assert_array_equal(a[1:3, 2:5], data[1:3, 2:5])
+    np.testing.assert_array_equal(a[1:3, 2:5], data[1:3, 2:5])  # from the cache
+    codec = a.async_array._shard_codec
+    assert codec._indexes._d
+    index = next(iter(codec._indexes._d.values()))
+    assert not index.flags.writeable
+    # another writer rewrites the shard: new index bytes, new data
+    z = zarr.open_array(str(path), mode="r+")
+    z[0:16, 0:16] = -1
+    want = data.copy()
+    want[0:16, 0:16] = -1
+    np.testing.assert_array_equal(a[1:3, 2:5], want[1:3, 2:5])
+    np.testing.assert_array_equal(a[...], want)
+    # a corrupt index fails every time, not only the first
+    shard = path / "c" / "0" / "0"
+    raw = bytearray(shard.read_bytes())
+    raw[-6] ^= 0xFF
+    shard.write_bytes(bytes(raw))
+    for _ in range(2):
+        with pytest.raises(ChecksumError):
+            a[1:3, 2:5]
+    # bounded: many distinct indexes keep at most max_items
+    codec._indexes.max_items = 3
+    for v in range(8):
+        a[32:34, 32:34] = v
+        assert a[32, 32] == v
+    assert len(codec._indexes._d) <= 3
+
+
 SHARD_CASES = [
     # shape, inner chunks, shard shape, compressor, index location
     ((37, 23), (4, 5), (8, 10), "zstd", "end"),
