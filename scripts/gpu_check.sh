@@ -31,6 +31,7 @@ fi
     python3 -c 'from nvidia import nvcomp; print("nvcomp", getattr(nvcomp, "__version__", "?"))' || true
     python3 -c 'import kvikio; print("kvikio", kvikio.__version__)' || true
     python3 -c 'from cuzarr.gpu import kernels; print("nvrtc", kernels.compile_check("90"))'
+    python3 scripts/nvcomp_alignments.py || true
     if command -v nvcc >/dev/null; then CUZARR_PYTHON_BIN=python3 bash scripts/compile_kernels.sh; fi
 } 2>&1 | tee "$out/env.log"
 rc=0
