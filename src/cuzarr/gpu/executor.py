@@ -65,7 +65,10 @@ MAX_DEVICE_STREAM = 16 << 20
 OUTPUT_ALIGN = {"lz4": 4, "zstd": 8, "deflate": 4, "copy": 1}
 # Input alignment: the most restrictive of nvCOMP's decompression alignments
 # (nvcomp*RequiredDecompressionAlignment), so any stream starting there can be
-# decoded where it lies.
+# decoded where it lies. nvCOMP 6.0's C API asks less of inputs (zstd and LZ4:
+# 1, deflate: 4; scripts/nvcomp_alignments.py), which would let the inner chunks
+# of shards decode in place too; its Python binding has not been tried with
+# such inputs on a device yet.
 INPUT_ALIGN = {"lz4": 4, "zstd": 8, "deflate": 4, "copy": 1}
 # Where a chunk's first raw stream starts, per stream_kind: chunks read straight
 # into a host buffer are placed so that it lands 16-byte aligned (numcodecs LZ4:
