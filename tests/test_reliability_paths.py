@@ -206,3 +206,10 @@ def test_store_at_the_filesystem_root_resolves_keys_below_it():
     store = LocalStore("/")
     assert store._path("tmp/x") == "/tmp/x"
     assert store._path("proc/self") == "/proc/self"
+
+
+def test_unhashable_key_is_a_key_error(tmp_path):
+    """The memo of checked paths must not turn a bad key into a TypeError."""
+    store = LocalStore(tmp_path)
+    with pytest.raises(cuzarr.errors.StoreKeyError):
+        store._path(["a"])

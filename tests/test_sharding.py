@@ -226,6 +226,29 @@ def test_checked_indexes_are_cached_by_their_bytes_only(tmp_path):
     assert len(codec._indexes._d) <= 3
 
 
+def test_cached_index_is_not_a_view_of_a_reused_read_buffer(tmp_path):
+    """Inner shards of a nested shard are decoded from the thread's reused read
+    buffer: a cached index must be a copy, not a view into that buffer, or a
+    later shard with the same index bytes reads another shard's index (here
+    silently: fill instead of data). Nor may it keep a whole shard alive."""
+    from cuzarr.codecs.base import ChunkSpec
+    from cuzarr.codecs.bytes_codec import BytesCodec
+    from cuzarr.metadata.dtypes import parse_data_type
+
+    a = cuzarr.create_array(str(tmp_path / "a"), shape=(32,), chunks=(8,), shards=(16,),
+                            dtype="i4", fill_value=0, compressors=None,
+                            serializer=ShardingCodec((4,), [BytesCodec()], index_location="start"))
+    want = np.arange(1, 33, dtype="i4")
+    want[20:24] = 0  # inner shard 2 holds one sub-chunk; 1 and 3 hold the same index
+    a[...] = want
+    np.testing.assert_array_equal(a[8:16], want[8:16])
+    np.testing.assert_array_equal(a[16:32], want[16:32])
+    codec = ShardingCodec((4,))
+    shard = codec.encode(np.arange(8, dtype="i4"), ChunkSpec((8,), parse_data_type("int32", 3), 0))
+    index, _ = codec.split(bytearray(shard), (8,))
+    assert index.base is None and not index.flags.writeable
+
+
 SHARD_CASES = [
     # shape, inner chunks, shard shape, compressor, index location
     ((37, 23), (4, 5), (8, 10), "zstd", "end"),

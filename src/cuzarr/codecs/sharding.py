@@ -199,9 +199,15 @@ class ShardingCodec(ArrayBytesCodec):
             if hit is not None:
                 return hit
         index = self._decode_index(data, shard_shape, shard_nbytes)
-        index.flags.writeable = False
         if small:
+            # A copy: the decoded index is a view into ``data``, which may be a
+            # thread's reused read buffer (overwritten later: stale, unchecked
+            # offsets on a hit) or a whole shard (kept alive past the bound).
+            index = index.copy()
+            index.flags.writeable = False
             self._indexes.put(key, index)
+        else:
+            index.flags.writeable = False
         return index
 
     def _decode_index(

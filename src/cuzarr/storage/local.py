@@ -361,7 +361,7 @@ class LocalStore(Store):
     __hash__ = object.__hash__
 
     def _path(self, key: str) -> str:
-        path = self._paths.get(key)
+        path = self._paths.get(key) if type(key) is str else None
         if path is not None:
             return path
         normalize_key(key)
