@@ -1,6 +1,6 @@
 """benchmarks/gpu.py runs end to end without a device (``--emulate``): the array
 build, the raw-stream extraction the nvCOMP ceiling decodes, and the device read
-path on the host. Keeps the script that a GPU session runs from rotting."""
+and write paths on the host. Keeps the script that a GPU session runs from rotting."""
 
 from __future__ import annotations
 
@@ -21,4 +21,6 @@ def test_gpu_benchmark_emulated(tmp_path):
     for codec in ("zstd", "lz4", "blosc-lz4"):
         for layout in ("plain", "sharded"):
             assert f"{codec} {layout}:" in r.stdout
+            assert f"{codec} {layout} write:" in r.stdout
     assert "raw streams (zstd)" in r.stdout and "raw streams (lz4)" in r.stdout
+    assert "read back equal" in r.stdout and "DIFFERENT" not in r.stdout
