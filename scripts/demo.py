@@ -146,6 +146,11 @@ def run(root: Path, size_mib: int, check: Checks) -> None:
           f"compression ratio {a.nbytes / max(stored, 1):.2f}x")
     timing("write (create_array + a[...] = data)", data.nbytes, t_write)
 
+    # Flush the write's dirty pages first (untimed): on these VMs the kernel's
+    # writeback of them competed with the read that followed (0.17 s or 0.29 s,
+    # at random), and zarr-python's read, timed later, never meets it.
+    if hasattr(os, "sync"):
+        os.sync()
     t = time.perf_counter()
     b = cuzarr.open_array(str(big_path), mode="r")
     back = b[...]
