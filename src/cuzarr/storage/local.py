@@ -405,7 +405,9 @@ class LocalStore(Store):
         real = os.path.realpath(existing)
         if real != self._real_root and not real.startswith(os.path.join(self._real_root, "")):
             raise StoreKeyError(f"key {key!r} resolves outside the store root (symlink)")
-        if os.path.isdir(existing):  # cache only what exists: it cannot change under us
+        if os.path.isdir(existing):
+            # Cache only what exists. A directory swapped for a symlink later, while
+            # this store object is in use, goes unnoticed (docs/reliability.md).
             self._safe_dirs.add(existing)
 
     def _check_file(self, key: str, path: str) -> None:
