@@ -483,6 +483,9 @@ def test_get_into_reads_changed_and_vanished_files_safely(tmp_path):
     assert values[1] == b"9" * 25 and values[2] is None and values[3] is None
     with pytest.raises(cuzarr.errors.StoreKeyError):
         store.sync_io().get_into(["../x"], place)
+    # a place past the buffer's end: the value comes back as its own bytes
+    values, offsets = store.sync_io().get_into(["a"], lambda sizes: (np.zeros(12, np.uint8), [4]))
+    assert offsets == [-1] and values[0] == b"1" * 10
 
 
 @pytest.mark.parametrize("sharded", [False, True])

@@ -560,7 +560,7 @@ class LocalStore(Store):
 
             def read(fd: int, n: int | None = n, at: int = at) -> memoryview | bytes:
                 size = os.fstat(fd).st_size
-                if n is None or at < 0 or size != n:
+                if n is None or at < 0 or size != n or at + n > len(view):
                     return _pread(fd, size, 0)
                 return _pread_into(fd, view[at : at + n], 0)
 
