@@ -204,10 +204,9 @@ class ShardingCodec(ArrayBytesCodec):
             # thread's reused read buffer (overwritten later: stale, unchecked
             # offsets on a hit) or a whole shard (kept alive past the bound).
             index = index.copy()
-            index.flags.writeable = False
+        index.flags.writeable = False
+        if small:
             self._indexes.put(key, index)
-        else:
-            index.flags.writeable = False
         return index
 
     def _decode_index(

@@ -582,8 +582,9 @@ class HostExecutor(TwinStats):
 class GpuExecutor(StreamCodecs):
     """Runs prepared batches on the current CUDA device (CuPy + nvCOMP).
 
-    One executor serves one thread on one device. Work is queued on its CUDA
-    stream (``stream``; a new blocking stream by default, after the caller's
+    One executor serves one caller at a time (see :func:`leased`) on one
+    device. Work is queued on its CUDA stream (``stream``; a new blocking
+    stream by default, after the caller's
     ``gpu.stream`` if one is set). :meth:`run` returns an event recorded after
     the batch; the read waits for the events of its batches before it returns,
     so its output is complete whatever stream the caller then uses. Host

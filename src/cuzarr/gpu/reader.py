@@ -24,7 +24,7 @@ import contextlib
 import sys
 import threading
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -301,20 +301,22 @@ class _ThreadExecutor:
             with self._lock:
                 self.events.append(ev)
 
-    def run(self, batch: Any, out: Any, fill: Any) -> None:
+    @contextlib.contextmanager
+    def _leased(self, out: Any) -> Iterator[Any]:
+        """An executor for ``out``'s device, with that device current."""
         if not self.device:
             with _executor(None) as ex:
-                ex.run(batch, out, fill)
+                yield ex
             return
         with out.device, _executor(out.device.id) as ex:
-            self._keep(ex.run(batch, out, fill))
+            yield ex
+
+    def run(self, batch: Any, out: Any, fill: Any) -> None:
+        with self._leased(out) as ex:
+            self._keep(ex.run(batch, out, fill))  # the host twin returns no event
 
     def scatter_fancy(self, items: Any, chunks: Any, out: Any, fill: Any) -> None:
-        if not self.device:
-            with _executor(None) as ex:
-                ex.scatter_fancy(items, chunks, out, fill)
-            return
-        with out.device, _executor(out.device.id) as ex:
+        with self._leased(out) as ex:
             self._keep(ex.scatter_fancy(items, chunks, out, fill))
 
     def synchronize(self) -> None:
