@@ -2,6 +2,7 @@
 real directories."""
 
 import asyncio
+import os
 
 import numpy as np
 import pytest
@@ -581,3 +582,115 @@ def test_getsize_and_getsize_prefix(tmp_path, kind):
     assert sync(store.getsize_prefix("")) == 8
     with pytest.raises(FileNotFoundError):
         sync(store.getsize("a/missing"))
+
+
+# --------------------------------------------------------------------------------------
+# LocalStore's small-file fast paths
+
+
+@pytest.mark.parametrize(
+    "sizes",
+    [
+        [10, 0, 65536, 5],  # empty file; one exactly the first read's size
+        [70_000, 3, 200_000, 65535, 1 << 20],  # larger than the first read, then mixed
+        [65537, 65536, 65538],
+    ],
+)
+def test_local_store_whole_reads_any_size(tmp_path, sizes):
+    """Batch reads of whole files (open, one read, close) return every byte of
+    files shorter, equal to and longer than the size the first read asks for."""
+    store = LocalStore(tmp_path / "s")
+    rng = np.random.default_rng(len(sizes))
+    items = [(f"c/{i}", rng.integers(0, 256, n, dtype=np.uint8).tobytes()) for i, n in enumerate(sizes)]
+    run(store.set_many(items))
+    sio = store.sync_io()
+    keys = [k for k, _ in items] + ["c/missing", "nodir/x", "c"]
+    got = sio.get_many(keys)
+    assert got[: len(items)] == [v for _, v in items]
+    assert got[len(items) :] == [None, None, None]  # missing, missing parent, a directory
+    assert run(store.get_many(keys)) == got
+
+
+def test_local_store_whole_reads_symlinks(tmp_path):
+    """The batch read follows a symlink only inside the root, as ``get`` does."""
+    root = tmp_path / "s"
+    store = LocalStore(root)
+    run(store.set("c/0", b"inside"))
+    (tmp_path / "outside").write_bytes(b"secret")
+    os.symlink(root / "c" / "0", root / "c" / "in")
+    os.symlink(tmp_path / "outside", root / "c" / "out")
+    sio = store.sync_io()
+    assert sio.get_many(["c/in"]) == [b"inside"]
+    with pytest.raises(errors.StoreKeyError):
+        sio.get_many(["c/0", "c/out"])
+
+
+def test_local_store_temp_name_collision_keeps_the_other_file(tmp_path, monkeypatch):
+    """A temporary name that exists already (another writer's) is skipped, never
+    removed, and the write goes through under the next name."""
+    from cuzarr.storage import local
+
+    root = tmp_path / "s"
+    store = LocalStore(root)
+    run(store.set("c/0", b"old"))
+    taken = root / "c" / f"{TEMP_PREFIX}taken-0"
+    taken.write_bytes(b"someone else's")
+    names = iter([taken.name, f"{TEMP_PREFIX}free-0"])
+    monkeypatch.setattr(local, "_temp_name", lambda name: next(names))
+    run(store.set("c/0", b"new"))
+    assert (root / "c" / "0").read_bytes() == b"new"
+    assert taken.read_bytes() == b"someone else's"
+
+
+def test_local_store_temp_names_differ_after_fork(tmp_path):
+    """A forked child draws its own temporary-name token (the counter is copied)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import os\n"
+        "from cuzarr.storage import local\n"
+        "r, w = os.pipe()\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    os.write(w, local._temp_name('x').encode()); os._exit(0)\n"
+        "os.waitpid(pid, 0)\n"
+        "child = os.read(r, 200).decode()\n"
+        "mine = local._temp_name('x')\n"
+        "assert child.startswith(local.TEMP_PREFIX) and mine.startswith(local.TEMP_PREFIX)\n"
+        "assert child[:32] != mine[:32], (child, mine)\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+_KEY_CHARS = "ab0_-.:/\\ Cé\x00"
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_local_store_plain_key_fast_path_matches_checks(tmp_path, seed):
+    """Keys taking the regex fast path get exactly the path (and keys it rejects
+    exactly the error) that the general checks give."""
+    from cuzarr.storage import local
+
+    class Key(str):
+        pass  # not exactly str: always the general checks
+
+    store = LocalStore(tmp_path / "s")
+    rng = np.random.default_rng(seed)
+    keys = ["c/0/1", "zarr.json", ".zarray", "a/.cuzarr-tmp-x", "a" * 255, "a" * 256, "c/0."]
+    keys += ["".join(rng.choice(list(_KEY_CHARS), rng.integers(1, 9))) for _ in range(3000)]
+    fast = 0
+    for k in keys:
+        try:
+            want = store._key_path(Key(k))
+        except errors.StoreKeyError:
+            want = None
+        if local._PLAIN_KEY.fullmatch(k):
+            fast += 1
+            assert want is not None, k
+        try:
+            got = store._key_path(k)
+        except errors.StoreKeyError:
+            got = None
+        assert got == want, k
+    assert fast > 100
