@@ -96,3 +96,30 @@ def test_chunk_keys_of_a_slice_product_match_the_per_item_keys(separator, sel):
     keys = engine.chunk_keys(a.async_array.store_path, meta, items)
     assert keys == engine.chunk_keys(a.async_array.store_path, meta, list(items))
     assert keys[0] == "sub/x/c" + separator + separator.join(map(str, items[0][0]))
+
+
+@pytest.mark.parametrize("chunks", [(64, 128), (128, 256)])  # 16 KiB and 64 KiB of <u2
+@pytest.mark.parametrize("zf, comp", [(3, "zstd"), (2, "zstd"), (3, "none")])
+def test_block_reads_of_larger_chunks(tmp_path, chunks, zf, comp):
+    """Batched chunks large enough to be decompressed in place into the batch
+    buffer; two arrays read in turn by the same threads (the buffer is reused):
+    each read gets its own values, and a corrupt chunk in such a batch names its
+    key."""
+    a = _arr(tmp_path, "<u2", zf, "C", comp, shape=(520, 1100), chunks=chunks)
+    rng = np.random.default_rng(2)
+    data = np.cumsum(rng.integers(-3, 4, a.shape), axis=1).astype("<u2")
+    a[...] = data
+    b = cuzarr.create_array(LocalStore(tmp_path / "b"), shape=a.shape, chunks=chunks,
+                            dtype="<u2", zarr_format=zf, fill_value=0)
+    b[...] = data[::-1]
+    for _ in range(2):
+        np.testing.assert_array_equal(a[...], data)
+        np.testing.assert_array_equal(b[...], data[::-1])
+    np.testing.assert_array_equal(a[10:500, 7:1090], data[10:500, 7:1090])
+    np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "a"), mode="r")[...], data)
+    key = "c/1/2" if zf == 3 else "1.2"
+    (tmp_path / "a" / key).write_bytes(
+        b"\x28\xb5\x2f\xfd garbage" if comp == "zstd" else b"short"
+    )
+    with pytest.raises(cuzarr.errors.CodecError, match=key.replace(".", r"\.")):
+        a[...]
