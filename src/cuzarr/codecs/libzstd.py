@@ -20,7 +20,7 @@ import numpy as np
 from ..config import flag
 from ..errors import CodecError
 
-__all__ = ["available", "decompress_into"]
+__all__ = ["available", "decompress_into", "decompress_to_address"]
 
 _MIN_VERSION = 10500  # 1.5.0: the oldest release this binding was checked against
 _tls = threading.local()
@@ -130,6 +130,26 @@ def decompress_into(src: Any, dst: np.ndarray) -> int:
     # mmap not closed) while the call runs without the GIL.
     s = np.frombuffer(mv.cast("B") if mv.format != "B" or mv.ndim != 1 else mv, dtype=np.uint8)
     ret = lib.ZSTD_decompressDCtx(ctx.ptr, dst.ctypes.data, dst.nbytes, s.ctypes.data, s.nbytes)
+    if lib.ZSTD_isError(ret):
+        name = lib.ZSTD_getErrorName(ret).decode("ascii", "replace")
+        raise CodecError(f"zstd decompression failed: {name}")
+    return int(ret)
+
+
+def decompress_to_address(src: bytes, address: int, capacity: int) -> int:
+    """Decompress the zstd frame(s) in the ``bytes`` object ``src`` into the
+    ``capacity`` bytes of writable memory at ``address``, which the caller keeps
+    alive; the number of bytes written. The short call path of
+    :func:`decompress_into`, for batches of small chunks that land in one buffer
+    (~1 us a call instead of ~5). Raises ``CodecError`` on corrupt input or when
+    the output does not fit."""
+    lib = _lib if _loaded else _load()
+    ctx = getattr(_tls, "dctx", None)
+    if ctx is None:
+        ctx = _tls.dctx = _DCtx(lib)
+    if type(src) is not bytes:
+        raise CodecError("zstd input must be bytes here")
+    ret = lib.ZSTD_decompressDCtx(ctx.ptr, address, capacity, src, len(src))
     if lib.ZSTD_isError(ret):
         name = lib.ZSTD_getErrorName(ret).decode("ascii", "replace")
         raise CodecError(f"zstd decompression failed: {name}")
