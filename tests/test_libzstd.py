@@ -244,3 +244,39 @@ def test_other_boolean_settings_read_environment_words(word):
         assert parse_array_config(None).write_empty_chunks is False
         assert not emulating()
         assert not direct_reads(LocalStore("."), device=True)
+
+
+@pytest.mark.skipif(not libzstd.available(), reason="no system libzstd on this machine")
+def test_decompress_to_address():
+    src = _smooth((64, 128), seed=5).tobytes()
+    frame = zstandard.ZstdCompressor(level=1).compress(src)
+    out = np.zeros(3 * len(src), np.uint8)
+    n = len(src)
+    assert libzstd.decompress_to_address(frame, out.ctypes.data + n, n) == n
+    assert out[n : 2 * n].tobytes() == src
+    assert not out[:n].any() and not out[2 * n :].any()  # nothing outside its place
+    with pytest.raises(CodecError):
+        libzstd.decompress_to_address(frame, out.ctypes.data, n - 1)  # does not fit
+    with pytest.raises(CodecError):
+        libzstd.decompress_to_address(frame[:-5], out.ctypes.data, n)  # truncated
+    with pytest.raises(CodecError):
+        libzstd.decompress_to_address(bytearray(frame), out.ctypes.data, n)  # bytes only
+
+
+@pytest.mark.parametrize("system", [True, False])
+def test_batched_chunks_same_with_and_without_system_lib(tmp_path, system):
+    """Chunks of 16-64 KiB go through the batch path, in place by libzstd when
+    there is one: same values either way, and a frame declaring another size
+    or a missing one falls back to the one-chunk path."""
+    data = _smooth((300, 1000), seed=6)
+    a = cuzarr.create_array(tmp_path / "a", shape=data.shape, dtype=data.dtype,
+                            chunks=(64, 128), compressors=ZSTD1, fill_value=0)
+    a[...] = data
+    raw = a.dtype.itemsize * 64 * 128
+    no_size = zstandard.ZstdCompressor(level=1, write_content_size=False)
+    (tmp_path / "a" / "c" / "1" / "2").write_bytes(
+        no_size.compress(np.ascontiguousarray(data[64:128, 256:384]).tobytes())
+    )
+    assert raw >= 16 << 10
+    with cuzarr.config.set({"codecs.zstd_system_library": system}):
+        np.testing.assert_array_equal(cuzarr.open_array(tmp_path / "a", mode="r")[...], data)
