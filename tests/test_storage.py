@@ -694,3 +694,53 @@ def test_local_store_plain_key_fast_path_matches_checks(tmp_path, seed):
             got = None
         assert got == want, k
     assert fast > 100
+
+
+def test_local_store_whole_reads_survive_short_reads(tmp_path, monkeypatch):
+    """A read may return less than asked before a file's end (FUSE file systems
+    with ``direct_io`` return at most their request size): batch reads keep
+    reading until a read returns nothing, for values and for whole arrays."""
+    store = LocalStore(tmp_path / "s")
+    rng = np.random.default_rng(3)
+    sizes = [0, 100, 4096, 4097, 20_000, 65_536, 70_000, 300_000]
+    items = [(f"c/{i}", rng.integers(0, 256, n, dtype=np.uint8).tobytes()) for i, n in enumerate(sizes)]
+    run(store.set_many(items))
+    data = np.cumsum(rng.integers(-3, 4, (96, 300)), axis=1).astype("<u2")
+    arrays = {}
+    for name, comp in [("raw", None), ("zstd", [{"name": "zstd", "configuration": {"level": 1}}])]:
+        arrays[name] = cuzarr.create_array(tmp_path / name, shape=data.shape, chunks=(64, 128),
+                                           dtype=data.dtype, compressors=comp, fill_value=0)
+        arrays[name][...] = data
+    real_read = os.read
+    monkeypatch.setattr(os, "read", lambda fd, n: real_read(fd, min(n, 4096)))
+    assert store.sync_io().get_many([k for k, _ in items]) == [v for _, v in items]
+    for name in arrays:
+        np.testing.assert_array_equal(cuzarr.open_array(tmp_path / name, mode="r")[...], data)
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="mknod needs root")
+def test_local_store_device_planted_as_key_reads_as_before(tmp_path):
+    """A character device planted under a key reads as its fstat size (nothing),
+    as a single ``get`` reads it; never its endless stream."""
+    import stat
+
+    store = LocalStore(tmp_path / "s")
+    run(store.set("c/0", b"x"))
+    os.mknod(tmp_path / "s" / "c" / "z", stat.S_IFCHR | 0o600, os.makedev(1, 5))  # /dev/zero
+    assert store.sync_io().get_many(["c/0", "c/z"]) == [b"x", b""]
+    assert run(store.get("c/z")) == b""
+
+
+def test_custom_store_typed_buffers_in_batched_reads():
+    """A store whose ``get`` returns typed buffers (numpy int8 views) still reads
+    through the batched small-chunk path."""
+
+    class Int8Store(MemoryStore):
+        async def get(self, key, prototype=None, byte_range=None):
+            v = await super().get(key, prototype, byte_range)
+            return v if v is None or key.endswith(".json") else np.frombuffer(v, np.int8)
+
+    st = Int8Store()
+    ref = np.arange(64 * 64, dtype=np.uint8).reshape(64, 64)
+    cuzarr.create_array(st, shape=ref.shape, dtype="uint8", chunks=(8, 8), compressors=None)[:] = ref
+    np.testing.assert_array_equal(cuzarr.open_array(st, mode="r")[:], ref)

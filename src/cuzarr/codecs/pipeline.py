@@ -65,10 +65,15 @@ def _plain_raws(datas: Sequence[Any], n: int, zstd: bool) -> np.ndarray | None:
     if buf is None or len(buf) < size:
         buf = _tls.raws = memoryview(bytearray(size))
     if not zstd:
-        if any(len(d) != n for d in datas):
-            return None
-        for i, d in enumerate(datas):
-            buf[i * n : (i + 1) * n] = d
+        try:
+            for i, d in enumerate(datas):
+                if type(d) is not bytes:
+                    d = memoryview(d).cast("B")  # a store's typed or strided buffer
+                if len(d) != n:
+                    return None
+                buf[i * n : (i + 1) * n] = d
+        except (TypeError, ValueError):
+            return None  # not a contiguous buffer: the one-chunk path copes or explains
         return np.frombuffer(buf, dtype=np.uint8, count=size)
     frame_params = zstandard.get_frame_parameters
     out = np.frombuffer(buf, dtype=np.uint8, count=size)
