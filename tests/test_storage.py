@@ -711,6 +711,12 @@ def test_local_store_whole_reads_survive_short_reads(tmp_path, monkeypatch):
         arrays[name] = cuzarr.create_array(tmp_path / name, shape=data.shape, chunks=(64, 128),
                                            dtype=data.dtype, compressors=comp, fill_value=0)
         arrays[name][...] = data
+    from cuzarr.storage import local
+
+    # a file system not known to read in full (FUSE, NFS, ...): short reads are
+    # confirmed; then every read is cut to 4 KiB, as FUSE with direct_io may do
+    monkeypatch.setattr(local, "_FULL_READ_FS", frozenset())
+    monkeypatch.setattr(local, "_fs_full", {})
     real_read = os.read
     monkeypatch.setattr(os, "read", lambda fd, n: real_read(fd, min(n, 4096)))
     assert store.sync_io().get_many([k for k, _ in items]) == [v for _, v in items]
@@ -744,3 +750,21 @@ def test_custom_store_typed_buffers_in_batched_reads():
     ref = np.arange(64 * 64, dtype=np.uint8).reshape(64, 64)
     cuzarr.create_array(st, shape=ref.shape, dtype="uint8", chunks=(8, 8), compressors=None)[:] = ref
     np.testing.assert_array_equal(cuzarr.open_array(st, mode="r")[:], ref)
+
+
+def test_local_store_knows_which_file_systems_read_in_full(tmp_path):
+    """Short reads are taken as the end only on local file systems known to
+    read in full; /proc (or anything not found) gets the confirming read."""
+    from cuzarr.storage import local
+
+    if not os.path.exists("/proc/self/mountinfo"):
+        assert local._reads_full(str(tmp_path)) is False
+        return
+    assert local._reads_full("/proc") is False
+    assert local._reads_full(str(tmp_path / "missing")) is None
+    kind = local._fs_type(os.stat(tmp_path).st_dev)
+    assert local._reads_full(str(tmp_path)) is (kind in local._FULL_READ_FS)
+    store = LocalStore(tmp_path / "s")
+    run(store.set("c/0", b"x"))
+    assert store.sync_io().get_many(["c/0"]) == [b"x"]
+    assert store._short_reads is (kind not in local._FULL_READ_FS)
