@@ -581,3 +581,31 @@ def test_misplaced_chunks_are_packed_without_the_read_buffer(tmp_path, emulate, 
     np.testing.assert_array_equal(a[...], data)
     assert packed and all(n_in == 0 for _, n_in in packed)
     assert sum(n for n, _ in packed) <= stored + 16 * 4
+
+
+@pytest.mark.parametrize("compressors", [None, {"name": "zstd", "configuration": {"level": 1}}])
+@pytest.mark.parametrize("gds", [True, False])
+def test_fancy_reads_take_plain_bytes(tmp_path, emulate, monkeypatch, compressors, gds):
+    """Fancy selections decode chunks on the host and scatter them: their chunks
+    come as plain bytes, not as file references (``gpu.gds``: these had failed
+    with "chunk holds 2 bytes") nor read into a host staging buffer that would
+    never be uploaded."""
+    from cuzarr.gpu import reader
+
+    data = _data((40, 30), "<f8")
+    a = cuzarr.create_array(LocalStore(tmp_path / "a"), shape=data.shape, dtype=data.dtype,
+                            chunks=(16, 16), compressors=compressors)
+    a[...] = data
+    staged = []
+    real = reader._ThreadExecutor.host_buffer
+    monkeypatch.setattr(reader._ThreadExecutor, "host_buffer",
+                        lambda self, n: staged.append(n) or real(self, n))
+    rows, cols = [1, 5, 30, 39], [2, 20, 29, 0]
+    with cuzarr.config.set({"gpu.gds": gds}):
+        np.testing.assert_array_equal(a.vindex[rows, cols], data[rows, cols])
+        np.testing.assert_array_equal(a.oindex[rows, cols], data[np.ix_(rows, cols)])
+        assert emulate["fancy"] > 0 and not any(staged)
+        # slice plans still stage (or read files directly: gds, uncompressed)
+        np.testing.assert_array_equal(a[2:35, 1:29], data[2:35, 1:29])
+        np.testing.assert_array_equal(a[[3, 17, 33]], data[[3, 17, 33]])  # rows: slices per chunk
+    assert any(staged) is not (gds and compressors is None)

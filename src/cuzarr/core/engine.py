@@ -528,7 +528,7 @@ def read_items_small_sync(
         return False
     if items and out.size:
         keys, decode_batch, device = _read_job(store_path, meta, pipeline, items, out)
-        direct = device.fetch(keys) if device is not None else None
+        direct = device.fetch(keys, items) if device is not None else None
         decode_batch(0, direct if direct is not None else sio.get_many(keys))
         if device is not None:
             device.executor.synchronize()
@@ -567,7 +567,7 @@ async def read_items(
                 if reused is not None:
                     decode_batch(lo, [reused(keys[lo])])
                     return
-                direct = device.fetch(keys[lo:hi]) if device is not None else None
+                direct = device.fetch(keys[lo:hi], items[lo:hi]) if device is not None else None
                 decode_batch(lo, direct if direct is not None else sio.get_many(keys[lo:hi]))
 
             await pull_batches(len(items), size, fetch_decode,

@@ -186,9 +186,15 @@ class DeviceReader:
         self.kind = kind
         self.swap = swap_unit(stored, self.out_dtype) if kind is not None and stored is not None else 0
 
-    def fetch(self, keys: Sequence[str]) -> list[Any] | None:
+    def fetch(self, keys: Sequence[str], items: Sequence[Any]) -> list[Any] | None:
         """File references for direct reads, or the chunks read into one host
-        buffer (:class:`HostBuffered`); ``None``: fetch the bytes as usual."""
+        buffer (:class:`HostBuffered`), for the chunk ``items`` stored under
+        ``keys``; ``None``: fetch the bytes as usual. Items that are not all
+        slices (fancy indexing) are decoded on the host and scattered: they take
+        the bytes as usual (a file reference is no chunk's bytes, and a pinned
+        buffer would not be uploaded)."""
+        if not is_slice_only(items):
+            return None
         if self.direct_store is not None:
             return [self.direct_store.file_ref(k) for k in keys]
         if self.get_into is not None:
