@@ -190,6 +190,13 @@ def test_gds_uncompressed_local(tmp_path, gds):
     a[...] = data
     with cuzarr.config.set({"gpu.gds": gds}):
         _check(a, data)
+        # fancy selections take plain bytes (they had failed on file references)
+        rows, cols = np.array([1, 70, 299, 5]), np.array([3, 199, 0, 64])
+        with cuzarr.config.enable_gpu():
+            got = a.vindex[rows, cols]
+            got_o = a.oindex[rows, cols]
+        np.testing.assert_array_equal(cp.asnumpy(got), data[rows, cols])
+        np.testing.assert_array_equal(cp.asnumpy(got_o), data[np.ix_(rows, cols)])
 
 
 @pytest.mark.parametrize("kind", ["regular", "sharded"])
