@@ -207,21 +207,25 @@ def _fs_type(dev: int) -> str | None:
 
 def _read_to_end(fd: int, head: bytes) -> bytes:
     """``head``, read from the start of the file, and what follows it up to the
-    end, however the file system splits the reads. A file that is not a regular
-    file (a device planted as a key) reads as ``_read_all`` reads it: its
-    ``fstat`` size from the start."""
+    end, however the file system splits the reads. A file much longer than
+    ``head`` is read again from the start in one piece (copying the head twice
+    costs less than joining the pieces). A file that is not a regular file (a
+    device planted as a key) reads as ``_read_all`` reads it: its ``fstat`` size
+    from the start."""
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode):
         return _pread(fd, st.st_size, 0)
     parts = [head]
     offset = len(head)
+    if st.st_size > 4 * offset:
+        parts, offset = [], 0
     while True:
         # one byte more than the file should still hold: the empty read that
         # follows (or a longer file, grown meanwhile) tells where it ends
         want = min(max(st.st_size - offset, 0) + 1, 1 << 26)
-        part = os.read(fd, max(want, 1 << 16))
+        part = os.pread(fd, max(want, 1 << 16), offset)
         if not part:
-            return b"".join(parts) if len(parts) > 1 else head
+            return b"".join(parts) if len(parts) != 1 else parts[0]
         parts.append(part)
         offset += len(part)
 
