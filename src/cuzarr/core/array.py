@@ -497,7 +497,9 @@ class AsyncArray:
                 raise ValueError(
                     f"out has shape {out.shape}, the selection has shape {plan.result_shape}"
                 )
-            return result[()] if plan.scalar else result
+            if plan.scalar:
+                return result[()]  # as zarr-python: a scalar, also with ``out``
+            return out if out is not None else result  # ``out`` itself, as zarr-python
         block = await self._read_projections(
             plan.projections, plan.buffer_shape, None, out if out is not None else prototype
         )
