@@ -123,3 +123,25 @@ def test_block_reads_of_larger_chunks(tmp_path, chunks, zf, comp):
     )
     with pytest.raises(cuzarr.errors.CodecError, match=key.replace(".", r"\.")):
         a[...]
+
+
+@pytest.mark.parametrize("level, checksum", [(1, False), (3, True)])
+def test_batch_encoded_frames_equal_one_chunk_frames(level, checksum):
+    """The batched zstd encode (one python-zstandard call per batch) stores the
+    same frames, byte for byte, as compressing each chunk on its own: content
+    size declared, checksum as configured."""
+    import zstandard
+
+    store = {}
+    data = np.cumsum(np.random.default_rng(level).integers(-3, 4, (64, 96)), axis=1).astype("<u2")
+    comp = {"name": "zstd", "configuration": {"level": level, "checksum": checksum}}
+    a = cuzarr.create_array(store, shape=data.shape, chunks=(16, 16), dtype=data.dtype,
+                            compressors=comp, fill_value=0)
+    a[...] = data
+    one = zstandard.ZstdCompressor(level=level, write_checksum=checksum, write_content_size=True)
+    for i in range(4):
+        for j in range(6):
+            chunk = np.ascontiguousarray(data[16 * i : 16 * i + 16, 16 * j : 16 * j + 16])
+            assert bytes(store[f"c/{i}/{j}"]) == one.compress(chunk.tobytes()), (i, j)
+    np.testing.assert_array_equal(zarr.open_array(zarr.storage.MemoryStore(
+        {k: zarr.core.buffer.cpu.Buffer.from_bytes(bytes(v)) for k, v in store.items()}), mode="r")[...], data)
