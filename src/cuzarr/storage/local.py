@@ -138,8 +138,8 @@ def _read_all(fd: int) -> bytes:
 
 
 # The first read of a file in a batch asks for this much; a file that fills it is
-# measured (fstat) and read to its end, and later files of the batch ask for that
-# size. Most chunk files of a batch are alike in size.
+# read to its end (see _read_to_end), and later files of the batch ask for about
+# its size. Most chunk files of a batch are alike in size.
 _GUESS = 64 << 10
 
 
@@ -192,6 +192,10 @@ def _reads_full(directory: str) -> bool | None:
 
 
 def _fs_type(dev: int) -> str | None:
+    """The type of the file system on device ``dev`` as Linux's mount table
+    names it; None elsewhere, or when it is not found."""
+    if not hasattr(os, "major"):
+        return None  # Windows
     want = f"{os.major(dev)}:{os.minor(dev)}"
     try:
         with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
@@ -199,7 +203,8 @@ def _fs_type(dev: int) -> str | None:
                 left, sep, right = line.partition(" - ")
                 fields = left.split()
                 if sep and len(fields) > 2 and fields[2] == want:
-                    return right.split()[0] if right.split() else None
+                    kind = right.split()
+                    return kind[0] if kind else None
     except OSError:
         pass
     return None
@@ -790,7 +795,6 @@ class LocalStore(Store):
                 try:
                     fd = _write_file(tmp, value)
                 except FileExistsError:
-                    fd = None
                     continue  # another writer's temporary by that name: not ours to remove
                 except FileNotFoundError:
                     if os.path.isdir(directory):
