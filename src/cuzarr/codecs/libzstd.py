@@ -141,7 +141,7 @@ def decompress_to_address(src: bytes, address: int, capacity: int) -> int:
     ``capacity`` bytes of writable memory at ``address``, which the caller keeps
     alive; the number of bytes written. The short call path of
     :func:`decompress_into`, for batches of small chunks that land in one buffer
-    (~1 us a call instead of ~5). Raises ``CodecError`` on corrupt input or when
+    (about 4 us less a call: 6.7 against 11.0 us for a 2 KiB chunk). Raises ``CodecError`` on corrupt input or when
     the output does not fit."""
     lib = _lib if _loaded else _load()
     ctx = getattr(_tls, "dctx", None)
