@@ -211,28 +211,17 @@ def _fs_type(dev: int) -> str | None:
 
 
 def _read_to_end(fd: int, head: bytes) -> bytes:
-    """``head``, read from the start of the file, and what follows it up to the
-    end, however the file system splits the reads. A file much longer than
-    ``head`` is read again from the start in one piece (copying the head twice
-    costs less than joining the pieces). A file that is not a regular file (a
-    device planted as a key) reads as ``_read_all`` reads it: its ``fstat`` size
-    from the start."""
+    """``head``, read from the start of the file, and the rest of the file up to
+    its ``fstat`` size (``_pread`` keeps reading where the file system reads
+    short). A file much longer than ``head`` is read again from the start in
+    one piece: copying the head twice costs less than joining the pieces. A
+    file that is not a regular file (a device planted as a key) reads as
+    ``_read_all`` reads it: its ``fstat`` size from the start."""
     st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
+    if not stat.S_ISREG(st.st_mode) or st.st_size > 4 * len(head):
         return _pread(fd, st.st_size, 0)
-    parts = [head]
-    offset = len(head)
-    if st.st_size > 4 * offset:
-        parts, offset = [], 0
-    while True:
-        # one byte more than the file should still hold: the empty read that
-        # follows (or a longer file, grown meanwhile) tells where it ends
-        want = min(max(st.st_size - offset, 0) + 1, 1 << 26)
-        part = os.pread(fd, max(want, 1 << 16), offset)
-        if not part:
-            return b"".join(parts) if len(parts) != 1 else parts[0]
-        parts.append(part)
-        offset += len(part)
+    rest = _pread(fd, max(0, st.st_size - len(head)), len(head))
+    return head + rest if rest else head
 
 
 # Files up to this size are read by ``SyncIO.get_reused`` into one buffer per
