@@ -94,9 +94,12 @@ def _temp_name(name: str) -> str:
     return f"{TEMP_PREFIX}{_tmp_token}{next(_tmp_count):x}-{name}"
 
 
+# O_EXCL: a fresh name, never an existing file or a symlink planted there.
+_CREATE_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+
+
 def _write_file(path: str, value: bytes) -> None:
-    # O_EXCL: a fresh name, never an existing file or a symlink planted there.
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+    fd = os.open(path, _CREATE_NEW, 0o666)
     try:
         if fcntl is not None:
             # Held until the file is renamed into place (or the writer dies): marks
@@ -143,17 +146,17 @@ def _read_all(fd: int) -> bytes:
 _GUESS = 64 << 10
 
 
-def _read_guessed(fd: int, guess: int, confirm: bool) -> bytes:
-    """The whole file, read with ``read`` calls only: no ``fstat`` for a file
-    shorter than ``guess``. On this 2-core VM the ``fstat`` (and its result
-    object) cost ~1 us of a ~6 us small-file read and kept two threads reading
-    small files from scaling. With ``confirm``, a short read is followed by one
-    more, which must come back empty: a short read need not be the end (FUSE
-    file systems with ``direct_io``, for one, return less than asked before it).
-    Without it (file systems in ``_FULL_READ_FS``) that read is saved, which
-    took 8-12% off a read of 20,000 small chunk files, as it is also one more
-    hand-over of the GIL per file."""
-    data = os.read(fd, guess)
+def _read_rest(fd: int, data: bytes, guess: int, confirm: bool) -> bytes:
+    """The whole file, given ``data`` from a first ``read`` of ``guess`` bytes:
+    read calls only, no ``fstat`` for a file shorter than ``guess``. On this
+    2-core VM the ``fstat`` (and its result object) cost ~1 us of a ~6 us
+    small-file read and kept two threads reading small files from scaling. With
+    ``confirm``, a short read is followed by one more, which must come back
+    empty: a short read need not be the end (FUSE file systems with
+    ``direct_io``, for one, return less than asked before it). Without it (file
+    systems in ``_FULL_READ_FS``) that read is saved, which took 8-12% off a read
+    of 20,000 small chunk files, as it is also one more hand-over of the GIL per
+    file."""
     if len(data) < guess:
         if not confirm:
             return data
@@ -305,14 +308,57 @@ def _unlock_path(path: str, fd: int) -> None:
 _OFD = fcntl is not None and hasattr(fcntl, "F_OFD_SETLK")
 
 
-def _try_lock_range(fd: int, offset: int) -> bool:
-    """Open-file-description byte-range lock on one byte of a directory's lock file."""
-    flock = struct.pack("hhqqi4x", fcntl.F_WRLCK, 0, offset, 1, 0)
+def _try_lock_range(fd: int, offset: int, length: int = 1) -> bool:
+    """Open-file-description lock on ``length`` bytes of a lock file (all or none)."""
+    flock = struct.pack("hhqqi4x", fcntl.F_WRLCK, 0, offset, length, 0)
     try:
         fcntl.fcntl(fd, fcntl.F_OFD_SETLK, flock)
     except BlockingIOError:
         return False
     return True
+
+
+# A key's lock is one byte of its store's lock file. Keys whose last name is a
+# number (chunk keys: 'c/5/70', '5.70') lie at that number past a hash of the rest
+# (38 bits), so a batch of neighbouring chunks locks one range with one call, and
+# the kernel keeps it as one lock: one lock per key cost a call each, and every
+# call scanned all the locks held on the file (~6% of a small-chunk write with two
+# writer threads, 256 locks each). Other keys lie at a 56-bit hash, above 2**62.
+_TAIL_BITS = 24
+_HASHED = 1 << 62
+
+
+def _hash_bits(text: str, bits: int) -> int:
+    digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> (64 - bits)
+
+
+def _lock_runs(keys: Iterable[str]) -> list[tuple[int, int]]:
+    """The sorted, merged byte ranges ``(start, length)`` locking ``keys``. Two keys
+    may share a byte (a hash collision): they then exclude each other, which is
+    safe; a key always maps to the same byte."""
+    offsets = set()
+    prefixes: dict[str, int] = {}
+    for key in keys:
+        cut = max(key.rfind("/"), key.rfind(".")) + 1
+        tail = key[cut:]
+        if 0 < len(tail) <= 8 and tail.isascii() and tail.isdigit():
+            n = int(tail)
+            if n < (1 << _TAIL_BITS):
+                prefix = key[:cut]
+                base = prefixes.get(prefix)
+                if base is None:
+                    base = prefixes[prefix] = _hash_bits(prefix, 38) << _TAIL_BITS
+                offsets.add(base | n)
+                continue
+        offsets.add(_HASHED | _hash_bits(key, 56))
+    runs: list[tuple[int, int]] = []
+    for off in sorted(offsets):
+        if runs and runs[-1][0] + runs[-1][1] == off:
+            runs[-1] = (runs[-1][0], runs[-1][1] + 1)
+        else:
+            runs.append((off, 1))
+    return runs
 
 
 def _lock_dir() -> str:
@@ -351,10 +397,10 @@ class _KeyLocks:
 
     The locks live in ``<tempdir>/cuzarr-locks-<uid>/``, named after the store
     root's real path. Linux: one lock file per store root, one byte of it per key
-    (at a 56-bit hash of the key), locked with open-file-description locks, which
-    conflict between threads as well as processes. Elsewhere with ``flock``: one
-    file per key, removed on release. Keys are locked in sorted order, so two
-    lockers never deadlock.
+    (see ``_lock_runs``), locked with open-file-description locks, which conflict
+    between threads as well as processes; neighbouring bytes go in one call.
+    Elsewhere with ``flock``: one file per key's byte, removed on release. Bytes
+    are locked in ascending order, so two lockers never deadlock.
     """
 
     def __init__(self, store: LocalStore, keys: Iterable[str]) -> None:
@@ -364,39 +410,37 @@ class _KeyLocks:
             if type(k) is not str or k not in store._paths:
                 store._key_path(k)
         self.base = _lock_base(store)
-        self.wanted = sorted(
-            {
-                int.from_bytes(
-                    hashlib.blake2b(k.encode("utf-8", "surrogatepass"), digest_size=7).digest(),
-                    "little",
-                )
-                for k in keys
-            }
-        )
+        self.wanted = _lock_runs(keys)
         self.fd: int | None = None
         self.held: list[tuple[str, int]] = []
 
-    def _try(self, h: int) -> bool:
+    def _try(self, run: tuple[int, int]) -> bool:
+        start, length = run
         if _OFD:
             if self.fd is None:
                 self.fd = _open_created(self.base, os.O_RDWR | _NOFOLLOW)
-            return _try_lock_range(self.fd, h)
-        path = f"{self.base}-{h:014x}"
-        fd = _try_lock_path(path)
-        if fd is None:
-            return False
-        self.held.append((path, fd))
+            return _try_lock_range(self.fd, start, length)
+        # one lock file per key's byte; a run is taken whole or not at all
+        taken = len(self.held)
+        for h in range(start, start + length):
+            path = f"{self.base}-{h:016x}"
+            fd = _try_lock_path(path)
+            if fd is None:
+                while len(self.held) > taken:
+                    _unlock_path(*self.held.pop())
+                return False
+            self.held.append((path, fd))
         return True
 
     async def __aenter__(self) -> _KeyLocks:
         if fcntl is None:
             return self
         try:
-            for h in self.wanted:
+            for run in self.wanted:
                 delay = 0.0005
                 # Non-blocking tries polled from the loop: a blocked lock call in a
                 # worker thread could starve the threads the holder needs.
-                while not self._try(h):
+                while not self._try(run):
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, 0.02)
         except BaseException:
@@ -411,8 +455,8 @@ class _KeyLocks:
         if fcntl is None:
             return True
         try:
-            for h in self.wanted:
-                if not self._try(h):
+            for run in self.wanted:
+                if not self._try(run):
                     self._release()
                     return False
         except BaseException:
@@ -454,7 +498,7 @@ class LocalStore(Store):
         self._root_prefix = os.path.join(self._root_str, "")  # with one trailing separator
         self._real_root: str | None = None
         self._lock_base: str | None = None
-        # whether a short read must be confirmed as the end (see _read_guessed)
+        # whether a short read must be confirmed as the end (see _read_rest)
         self._short_reads: bool | None = None
         # Directories checked to resolve inside the root; and those whose stale
         # temporaries this store object has already cleaned up.
@@ -640,10 +684,15 @@ class LocalStore(Store):
             confirm = not full
             if full is not None:
                 self._short_reads = confirm
-        for key in keys:
-            path = self._path(key)
+        # Paths first, then the system calls with little Python between them
+        # (see _write_batch): two threads reading 20,000 small files from tmpfs
+        # took 0.18-0.21 s with the path lookup between the calls, against
+        # 0.14 s for one thread.
+        paths = [self._path(key) for key in keys]
+        open_, read, close = os.open, os.read, os.close
+        for key, path in zip(keys, paths):
             try:
-                fd = os.open(path, _RDONLY_NOFOLLOW)
+                fd = open_(path, _RDONLY_NOFOLLOW)
             except (FileNotFoundError, NotADirectoryError):
                 out.append(None)
                 continue
@@ -653,12 +702,14 @@ class LocalStore(Store):
                 out.append(self._read(key, None))
                 continue
             try:
-                data = _read_guessed(fd, guess, confirm)
+                data = read(fd, guess)
+                if len(data) >= guess or confirm:
+                    data = _read_rest(fd, data, guess, confirm)
             except IsADirectoryError:
                 out.append(None)
                 continue
             finally:
-                os.close(fd)
+                close(fd)
             if len(data) >= guess:
                 guess = min(REUSE_MAX, len(data) + (len(data) >> 3) + 1)
             out.append(data)
@@ -807,8 +858,61 @@ class LocalStore(Store):
         )
 
     def _write_batch(self, items: Sequence[tuple[str, bytes]]) -> None:
+        if fcntl is None or os.sep != "/" or len(items) < 2:
+            for key, value in items:
+                self._write(key, value)
+            return
+        # The Python work of the whole batch first (paths, temporary names), then
+        # the system calls with as little Python between them as can be: each
+        # call hands the GIL over, and two threads writing small files only scale
+        # while neither is busy in Python when the other returns from a call.
+        # Measured on 2 cores (tmpfs, 20,000 files): two threads took 0.38 s with
+        # a path split and join between the calls, 0.22 s without (one: 0.37 s).
+        plan = []
+        cleaned = self._cleaned_dirs
+        known, key_path = self._paths, self._key_path
         for key, value in items:
-            self._write(key, value)
+            # directories are checked below (the general way), once each
+            path = known.get(key) or key_path(key)
+            directory, _, name = path.rpartition("/")
+            if directory not in cleaned:
+                # The first write into a directory through this store object
+                # removes what killed writers left there (one scandir per directory).
+                cleaned.add(directory)
+                self._cleanup_dir(directory)
+            if type(value) is not bytes:
+                value = memoryview(value).cast("B")  # len() counts bytes
+            plan.append((key, value, path, directory, f"{directory}/{_temp_name(name)}"))
+        safe = self._safe_dirs
+        flock, lock_ex, fstat = fcntl.flock, fcntl.LOCK_EX, os.fstat
+        open_, write, replace, close = os.open, os.write, os.replace, os.close
+        for key, value, path, directory, tmp in plan:
+            if directory not in safe:
+                # not checked yet (not made yet, say): the general way makes and
+                # checks it, and the batch's later files there come this way
+                self._write(key, value)
+                continue
+            try:
+                fd = open_(tmp, _CREATE_NEW, 0o666)
+            except OSError:
+                self._write(key, value)  # a missing directory, a name taken, ...
+                continue
+            try:
+                flock(fd, lock_ex)  # marks it live, as _write_file does
+                # not linked: a cleaner removed it before we locked it
+                done = fstat(fd).st_nlink != 0 and write(fd, value) == len(value)
+                if done:
+                    replace(tmp, path)
+            except BaseException:
+                close(fd)
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+                raise
+            close(fd)
+            if not done:  # or a short write: the general way, which loops
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+                self._write(key, value)
 
     def _remove(self, key: str) -> None:
         path = self._path(key)
