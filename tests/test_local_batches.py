@@ -1,0 +1,170 @@
+"""LocalStore's batched small-file paths: ``_write_batch`` (paths planned first,
+system calls in a tight loop, the general ``_write`` for whatever is unusual)
+and the key locks as byte ranges (``_lock_runs``)."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import sys
+
+import numpy as np
+import pytest
+
+import cuzarr
+from cuzarr.storage import LocalStore
+from cuzarr.storage import local as local_mod
+from cuzarr.storage.local import TEMP_PREFIX, _lock_runs
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX batch path")
+
+
+def _files(root) -> dict[str, bytes]:
+    out = {}
+    for dirpath, _dirs, files in os.walk(root):
+        for n in files:
+            p = os.path.join(dirpath, n)
+            out[os.path.relpath(p, root).replace(os.sep, "/")] = open(p, "rb").read()
+    return out
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else 0
+
+
+def test_batch_into_new_and_nested_directories(tmp_path):
+    s = LocalStore(tmp_path / "s")
+    items = [(f"a/c/{i}/{j}", bytes([i, j]) * (i + j + 1)) for i in range(5) for j in range(7)]
+    items += [("zarr.json", b"{}"), ("a/zarr.json", b"[]"), ("b/deep/er/x", b"x")]
+    s._write_batch(items)
+    assert _files(tmp_path / "s") == dict(items)
+    # again, over the files now there (directories known): every value replaced
+    s2 = [(k, v[::-1] + b"!") for k, v in items]
+    s._write_batch(s2)
+    assert _files(tmp_path / "s") == dict(s2)
+
+
+def test_batch_takes_buffers_other_than_bytes(tmp_path):
+    s = LocalStore(tmp_path)
+    arr = np.arange(6, dtype="<u4")
+    s._write_batch([("x/0", memoryview(arr)), ("x/1", bytearray(b"abc")), ("x/2", arr)])
+    assert _files(tmp_path) == {"x/0": arr.tobytes(), "x/1": b"abc", "x/2": arr.tobytes()}
+
+
+def test_a_taken_temporary_name_goes_the_general_way(tmp_path, monkeypatch):
+    s = LocalStore(tmp_path)
+    s._write_batch([("d/0", b"first"), ("d/1", b"first")])  # directory known
+    start = 10**9
+    monkeypatch.setattr(local_mod, "_tmp_count", itertools.count(start))
+    # a file already sits at the name the batch's first temporary gets
+    squatter = tmp_path / "d" / f"{TEMP_PREFIX}{local_mod._tmp_token}{start:x}-0"
+    squatter.write_bytes(b"someone else's")
+    s._write_batch([("d/0", b"new0"), ("d/1", b"new1")])
+    got = _files(tmp_path)
+    assert got["d/0"] == b"new0" and got["d/1"] == b"new1"
+    assert squatter.read_bytes() == b"someone else's"  # not ours to remove
+
+
+def test_a_failing_file_raises_cleans_up_and_leaks_no_descriptor(tmp_path):
+    s = LocalStore(tmp_path)
+    s._write_batch([("d/0", b"a"), ("d/1", b"b")])
+    (tmp_path / "d" / "2").mkdir()  # a key whose path is a directory
+    (tmp_path / "d" / "2" / "keep").write_bytes(b"k")
+    before = _open_fds()
+    with pytest.raises(OSError):
+        s._write_batch([("d/0", b"A"), ("d/2", b"C"), ("d/3", b"D")])
+    assert _open_fds() == before
+    got = _files(tmp_path)
+    assert got["d/0"] == b"A"  # written before the failing one
+    assert "d/3" not in got  # the batch stopped there
+    assert got["d/2/keep"] == b"k"
+    assert not [k for k in got if TEMP_PREFIX in k]
+
+
+def test_symlinked_directory_out_of_the_root_is_refused_in_a_batch(tmp_path):
+    root = tmp_path / "root"
+    outside = tmp_path / "outside"
+    (root / "a").mkdir(parents=True)
+    outside.mkdir()
+    os.symlink(outside, root / "a" / "c")
+    s = LocalStore(root)
+    with pytest.raises(ValueError, match="outside the store root"):
+        s._write_batch([("a/c/0", b"x"), ("a/c/1", b"y")])
+    assert list(outside.iterdir()) == []
+
+
+def test_duplicate_keys_in_a_batch_last_wins(tmp_path):
+    s = LocalStore(tmp_path)
+    s._write_batch([("k/0", b"1"), ("k/0", b"2"), ("k/0", b"3")])
+    assert _files(tmp_path) == {"k/0": b"3"}
+
+
+def test_small_chunk_array_round_trip_and_no_temporaries(tmp_path):
+    data = np.arange(96 * 80, dtype="u2").reshape(96, 80)
+    a = cuzarr.create_array(tmp_path / "t", shape=data.shape, chunks=(4, 4), dtype="u2")
+    a[...] = data
+    a[3:50, 7:71] = data[3:50, 7:71] + 1  # partial chunks: read-modify-write
+    want = data.copy()
+    want[3:50, 7:71] += 1
+    np.testing.assert_array_equal(cuzarr.open_array(tmp_path / "t", mode="r")[...], want)
+    assert not [k for k in _files(tmp_path) if TEMP_PREFIX in k]
+
+
+# -- key locks as byte ranges ---------------------------------------------------
+
+
+def test_neighbouring_chunk_keys_make_one_run():
+    keys = [f"arr/c/3/{j}" for j in range(100)]
+    runs = _lock_runs(keys)
+    assert len(runs) == 1 and runs[0][1] == 100
+    # v2 keys ('.' separated) too, and the order of the keys does not matter
+    assert _lock_runs([f"arr/3.{j}" for j in (5, 3, 4)])[0][1] == 3
+    # one key, one byte, always the same one
+    assert _lock_runs(["arr/c/3/7"]) == [(runs[0][0] + 7, 1)]
+
+
+def test_other_keys_are_hashed_apart_from_chunk_keys():
+    runs = _lock_runs(["zarr.json", "a/b", "c/x1", f"c/{1 << 30}", "c/٣"])
+    assert len(runs) == 5
+    assert all(start >= 1 << 62 and n == 1 for start, n in runs)
+    chunk = _lock_runs(["c/0"])[0][0]
+    assert chunk < 1 << 62
+    assert all(start + n <= (1 << 63) - 1 for start, n in runs)  # fits an off_t
+
+
+def test_range_locks_exclude_across_stores(tmp_path):
+    s1, s2 = LocalStore(tmp_path), LocalStore(tmp_path)
+    held = s1.lock_keys([f"c/0/{j}" for j in range(10)])
+    assert held.try_acquire()
+    try:
+        assert not s2.lock_keys(["c/0/5"]).try_acquire()
+        assert not s2.lock_keys(["c/0/9", "c/0/10"]).try_acquire()
+        other = s2.lock_keys(["c/0/10", "c/1/5", "zarr.json"])
+        assert other.try_acquire()
+        other.release()
+    finally:
+        held.release()
+    assert s2.lock_keys(["c/0/5"]).try_acquire()
+
+
+def test_range_locks_wait_for_each_other(tmp_path):
+    s1, s2 = LocalStore(tmp_path), LocalStore(tmp_path)
+    order: list[str] = []
+
+    async def first():
+        async with s1.lock_keys([f"c/{j}" for j in range(50)]):
+            order.append("1 in")
+            await asyncio.sleep(0.05)
+            order.append("1 out")
+
+    async def second():
+        await asyncio.sleep(0.01)
+        async with s2.lock_keys(["c/49", "c/50"]):
+            order.append("2 in")
+
+    async def main():
+        await asyncio.gather(first(), second())
+
+    asyncio.run(main())
+    assert order == ["1 in", "1 out", "2 in"]
