@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import cuzarr
+from cuzarr.errors import StoreKeyError
 from cuzarr.storage import LocalStore
 from cuzarr.storage import local as local_mod
 from cuzarr.storage.local import TEMP_PREFIX, _lock_runs
@@ -25,7 +26,8 @@ def _files(root) -> dict[str, bytes]:
     for dirpath, _dirs, files in os.walk(root):
         for n in files:
             p = os.path.join(dirpath, n)
-            out[os.path.relpath(p, root).replace(os.sep, "/")] = open(p, "rb").read()
+            with open(p, "rb") as f:
+                out[os.path.relpath(p, root).replace(os.sep, "/")] = f.read()
     return out
 
 
@@ -88,10 +90,33 @@ def test_symlinked_directory_out_of_the_root_is_refused_in_a_batch(tmp_path):
     (root / "a").mkdir(parents=True)
     outside.mkdir()
     os.symlink(outside, root / "a" / "c")
+    # what looks like an abandoned temporary out there: not ours to clean
+    victim = outside / f"{TEMP_PREFIX}abandoned-0"
+    victim.write_bytes(b"v")
     s = LocalStore(root)
     with pytest.raises(ValueError, match="outside the store root"):
         s._write_batch([("a/c/0", b"x"), ("a/c/1", b"y")])
-    assert list(outside.iterdir()) == []
+    assert sorted(p.name for p in outside.iterdir()) == [victim.name]
+
+
+def test_symlinked_chunk_directory_is_refused_by_array_writes(tmp_path):
+    root = tmp_path / "root"
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    a = cuzarr.create_array(LocalStore(root), name="a", shape=(64,), chunks=(2,), dtype="u1")
+    os.symlink(outside, root / "a" / "c")
+    victim = outside / f"{TEMP_PREFIX}abandoned-0"
+    victim.write_bytes(b"v")
+    with pytest.raises(ValueError, match="outside the store root"):
+        a[:] = 1
+    assert sorted(p.name for p in outside.iterdir()) == [victim.name]
+
+
+@pytest.mark.parametrize("key", [["a"], bytearray(b"a"), {"a": 1}, 3])
+def test_keys_that_are_not_str_are_store_key_errors(tmp_path, key):
+    s = LocalStore(tmp_path)
+    with pytest.raises(StoreKeyError, match="keys are str"):
+        s._write_batch([("ok/0", b"x"), (key, b"y")])
 
 
 def test_duplicate_keys_in_a_batch_last_wins(tmp_path):
@@ -168,3 +193,36 @@ def test_range_locks_wait_for_each_other(tmp_path):
 
     asyncio.run(main())
     assert order == ["1 in", "1 out", "2 in"]
+
+
+class _CleanerFirst:
+    """``fcntl`` as the local store sees it, except that the first ``flock`` on
+    a temporary finds it removed by a cleaner (another writer's first write into
+    the directory) between its creation and the lock."""
+
+    def __init__(self, real, times: int) -> None:
+        self._real = real
+        self.left = times
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+    def flock(self, fd, op):
+        if self.left > 0:
+            path = os.readlink(f"/proc/self/fd/{fd}")
+            if os.path.basename(path).startswith(TEMP_PREFIX):
+                self.left -= 1
+                os.unlink(path)
+        return self._real.flock(fd, op)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd")
+@pytest.mark.parametrize("times", [1, 5])
+def test_a_temporary_removed_before_its_lock_is_written_again(tmp_path, monkeypatch, times):
+    fake = _CleanerFirst(local_mod.fcntl, times)
+    monkeypatch.setattr(local_mod, "fcntl", fake)
+    s = LocalStore(tmp_path)
+    s._write("new/dir/0", b"zero")  # its directory is made by this write
+    s._write_batch([("new/dir/1", b"one"), ("other/2", b"two")])
+    assert fake.left == 0
+    assert _files(tmp_path) == {"new/dir/0": b"zero", "new/dir/1": b"one", "other/2": b"two"}
