@@ -767,4 +767,43 @@ def test_local_store_knows_which_file_systems_read_in_full(tmp_path):
     store = LocalStore(tmp_path / "s")
     run(store.set("c/0", b"x"))
     assert store.sync_io().get_many(["c/0"]) == [b"x"]
-    assert store._short_reads is (kind not in local._FULL_READ_FS)
+    assert store._confirm_dirs == {str(tmp_path / "s" / "c"): kind not in local._FULL_READ_FS}
+
+
+def test_local_store_confirms_short_reads_per_directory(tmp_path, monkeypatch):
+    """A mount point inside a store's tree (a FUSE file system under one group,
+    say) gets the confirming read there, and only there."""
+    from cuzarr.storage import local
+
+    store = LocalStore(tmp_path / "s")
+    rng = np.random.default_rng(5)
+    items = [(f"{d}/c/{i}", rng.integers(0, 256, 9000 + i, dtype=np.uint8).tobytes())
+             for d in ("disk", "fuse") for i in range(6)]
+    run(store.set_many(items))
+    fuse_dir = str(tmp_path / "s" / "fuse")
+    real_full = local._reads_full
+    monkeypatch.setattr(
+        local, "_reads_full", lambda d: False if d.startswith(fuse_dir) else real_full(d)
+    )
+    if not real_full(str(tmp_path)):
+        pytest.skip("the test directory's own file system is not known to read in full")
+    real_read = os.read
+    cut: list[int] = []
+
+    def short_read(fd, n):
+        # files under fuse/ read at most 4 KiB a call, as FUSE with direct_io may
+        path = os.readlink(f"/proc/self/fd/{fd}") if os.path.isdir("/proc/self/fd") else ""
+        if path.startswith(fuse_dir):
+            cut.append(fd)
+            n = min(n, 4096)
+        return real_read(fd, n)
+
+    monkeypatch.setattr(os, "read", short_read)
+    got = LocalStore(tmp_path / "s").sync_io().get_many([k for k, _ in items])
+    assert got == [v for _, v in items]
+    s2 = LocalStore(tmp_path / "s")
+    s2.sync_io().get_many([k for k, _ in items])
+    assert s2._confirm_dirs == {
+        str(tmp_path / "s" / "disk" / "c"): False,
+        str(tmp_path / "s" / "fuse" / "c"): True,
+    }

@@ -498,8 +498,9 @@ class LocalStore(Store):
         self._root_prefix = os.path.join(self._root_str, "")  # with one trailing separator
         self._real_root: str | None = None
         self._lock_base: str | None = None
-        # whether a short read must be confirmed as the end (see _read_rest)
-        self._short_reads: bool | None = None
+        # per directory: whether a short read must be confirmed as the end
+        # (see _read_rest)
+        self._confirm_dirs: dict[str, bool] = {}
         # Directories checked to resolve inside the root; and those whose stale
         # temporaries this store object has already cleaned up.
         self._safe_dirs: set[str] = set()
@@ -515,7 +516,7 @@ class LocalStore(Store):
         state["_paths"] = {}
         state["_cleaned_dirs"] = set()
         state["_lock_base"] = None  # under the temp dir of the process using it
-        state["_short_reads"] = None  # the file system as the unpickling machine sees it
+        state["_confirm_dirs"] = {}  # file systems as the unpickling machine sees them
         return state
 
     def __repr__(self) -> str:
@@ -676,21 +677,30 @@ class LocalStore(Store):
             return [self._read(k, None) for k in keys]
         out: list[bytes | None] = []
         guess = _GUESS
-        confirm = self._short_reads
-        if confirm is None:
-            # the root's file system, once per store object (a mount point
-            # inside the store's tree is not looked for)
-            full = _reads_full(self._root_str)
-            confirm = not full
-            if full is not None:
-                self._short_reads = confirm
         # Paths first, then the system calls with little Python between them
         # (see _write_batch): two threads reading 20,000 small files from tmpfs
         # took 0.18-0.21 s with the path lookup between the calls, against
         # 0.14 s for one thread.
         paths = [self._path(key) for key in keys]
+        # Whether a short read must be confirmed as the end, per directory (a
+        # mount point may lie anywhere in the store's tree): its file system's
+        # type, looked up once per directory and store object.
+        if os.sep == "/":
+            known = self._confirm_dirs
+            confirms = []
+            last, c = None, True
+            for path in paths:
+                directory = path[: path.rfind("/")]
+                if directory != last:  # the files of a batch share a few directories
+                    last = directory
+                    c = known.get(directory)
+                    if c is None:
+                        c = self._confirm_in(directory)
+                confirms.append(c)
+        else:
+            confirms = [True] * len(paths)
         open_, read, close = os.open, os.read, os.close
-        for key, path in zip(keys, paths):
+        for key, path, confirm in zip(keys, paths, confirms):
             try:
                 fd = open_(path, _RDONLY_NOFOLLOW)
             except (FileNotFoundError, NotADirectoryError):
@@ -714,6 +724,18 @@ class LocalStore(Store):
                 guess = min(REUSE_MAX, len(data) + (len(data) >> 3) + 1)
             out.append(data)
         return out
+
+    def _confirm_in(self, directory: str) -> bool:
+        """Whether a short read of a file in ``directory`` must be confirmed by
+        one more read (its file system is not known to read in full); cached
+        once the directory could be looked at."""
+        full = _reads_full(directory)
+        if full is None:
+            return True  # not there (yet): the files in it are missing too
+        if len(self._confirm_dirs) >= _PATHS_MAX:
+            self._confirm_dirs.clear()
+        self._confirm_dirs[directory] = not full
+        return not full
 
     def _read_ranges_reused(
         self, reqs: Sequence[tuple[str, ByteRequest | None]]
