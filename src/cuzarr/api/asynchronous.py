@@ -8,10 +8,10 @@ import itertools
 import warnings
 from typing import Any
 
-import numcodecs.abc
 import numpy as np
 
 from cuzarr.codecs.base import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec, Codec
+from cuzarr.codecs.lazy_numcodecs import is_numcodec
 from cuzarr.codecs.numcodecs_bridge import as_v3_codec
 from cuzarr.config import config as cuzarr_config
 from cuzarr.core.array import Array, AsyncArray, _materialize
@@ -499,7 +499,7 @@ def _is_zarr_array(x: Any) -> bool:
 
 def _codec_arg(c: Any) -> Any:
     """A codec of a cuzarr or zarr-python array, in a form ``create_array`` accepts."""
-    if isinstance(c, (Codec, numcodecs.abc.Codec)) or not hasattr(c, "to_dict"):
+    if isinstance(c, Codec) or is_numcodec(c) or not hasattr(c, "to_dict"):
         return c
     return c.to_dict()
 

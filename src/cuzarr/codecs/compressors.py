@@ -12,19 +12,18 @@ import threading
 import zlib
 from typing import Any
 
-import numcodecs
 import numpy as np
 import zstandard
 
 from cuzarr.codecs import libzstd
 from cuzarr.codecs.base import BytesBytesCodec, ChunkSpec, register_codec
+from cuzarr.codecs.lazy_numcodecs import nc_zstd, numcodecs
 from cuzarr.errors import CodecError, MetadataError
 
 __all__ = ["BloscCodec", "GzipCodec", "ZstdCodec", "zstd_decompress", "zstd_decompress_into"]
 
 _tls = threading.local()
 _LARGE = 64 << 10
-_NC_ZSTD = numcodecs.Zstd()
 
 
 def _dctx() -> zstandard.ZstdDecompressor:
@@ -59,7 +58,7 @@ def zstd_decompress(data: Any, size_hint: int | None, limit: int | None = None) 
         if known and content >= _LARGE:
             # numcodecs decompresses large frames faster with several threads
             # (measured: 1 MiB chunks, 2 threads, ~20% less time).
-            return _NC_ZSTD.decode(data)
+            return nc_zstd().decode(data)
         if size_hint is None:
             if not (known and content > 0):
                 return _decompress_frames(data, None, bound)
@@ -96,7 +95,7 @@ def zstd_decompress_into(data: Any, out: np.ndarray) -> None:
             raise CodecError(f"zstd frame holds {n} bytes, expected {out.nbytes}")
         return
     try:
-        _NC_ZSTD.decode(data, out=out)
+        nc_zstd().decode(data, out=out)
     except (RuntimeError, ValueError) as e:
         raise CodecError(f"zstd decompression failed: {e}") from e
 
@@ -147,10 +146,10 @@ class ZstdCodec(BytesBytesCodec):
             return self._numcodec().encode(data)
         return self._cctx().compress(data)
 
-    def _numcodec(self) -> numcodecs.Zstd:
+    def _numcodec(self) -> Any:
         nc = getattr(self._local, "nc", None)
         if nc is None:
-            nc = self._local.nc = numcodecs.Zstd(level=self.level, checksum=self.checksum)
+            nc = self._local.nc = numcodecs().Zstd(level=self.level, checksum=self.checksum)
         return nc
 
     def decode(
@@ -271,10 +270,10 @@ class BloscCodec(BytesBytesCodec):
             return BloscCodec(self.cname, self.clevel, self.shuffle, ts, self.blocksize)
         return self
 
-    def _numcodec(self) -> numcodecs.Blosc:
+    def _numcodec(self) -> Any:
         nc = getattr(self, "_nc", None)
         if nc is None:
-            nc = self._nc = numcodecs.Blosc(
+            nc = self._nc = numcodecs().Blosc(
                 cname=self.cname,
                 clevel=self.clevel,
                 shuffle=_SHUFFLE[self.shuffle],

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import numcodecs
 import numpy as np
-from numcodecs.abc import Codec as NumcodecsCodec
 
 from cuzarr.codecs.base import (
     ArrayArrayCodec,
@@ -22,6 +20,7 @@ from cuzarr.codecs.base import (
     Codec,
     codec_from_json,
 )
+from cuzarr.codecs.lazy_numcodecs import is_numcodec, numcodecs
 from cuzarr.errors import CodecError, MetadataError, UnknownCodecError
 from cuzarr.metadata.dtypes import parse_data_type
 
@@ -32,9 +31,9 @@ _ARRAY_TO_ARRAY = {"delta", "bitround", "fixedscaleoffset", "quantize", "astype"
 _ARRAY_TO_BYTES = {"pcodec", "zfpy"}
 
 
-def _get_numcodec(codec_id: str, conf: dict[str, Any]) -> NumcodecsCodec:
+def _get_numcodec(codec_id: str, conf: dict[str, Any]) -> Any:
     try:
-        return numcodecs.get_codec({"id": codec_id, **conf})
+        return numcodecs().get_codec({"id": codec_id, **conf})
     except (ValueError, KeyError) as e:
         raise UnknownCodecError(f"numcodecs has no codec {codec_id!r}") from e
     except TypeError as e:
@@ -42,7 +41,7 @@ def _get_numcodec(codec_id: str, conf: dict[str, Any]) -> NumcodecsCodec:
 
 
 class _NumcodecsMixin:
-    numcodec: NumcodecsCodec
+    numcodec: Any
 
     @property
     def name(self) -> str:  # type: ignore[override]
@@ -60,7 +59,7 @@ class _NumcodecsMixin:
 class NumcodecsBytesBytes(_NumcodecsMixin, BytesBytesCodec):
     """A numcodecs compressor or checksum as a v3 bytes->bytes codec."""
 
-    def __init__(self, numcodec: NumcodecsCodec) -> None:
+    def __init__(self, numcodec: Any) -> None:
         self.numcodec = numcodec
 
     def encode(self, data: Any, spec: ChunkSpec) -> Any:
@@ -100,7 +99,7 @@ def _cast_fill(fill: Any, dt: np.dtype) -> Any:
 class NumcodecsArrayArray(_NumcodecsMixin, ArrayArrayCodec):
     """A numcodecs filter (delta, bitround, ...) as a v3 array->array codec."""
 
-    def __init__(self, numcodec: NumcodecsCodec) -> None:
+    def __init__(self, numcodec: Any) -> None:
         self.numcodec = numcodec
 
     def _out_dtype(self, spec: ChunkSpec) -> np.dtype:
@@ -150,7 +149,7 @@ class NumcodecsArrayArray(_NumcodecsMixin, ArrayArrayCodec):
 class NumcodecsArrayBytes(_NumcodecsMixin, ArrayBytesCodec):
     """A numcodecs serializer (pcodec, zfpy) as a v3 array->bytes codec."""
 
-    def __init__(self, numcodec: NumcodecsCodec) -> None:
+    def __init__(self, numcodec: Any) -> None:
         self.numcodec = numcodec
 
     def encode(self, arr: np.ndarray, spec: ChunkSpec) -> Any:
@@ -164,7 +163,7 @@ class NumcodecsArrayBytes(_NumcodecsMixin, ArrayBytesCodec):
         return out.view(spec.dtype.dtype).reshape(spec.shape)
 
 
-def _wrap(nc: NumcodecsCodec) -> Codec:
+def _wrap(nc: Any) -> Codec:
     cid = nc.codec_id
     if cid in _ARRAY_TO_ARRAY:
         return NumcodecsArrayArray(nc)
@@ -187,7 +186,7 @@ def as_v3_codec(value: Any) -> Codec:
     """
     if isinstance(value, Codec):
         return value
-    if isinstance(value, NumcodecsCodec):
+    if is_numcodec(value):
         conf = value.get_config()
         cid = conf.pop("id")
         if cid == "zstd":
@@ -217,20 +216,20 @@ def as_v3_codec(value: Any) -> Codec:
         return _wrap(value)
     if isinstance(value, dict):
         if "id" in value and "name" not in value:
-            return as_v3_codec(numcodecs.get_codec(dict(value)))
+            return as_v3_codec(numcodecs().get_codec(dict(value)))
         return codec_from_json(value)
     if isinstance(value, str):
         return codec_from_json({"name": value})
     raise TypeError(f"cannot interpret {value!r} as a codec")
 
 
-def as_numcodec(value: Any) -> NumcodecsCodec:
+def as_numcodec(value: Any) -> Any:
     """Convert a caller's codec to a numcodecs codec (for v2 metadata)."""
-    if isinstance(value, NumcodecsCodec):
+    if is_numcodec(value):
         return value
     if isinstance(value, dict):
         if "id" in value:
-            return numcodecs.get_codec(dict(value))
+            return numcodecs().get_codec(dict(value))
         name = value.get("name")
         conf = dict(value.get("configuration") or {})
         if isinstance(name, str):
@@ -245,7 +244,7 @@ def as_numcodec(value: Any) -> NumcodecsCodec:
     if isinstance(value, Codec):
         return as_numcodec(value.to_json())
     if isinstance(value, str):
-        return numcodecs.get_codec({"id": value})
+        return numcodecs().get_codec({"id": value})
     raise TypeError(f"cannot interpret {value!r} as a numcodecs codec")
 
 

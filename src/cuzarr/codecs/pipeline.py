@@ -12,10 +12,8 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-import numcodecs
 import numpy as np
 import zstandard
-from numcodecs.abc import Codec as NumcodecsCodec
 
 from cuzarr.codecs import libzstd
 from cuzarr.codecs.base import (
@@ -34,8 +32,6 @@ from cuzarr.metadata.dtypes import DataType
 
 __all__ = ["V2Pipeline", "V3Pipeline"]
 
-# numcodecs' zstd can decompress into a caller's buffer (python-zstandard cannot).
-_NC_ZSTD = numcodecs.Zstd()
 _tls = threading.local()
 
 
@@ -388,8 +384,8 @@ class V2Pipeline:
         self,
         dtype: DataType,
         order: str,
-        filters: Sequence[NumcodecsCodec] | None,
-        compressor: NumcodecsCodec | None,
+        filters: Sequence[Any] | None,
+        compressor: Any | None,
     ) -> None:
         self.dtype = dtype
         self.order = order

@@ -7,16 +7,24 @@ from __future__ import annotations
 
 from typing import Any
 
-import numcodecs
 import numpy as np
 
 from cuzarr.codecs.base import ArrayBytesCodec, ChunkSpec, register_codec
+from cuzarr.codecs.lazy_numcodecs import numcodecs
 from cuzarr.errors import CodecError, MetadataError
 
 __all__ = ["VLenBytesCodec", "VLenUTF8Codec", "decode_vlen", "encode_vlen"]
 
-_UTF8 = numcodecs.VLenUTF8()
-_BYTES = numcodecs.VLenBytes()
+_VLEN: dict[str, Any] = {}
+
+
+def _vlen(kind: str) -> Any:
+    """numcodecs' VLenUTF8 (``kind`` 'string') or VLenBytes codec, made once."""
+    c = _VLEN.get(kind)
+    if c is None:
+        nc = numcodecs()
+        c = _VLEN[kind] = nc.VLenUTF8() if kind == "string" else nc.VLenBytes()
+    return c
 
 
 def _check_count(data: Any, n: int) -> None:
@@ -38,7 +46,7 @@ def encode_vlen(arr: np.ndarray, kind: str) -> bytes:
         # read-only value, e.g. the one element of a 0-d array, is not)
         flat = flat.copy()
     try:
-        return (_UTF8 if kind == "string" else _BYTES).encode(flat)
+        return _vlen(kind).encode(flat)
     except TypeError as e:
         raise TypeError(f"cannot encode {kind} data: {e}") from e
 
@@ -50,7 +58,7 @@ def decode_vlen(data: Any, kind: str, shape: tuple[int, ...], out_dtype: np.dtyp
         n *= s
     _check_count(data, n)
     try:
-        objs = (_UTF8 if kind == "string" else _BYTES).decode(data)
+        objs = _vlen(kind).decode(data)
     except Exception as e:
         raise CodecError(f"corrupt vlen chunk: {e}") from e
     objs = objs.reshape(shape)

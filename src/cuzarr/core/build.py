@@ -5,12 +5,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numcodecs
 import numpy as np
 
 from cuzarr.codecs.base import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec, Codec
 from cuzarr.codecs.bytes_codec import BytesCodec
 from cuzarr.codecs.compressors import ZstdCodec
+from cuzarr.codecs.lazy_numcodecs import numcodecs
 from cuzarr.codecs.numcodecs_bridge import as_numcodec, as_v3_codec
 from cuzarr.codecs.sharding import ShardingCodec
 from cuzarr.codecs.vlen import VLenBytesCodec, VLenUTF8Codec
@@ -214,7 +214,7 @@ def _v2_codecs(
     dtype: DataType, filters: Any, compressors: Any
 ) -> tuple[tuple[Any, ...] | None, Any]:
     if compressors == "auto":
-        compressor = numcodecs.Zstd(level=0)
+        compressor = numcodecs().Zstd(level=0)
     else:
         cl = _as_list(compressors)
         if len(cl) > 1:
@@ -224,7 +224,7 @@ def _v2_codecs(
     if dtype.is_vlen:
         want = "vlen-utf8" if dtype.kind == "string" else "vlen-bytes"
         if want not in [f.codec_id for f in flist]:
-            flist.insert(0, numcodecs.get_codec({"id": want}))
+            flist.insert(0, numcodecs().get_codec({"id": want}))
     return (tuple(flist) if flist else None), compressor
 
 
