@@ -20,6 +20,7 @@ from cuzarr.buffer import (
     prototype_for,
     shares_memory,
 )
+from cuzarr.codecs.lazy_numcodecs import numcodecs
 from cuzarr.codecs.sharding import ShardingCodec
 from cuzarr.config import flag
 from cuzarr.core import engine
@@ -140,6 +141,12 @@ class AsyncArray:
         self.metadata = metadata
         publish_metadata(self._meta_sinks, metadata)
         self._pipeline = metadata.make_pipeline()
+        if not getattr(self.store_path.store, "read_only", True):
+            # Writers compress large zstd chunks (and blosc) through numcodecs:
+            # imported here, not inside the first write, where it cost one
+            # worker ~40 ms while the other waited on the import lock. Read-only
+            # handles go without it (see codecs/lazy_numcodecs.py).
+            numcodecs()
         ab = getattr(self._pipeline, "array_bytes", None)
         self._inner_chunks = ab.chunk_shape if isinstance(ab, ShardingCodec) else None
         # Partial shard reads need sharding to be the only codec; otherwise whole
