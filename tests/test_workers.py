@@ -562,3 +562,16 @@ def test_numcodecs_is_imported_only_when_a_codec_needs_it(tmp_path):
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "True"]
+
+
+@pytest.mark.parametrize("loops", [-3, -1, 0, 1, 7])
+def test_any_loops_value_runs_every_batch(loops):
+    seen: list[int] = []
+    lock = threading.Lock()
+
+    def job(lo: int, hi: int) -> None:
+        with lock:
+            seen.extend(range(lo, hi))
+
+    assert _run(pull_batches(23, 4, job, loops=loops)) == []
+    assert sorted(seen) == list(range(23))

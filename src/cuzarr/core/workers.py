@@ -132,7 +132,7 @@ async def pull_batches(
     if n <= 0:
         return []
     size = max(1, size)
-    n_loops = min(max_workers(), loops or max_workers(), -(-n // size))
+    n_loops = max(1, min(max_workers(), loops or max_workers(), -(-n // size)))
     batches = _Batches(n, size, n_loops)
     pool = get_executor()
     running: set[concurrent.futures.Future[bool]] = set()
