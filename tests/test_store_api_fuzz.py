@@ -17,7 +17,9 @@ random part: cuzarr refuses keys with empty, '.' or '..' components, a leading
 ``a/b`` (the keys are drawn so that never happens) and list an emptied
 directory in ``list_dir``, as zarr's ``LocalStore`` does; zarr's
 ``MemoryStore.clear`` ignores ``read_only`` (cuzarr refuses, as zarr's
-``LocalStore`` does).
+``LocalStore`` does); a byte request with a negative field raises
+``ByteRangeError`` in every cuzarr store (zarr's ``MemoryStore`` slices Python-style,
+its ``LocalStore`` raises or reads nothing).
 """
 
 from __future__ import annotations
@@ -99,7 +101,9 @@ def _range(r):
         return None, None
     if c == 1:
         s = r.randint(0, 12)
-        e = s + r.randint(-2, 12)  # empty, zero-length and past-the-end ranges
+        # empty, zero-length and past-the-end ranges; never a negative end
+        # (ByteRangeError in every cuzarr store, see test_negative_byte_requests)
+        e = max(0, s + r.randint(-2, 12))
         return RangeByteRequest(s, e), zabc.RangeByteRequest(s, e)
     if c == 2:
         o = r.randint(0, 14)
@@ -499,3 +503,35 @@ def test_subclass_overriding_get_sees_sharded_reads():
     a2[5] = -1  # a partial write reads the shard through get
     assert any(k == "c/0" for k, _ in store.reads)
     assert stored["c/1"] == store._store_dict["c/1"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_negative_byte_requests_are_refused_alike(tmp_path, kind):
+    """Stores had answered ``RangeByteRequest(0, -1)`` differently (Python slicing
+    in memory, nothing from files, archives and fsspec): now every one refuses a
+    negative field, through ``get`` and ``get_partial_values`` alike."""
+    from cuzarr.errors import ByteRangeError
+
+    store = make_store(kind, tmp_path, "neg")
+
+    async def main():
+        await store.set("k", b"0123456789")
+        for req in (
+            RangeByteRequest(0, -1),
+            RangeByteRequest(-3, 4),
+            OffsetByteRequest(-2),
+            SuffixByteRequest(-1),
+            zabc.RangeByteRequest(0, -2),
+        ):
+            with pytest.raises(ByteRangeError, match="offsets, ends and lengths are >= 0"):
+                await store.get("k", None, req)
+            with pytest.raises(ValueError):
+                await store.get_partial_values(None, [("k", None), ("k", req)])
+        # an end at or before the start is just empty, everywhere
+        assert await store.get("k", None, RangeByteRequest(6, 4)) == b""
+        assert await store.get("k", None, RangeByteRequest(0, 0)) == b""
+
+    try:
+        run(main())
+    finally:
+        store.close()

@@ -9,6 +9,7 @@ from __future__ import annotations
 __all__ = [
     "ArrayNotFoundError",
     "BoundsCheckError",
+    "ByteRangeError",
     "ChecksumError",
     "CodecError",
     "ContainsArrayError",
@@ -79,6 +80,11 @@ class ReadOnlyError(CuzarrError, PermissionError):
 
 class StoreKeyError(CuzarrError, ValueError):
     """A store key is invalid, e.g. it would resolve outside the store root."""
+
+
+class ByteRangeError(CuzarrError, ValueError):
+    """A byte request with a negative offset, end or length: the store API gives
+    them no meaning (a range whose end is at or before its start is just empty)."""
 
 
 class BoundsCheckError(CuzarrError, IndexError):

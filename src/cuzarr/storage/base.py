@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cuzarr.errors import ReadOnlyError, StoreKeyError
+from cuzarr.errors import ByteRangeError, ReadOnlyError, StoreKeyError
 
 __all__ = [
     "ByteRequest",
@@ -94,10 +94,32 @@ class SyncIO:
     get_into: Any = None
 
 
+def check_byte_range(byte_range: Any) -> None:
+    """Refuse a byte request with a negative field (``ByteRangeError``). Stores
+    had answered ``RangeByteRequest(0, -1)`` differently: Python slicing in
+    memory, nothing from files and archives. Requests of no known type are left
+    to the store (a ``TypeError`` there)."""
+    if byte_range is None:
+        return
+    if isinstance(byte_range, RangeByteRequest):
+        bad = byte_range.start < 0 or byte_range.end < 0
+    elif isinstance(byte_range, OffsetByteRequest):
+        bad = byte_range.offset < 0
+    elif isinstance(byte_range, SuffixByteRequest):
+        bad = byte_range.suffix < 0
+    else:
+        return
+    if bad:
+        raise ByteRangeError(
+            f"invalid byte request {byte_range!r}: offsets, ends and lengths are >= 0"
+        )
+
+
 def slice_bytes(data: bytes, byte_range: ByteRequest | None) -> bytes:
     """Apply a byte request to an in-memory value."""
     if byte_range is None:
         return data
+    check_byte_range(byte_range)
     if isinstance(byte_range, RangeByteRequest):
         return data[byte_range.start : byte_range.end]
     if isinstance(byte_range, OffsetByteRequest):
@@ -110,6 +132,7 @@ def slice_bytes(data: bytes, byte_range: ByteRequest | None) -> bytes:
 def range_bounds(byte_range: ByteRequest, size: int) -> tuple[int, int]:
     """``(start, stop)`` of a byte request on a value of ``size`` bytes, as slicing
     would give them (``stop <= start``: nothing)."""
+    check_byte_range(byte_range)
     if isinstance(byte_range, RangeByteRequest):
         return byte_range.start, min(byte_range.end, size)
     if isinstance(byte_range, OffsetByteRequest):

@@ -39,6 +39,7 @@ from cuzarr.storage.base import (
     RangeByteRequest,
     Store,
     SuffixByteRequest,
+    check_byte_range,
     normalize_key,
     range_bounds,
     slice_bytes,
@@ -406,6 +407,7 @@ class FsspecStore(Store):
     async def get(
         self, key: str, prototype: Any = None, byte_range: ByteRequest | None = None
     ) -> bytes | None:
+        check_byte_range(byte_range)
         path = self._full(key)
         return await self._retrying("read", key, self._fetch, path, byte_range)
 
@@ -429,6 +431,8 @@ class FsspecStore(Store):
 
     async def get_partial_values(self, prototype: Any, key_ranges: Any) -> list[bytes | None]:
         reqs = list(key_ranges)
+        for _, r in reqs:
+            check_byte_range(r)
         if self._async or type(self).get is not FsspecStore.get or len(reqs) <= 1:
             return await super().get_partial_values(prototype, reqs)
         # Sync filesystem: a few keys per thread hop, under the global limit.

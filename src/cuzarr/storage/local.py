@@ -44,6 +44,7 @@ from cuzarr.storage.base import (
     Store,
     SuffixByteRequest,
     SyncIO,
+    check_byte_range,
     normalize_key,
 )
 
@@ -653,6 +654,7 @@ class LocalStore(Store):
     def _read(
         self, key: str, byte_range: ByteRequest | None, reuse: bool = False
     ) -> bytes | memoryview | None:
+        check_byte_range(byte_range)
         def read(fd: int) -> bytes | memoryview:
             # pread on the raw descriptor: no buffered-reader object, no seeks.
             if byte_range is None:

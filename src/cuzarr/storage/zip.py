@@ -34,6 +34,7 @@ from cuzarr.errors import ChecksumError, CodecError, CuzarrError
 from cuzarr.storage.base import (
     ByteRequest,
     Store,
+    check_byte_range,
     normalize_key,
     range_bounds,
 )
@@ -392,10 +393,13 @@ class ZipStore(Store):
     async def get(
         self, key: str, prototype: Any = None, byte_range: ByteRequest | None = None
     ) -> bytes | None:
+        check_byte_range(byte_range)
         return await asyncio.to_thread(self._h.read, key, byte_range)
 
     async def get_partial_values(self, prototype: Any, key_ranges: Any) -> list[bytes | None]:
         reqs = list(key_ranges)
+        for _, r in reqs:
+            check_byte_range(r)
         if type(self).get is not ZipStore.get:
             return await super().get_partial_values(prototype, reqs)
         if not reqs:
