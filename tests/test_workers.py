@@ -16,7 +16,7 @@ import zarr
 
 import cuzarr
 from cuzarr.core.sync import max_workers
-from cuzarr.core.workers import _Batches, pull_batches
+from cuzarr.core.workers import pull_batches
 from cuzarr.storage import LocalStore
 
 
@@ -103,31 +103,6 @@ def test_first_error_raised_after_every_loop_ends():
     # most the batch each was in (or had just taken)
     assert job.failed_at_start > 0
     assert len(job.started) <= job.failed_at_start + max_workers() - 1
-
-
-def test_each_loop_works_through_its_own_run_then_steals_half():
-    """Batches are dealt as one contiguous run per loop (neighbouring chunks are
-    not decoded into the same fresh pages at once); a loop whose run is done
-    takes the upper half of the largest run left."""
-    b = _Batches(100, 1, 2)
-    assert [b.take(0)[0] for _ in range(3)] == [0, 1, 2]
-    assert [b.take(1)[0] for _ in range(3)] == [50, 51, 52]
-    for _ in range(47):
-        b.take(0)
-    # run 0 is done, run 1 holds [53, 100): loop 0 takes over [76, 100)
-    assert [b.take(0)[0] for _ in range(24)] == list(range(76, 100))
-    assert [b.take(1)[0] for _ in range(23)] == list(range(53, 76))
-    assert b.take(0) is None and b.take(1) is None
-
-
-def test_batches_split_sizes_and_the_last_short_batch():
-    b = _Batches(10, 3, 3)  # batches [0,3) [3,6) [6,9) [9,10)
-    assert b.take(2) == (6, 9)
-    assert b.take(2) == (9, 10)
-    assert b.take(2) == (0, 3)  # run 0 held one batch: given away whole
-    assert b.take(1) == (3, 6)
-    assert b.take(0) is None and b.take(1) is None and b.take(2) is None
-    assert _Batches(5, 10, 4)._runs == [[0, 1]]  # never more runs than batches
 
 
 def test_time_slice_lets_other_work_in():

@@ -143,8 +143,7 @@ class AsyncArray:
         self._pipeline = metadata.make_pipeline()
         if not getattr(self.store_path.store, "read_only", True):
             # Writers compress large zstd chunks (and blosc) through numcodecs:
-            # imported here, not inside the first write, where it cost one
-            # worker ~40 ms while the other waited on the import lock. Read-only
+            # imported here (~40 ms), not inside the first write. Read-only
             # handles go without it (see codecs/lazy_numcodecs.py).
             numcodecs()
         ab = getattr(self._pipeline, "array_bytes", None)
