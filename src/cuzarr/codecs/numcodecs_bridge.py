@@ -136,6 +136,20 @@ class NumcodecsArrayArray(_NumcodecsMixin, ArrayArrayCodec):
             and not out.dtype.fields
         ):
             out = out.astype(out.dtype.newbyteorder("="), copy=False).view(want.newbyteorder("="))
+        n = 1
+        for d in res.shape:
+            n *= d
+        if out.size != n:
+            # a filter whose configured data type is not the one it is given
+            # reads the chunk's bytes as other values (zarr-python stores them)
+            declared = getattr(self.numcodec, "dtype", None) or getattr(
+                self.numcodec, "decode_dtype", None
+            )
+            raise CodecError(
+                f"{self.name} made {out.size} values where the chunk takes {n}: it is "
+                f"configured for {np.dtype(declared) if declared else 'another'} data "
+                f"and gets {arr.dtype}"
+            )
         return out.reshape(res.shape)
 
     def decode(self, arr: np.ndarray, spec: ChunkSpec) -> np.ndarray:
