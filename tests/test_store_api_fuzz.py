@@ -25,6 +25,7 @@ its ``LocalStore`` raises or reads nothing).
 from __future__ import annotations
 
 import asyncio
+import os
 import pickle
 import random
 import zipfile
@@ -51,7 +52,8 @@ from cuzarr.storage.zip import ZipStore  # noqa: E402
 
 PROTO = cpu.buffer_prototype
 KINDS = ["memory", "local", "zip", "fsspec-memory", "fsspec-file"]
-SEQUENCES = 150
+# more with CUZARR_STORE_FUZZ_SEQUENCES (e.g. 1500 for a long run)
+SEQUENCES = int(os.environ.get("CUZARR_STORE_FUZZ_SEQUENCES", "150"))
 OPS_PER_SEQUENCE = 30
 
 # Directory segments and leaf names are disjoint, so no key is ever both a value

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
 import pickle
 import sys
 import traceback
@@ -720,7 +721,8 @@ def run_case(seed, tmp_path=None):
         np.testing.assert_array_equal(v.read(), ref)
 
 
-N_CASES = 600
+# more with CUZARR_VIEWS_FUZZ_CASES (e.g. 6000 for a long run)
+N_CASES = int(os.environ.get("CUZARR_VIEWS_FUZZ_CASES", "600"))
 
 
 @pytest.mark.parametrize("block", range(10))
