@@ -656,6 +656,17 @@ def test_sharding_fuzz(tmp_path, seed):
     run_case(seed, tmp_path, steps=6)
 
 
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("seed", range(5000, 5040))
+def test_sharding_fuzz_inner_chunks_coded_in_parallel(tmp_path, monkeypatch, seed):
+    """The same fuzzing with every shard's inner chunks encoded and decoded by
+    several worker loops at once (``workers.share``), whatever their size."""
+    from cuzarr.codecs import sharding
+
+    monkeypatch.setattr(sharding, "SHARE_MIN_NBYTES", 0)
+    run_case(seed, tmp_path, steps=6)
+
+
 @pytest.mark.parametrize("index_location", ["start", "end"])
 def test_write_empty_chunks_stores_only_touched_inner_chunks_like_zarr(tmp_path, index_location):
     """write_empty_chunks=True keeps fill-valued inner chunks a write touches, but

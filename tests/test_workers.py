@@ -16,7 +16,7 @@ import zarr
 
 import cuzarr
 from cuzarr.core.sync import max_workers
-from cuzarr.core.workers import pull_batches
+from cuzarr.core.workers import pull_batches, share
 from cuzarr.storage import LocalStore
 
 
@@ -550,3 +550,209 @@ def test_any_loops_value_runs_every_batch(loops):
 
     assert _run(pull_batches(23, 4, job, loops=loops)) == []
     assert sorted(seen) == list(range(23))
+
+
+# ---------------------------------------------------------------------------
+# share: parts of a batch's work taken by the call's idle loops
+# ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def two_workers():
+    with cuzarr.config.set({"threading.max_workers": 2}):
+        yield
+
+
+def _parts_job(n_parts: int, seconds: float, log: list[tuple[int, int]], fail_at: int = -1):
+    """A batch job that shares ``n_parts`` parts, each sleeping ``seconds`` (the
+    GIL released, as codec calls do); records (part, thread) pairs."""
+
+    def part(i: int) -> int:
+        log.append((i, threading.get_ident()))
+        if i == fail_at:
+            raise ValueError(f"part {i} is bad")
+        time.sleep(seconds)
+        return i * i
+
+    results: dict[int, list[int]] = {}
+
+    def job(lo: int, hi: int) -> None:
+        results[lo] = share(part, n_parts)
+
+    return job, results
+
+
+def test_share_outside_a_batch_takes_idle_pool_threads(two_workers):
+    seen: list[int] = []
+
+    def part(i: int) -> int:
+        seen.append(threading.get_ident())
+        time.sleep(0.003)
+        return i + 1
+
+    assert share(part, 40) == list(range(1, 41))
+    assert len(seen) == 40 and len(set(seen)) == 2
+    assert share(part, 0) == []
+
+
+def test_share_with_one_worker_runs_in_turn_here():
+    me = threading.get_ident()
+    seen: list[int] = []
+    with cuzarr.config.set({"threading.max_workers": 1}):
+        assert share(lambda i: seen.append(threading.get_ident()) or i, 5) == list(range(5))
+    assert set(seen) == {me}
+
+
+def test_share_on_a_busy_pool_does_not_wait_for_its_helpers(two_workers):
+    """Every pool thread busy (here: blocked until the shared work is done):
+    the helper tasks cannot start, and the caller does all parts itself."""
+    from cuzarr.core.sync import get_executor
+
+    release = threading.Event()
+    pool = get_executor()
+    blockers = [pool.submit(release.wait, 10) for _ in range(2)]
+    try:
+        me = threading.get_ident()
+        seen: list[int] = []
+        assert share(lambda i: seen.append(threading.get_ident()) or -i, 8) == [
+            -i for i in range(8)
+        ]
+        assert set(seen) == {me}
+    finally:
+        release.set()
+        for b in blockers:
+            b.result()
+
+
+def test_share_outside_a_batch_raises_the_first_error(two_workers):
+    started: list[int] = []
+
+    def part(i: int) -> None:
+        started.append(i)
+        if i == 3:
+            raise KeyError("part 3")
+        time.sleep(0.002)
+
+    with pytest.raises(KeyError, match="part 3"):
+        share(part, 100)
+    n = len(started)
+    time.sleep(0.03)
+    assert len(started) == n < 100
+
+
+def test_idle_loops_help_with_the_parts_of_a_single_batch(two_workers):
+    log: list[tuple[int, int]] = []
+    job, results = _parts_job(40, 0.003, log)
+    assert _run(pull_batches(1, 1, job, helpable=True)) == []
+    assert results == {0: [i * i for i in range(40)]}  # in order, whoever ran them
+    assert sorted(i for i, _ in log) == list(range(40))  # each part once
+    assert len({t for _, t in log}) == 2  # the loop with no batch took parts too
+
+
+def test_without_helpable_a_single_batch_runs_on_one_thread(two_workers):
+    log: list[tuple[int, int]] = []
+    job, results = _parts_job(20, 0.001, log)
+    _run(pull_batches(1, 1, job))
+    assert results == {0: [i * i for i in range(20)]}
+    assert len({t for _, t in log}) == 1
+
+
+def test_a_loop_out_of_batches_helps_with_the_last_one(two_workers):
+    log: list[tuple[int, int]] = []
+    parts, _ = _parts_job(40, 0.003, log)
+    owner: dict[int, int] = {}
+
+    def job(lo: int, hi: int) -> None:
+        owner[lo] = threading.get_ident()
+        if lo == 1:
+            parts(lo, hi)  # the long batch shares its parts
+
+    _run(pull_batches(2, 1, job, helpable=True))
+    threads = {t for _, t in log}
+    assert len(threads) == 2 and owner[1] in threads
+
+
+def test_an_error_in_a_shared_part_is_raised_once_no_part_runs(two_workers):
+    log: list[tuple[int, int]] = []
+    job, results = _parts_job(200, 0.002, log, fail_at=10)
+    running_after: list[int] = []
+    with pytest.raises(ValueError, match="part 10"):
+        _run(pull_batches(1, 1, job, helpable=True))
+    n = len(log)
+    time.sleep(0.05)
+    running_after.append(len(log) - n)
+    assert running_after == [0]  # nothing ran on after the call ended
+    assert n < 200  # the parts after the failure were skipped
+    assert results == {}
+
+
+def test_shared_parts_may_share_again(two_workers):
+    def inner(i: int) -> int:
+        time.sleep(0.001)
+        return i
+
+    def outer(i: int) -> list[int]:
+        return [10 * i + x for x in share(inner, 5)]
+
+    results: list[list[list[int]]] = []
+
+    def job(lo: int, hi: int) -> None:
+        results.append(share(outer, 6))
+
+    _run(pull_batches(1, 1, job, helpable=True))
+    assert results == [[[10 * i + x for x in range(5)] for i in range(6)]]
+
+
+def test_a_failing_batch_stops_the_helpers_of_the_others(two_workers):
+    log: list[tuple[int, int]] = []
+    parts, _ = _parts_job(30, 0.002, log)
+
+    def job(lo: int, hi: int) -> None:
+        if lo == 0:
+            time.sleep(0.01)
+            raise ValueError("batch 0 is bad")
+        parts(lo, hi)
+
+    t0 = time.perf_counter()
+    with pytest.raises(ValueError, match="batch 0"):
+        _run(pull_batches(3, 1, job, helpable=True))
+    assert time.perf_counter() - t0 < 5
+    n = len(log)
+    time.sleep(0.05)
+    assert len(log) == n
+
+
+@pytest.mark.parametrize("threshold", [0, 1 << 40])
+def test_sharded_writes_and_reads_are_alike_with_parts_shared_or_not(
+    tmp_path, monkeypatch, two_workers, threshold
+):
+    """A shard coded in parallel holds the same bytes as one coded in turn, and
+    reads back (whole, partially, updated in place) the same."""
+    from cuzarr.codecs import sharding
+
+    rng = np.random.default_rng(7)
+    data = rng.integers(0, 2000, size=(384, 320), dtype=np.uint16)
+    data[:128, :64] = 0  # an all-fill inner chunk: left out of its shard
+
+    def write(path, min_nbytes):
+        monkeypatch.setattr(sharding, "SHARE_MIN_NBYTES", min_nbytes)
+        a = cuzarr.create_array(
+            str(path), shape=data.shape, chunks=(64, 64), shards=(256, 256), dtype="uint16",
+            fill_value=0, compressors=[{"name": "zstd", "configuration": {"level": 1}}],
+        )
+        a[...] = data
+        a[100:300:3, 50:70] = 9  # read-modify-write of touched inner chunks
+        return a
+
+    shared = write(tmp_path / "shared", threshold)
+    write(tmp_path / "serial", 1 << 40)
+    want = data.copy()
+    want[100:300:3, 50:70] = 9
+    monkeypatch.setattr(sharding, "SHARE_MIN_NBYTES", threshold)
+    np.testing.assert_array_equal(shared[...], want)
+    np.testing.assert_array_equal(shared[5:380:7, ::-3], want[5:380:7, ::-3])
+    np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "shared"))[...], want)
+    files = sorted(p.relative_to(tmp_path / "serial") for p in (tmp_path / "serial").rglob("c/*/*"))
+    assert files
+    for f in files:
+        assert (tmp_path / "shared" / f).read_bytes() == (tmp_path / "serial" / f).read_bytes()

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from cuzarr.codecs.base import ArrayBytesCodec, ChunkSpec, Codec, codec_from_json, register_codec
+from cuzarr.core.workers import share
 from cuzarr.errors import CodecError, MetadataError
 from cuzarr.metadata.dtypes import parse_data_type
 
@@ -26,6 +27,10 @@ EMPTY = np.uint64(2**64 - 1)
 # No shard is larger than the largest file offset (a signed 64-bit off_t).
 _MAX_SHARD_NBYTES = 2**63 - 1
 _U64 = parse_data_type("uint64", 3)
+# Inner chunks at least this large are encoded and decoded in parallel by idle
+# worker loops (``cuzarr.core.workers.share``); below it, the per-chunk Python
+# work of two threads contends for the GIL and gains nothing.
+SHARE_MIN_NBYTES = 32 << 10
 
 
 def morton_order(shape: tuple[int, ...]) -> np.ndarray:
@@ -261,33 +266,45 @@ class ShardingCodec(ArrayBytesCodec):
         index, mv = self.split(data, spec.shape)
         out = spec.dtype.full(spec.shape, spec.fill_value)
         inner = self.inner_pipeline(spec)
-        cps = index.shape[:-1]
-        for coords in np.ndindex(*cps):
-            off, n = index[coords]
-            if off == EMPTY:
-                continue
-            chunk = inner.decode(mv[int(off) : int(off) + int(n)], self.chunk_shape)
-            sel = tuple(
-                slice(c * s, (c + 1) * s) for c, s in zip(coords, self.chunk_shape, strict=True)
+        present = [(c, int(o), int(n)) for c, (o, n) in _stored(index)]
+
+        def one(k: int) -> None:
+            coords, off, n = present[k]
+            out[self._inner_sel(coords)] = inner.decode(
+                mv[off : off + n], self.chunk_shape, scratch=True
             )
-            out[sel] = chunk
+
+        self._each(one, len(present), spec)
         return out
+
+    def shares(self, item_size: int) -> bool:
+        """Whether inner chunks of this item size are large enough to be coded
+        in parallel (see ``SHARE_MIN_NBYTES``)."""
+        return math.prod(self.chunk_shape) * max(1, item_size) >= SHARE_MIN_NBYTES
+
+    def _each(self, fn: Any, n: int, spec: ChunkSpec) -> list[Any]:
+        """``fn(k)`` for ``k`` in ``range(n)``: in parallel (see ``share``) when
+        the inner chunks are large enough to gain from it."""
+        if self.shares(spec.dtype.item_size):
+            return share(fn, n)
+        return [fn(k) for k in range(n)]
 
     def encode(self, arr: np.ndarray, spec: ChunkSpec, write_empty_chunks: bool = False) -> bytes:
         from cuzarr.core.engine import _is_fill
 
         inner = self.inner_pipeline(spec)
         fill = spec.fill_value
-        encoded: dict[tuple[int, ...], bytes] = {}
         cps = self.chunks_per_shard(spec.shape)
-        for coords in map(tuple, morton_order(cps).tolist()):
-            sel = tuple(
-                slice(c * s, (c + 1) * s) for c, s in zip(coords, self.chunk_shape, strict=True)
-            )
-            part = arr[sel]
+        order = list(map(tuple, morton_order(cps).tolist()))
+
+        def one(k: int) -> bytes | None:
+            part = arr[self._inner_sel(order[k])]
             if not write_empty_chunks and _is_fill(part, fill, spec.dtype):
-                continue
-            encoded[coords] = inner.encode(part, self.chunk_shape, write_empty_chunks)
+                return None
+            return inner.encode(part, self.chunk_shape, write_empty_chunks)
+
+        results = self._each(one, len(order), spec)
+        encoded = {c: r for c, r in zip(order, results, strict=True) if r is not None}
         return self.assemble(encoded, spec.shape)
 
     def assemble(self, encoded: dict[tuple[int, ...], Any], shard_shape: tuple[int, ...]) -> bytes:
@@ -384,14 +401,17 @@ class ShardingCodec(ArrayBytesCodec):
         touched = self.touched_chunks(sel, spec.shape)
         shard = spec.dtype.full(spec.shape, spec.fill_value)
         if old is not None:
-            for coords in touched:
-                off, n = index[coords]
-                if off != EMPTY:
-                    shard[self._inner_sel(coords)] = inner.decode(
-                        mv[int(off) : int(off) + int(n)], self.chunk_shape
-                    )
+            stored = [(c, int(index[c][0]), int(index[c][1])) for c in touched]
+            stored = [t for t in stored if t[1] != int(EMPTY)]
+
+            def decode_one(k: int) -> None:
+                coords, off, n = stored[k]
+                shard[self._inner_sel(coords)] = inner.decode(
+                    mv[off : off + n], self.chunk_shape, scratch=True
+                )
+
+            self._each(decode_one, len(stored), spec)
         shard[sel] = value
-        encoded: dict[tuple[int, ...], Any] = {}
         grid = index.shape[:-1]
         order = morton_order(grid)
         # plain lists: numpy scalar indexing per inner chunk cost ~1 us each
@@ -399,11 +419,21 @@ class ShardingCodec(ArrayBytesCodec):
         offs = index[..., 0].reshape(-1).tolist()
         sizes = index[..., 1].reshape(-1).tolist()
         empty = int(EMPTY)
-        for coords, k in zip(map(tuple, order.tolist()), lin, strict=True):
+        layout = list(zip(map(tuple, order.tolist()), lin, strict=True))
+        redo = [c for c, _ in layout if c in touched]
+
+        def encode_one(k: int) -> bytes | None:
+            part = shard[self._inner_sel(redo[k])]
+            if write_empty_chunks or not _is_fill(part, spec.fill_value, spec.dtype):
+                return inner.encode(part, self.chunk_shape, write_empty_chunks)
+            return None
+
+        fresh = dict(zip(redo, self._each(encode_one, len(redo), spec), strict=True))
+        encoded: dict[tuple[int, ...], Any] = {}
+        for coords, k in layout:
             if coords in touched:
-                part = shard[self._inner_sel(coords)]
-                if write_empty_chunks or not _is_fill(part, spec.fill_value, spec.dtype):
-                    encoded[coords] = inner.encode(part, self.chunk_shape, write_empty_chunks)
+                if fresh[coords] is not None:
+                    encoded[coords] = fresh[coords]
             elif offs[k] != empty:
                 encoded[coords] = mv[offs[k] : offs[k] + sizes[k]]
         return self.assemble(encoded, spec.shape)
@@ -415,6 +445,18 @@ class ShardingCodec(ArrayBytesCodec):
 
     def nchunks_per_shard(self, shard_shape: tuple[int, ...]) -> int:
         return math.prod(self.chunks_per_shard(shard_shape))
+
+
+def _stored(index: np.ndarray) -> list[tuple[tuple[int, ...], tuple[int, int]]]:
+    """(inner chunk coordinates, (offset, nbytes)) of the stored inner chunks."""
+    cps = index.shape[:-1]
+    flat = index.reshape(-1, 2)
+    where = np.flatnonzero(flat[:, 0] != EMPTY)
+    coords = np.stack(np.unravel_index(where, cps), axis=-1) if cps else np.zeros((len(where), 0))
+    return [
+        (tuple(c), (o, n))
+        for c, (o, n) in zip(coords.astype(np.int64).tolist(), flat[where].tolist(), strict=True)
+    ]
 
 
 def sharding_codec(pipeline: Any) -> ShardingCodec | None:

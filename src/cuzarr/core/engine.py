@@ -781,7 +781,14 @@ async def write_items(
     if sio is not None:
         # Local, cheap I/O: worker loops read, encode and store batch after batch;
         # a batch whose locks are busy is handed back and waited for on the loop.
-        declined = await pull_batches(len(items), size, rmw_pulled)
+        # A shard's inner chunks are encoded in parallel by loops with no batch
+        # left (ShardingCodec via workers.share).
+        helpable = (
+            device is None
+            and shard_codec is not None
+            and shard_codec.shares(meta.dtype.item_size)
+        )
+        declined = await pull_batches(len(items), size, rmw_pulled, helpable=helpable)
         if declined:
             await _run_ranges(declined, work)
         return

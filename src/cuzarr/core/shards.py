@@ -20,7 +20,7 @@ from cuzarr.codecs.sharding import EMPTY, ShardingCodec, sharding_codec
 from cuzarr.config import config
 from cuzarr.core.engine import SMALL_READ_CHUNKS, ChunkItem, _run_batches, keyed
 from cuzarr.core.sync import device_read_workers, get_executor, max_workers
-from cuzarr.core.workers import pull_batches
+from cuzarr.core.workers import pull_batches, share
 from cuzarr.errors import CodecError
 from cuzarr.gpu.dispatch import device_reader_for
 from cuzarr.metadata.array import ArrayMetadata
@@ -98,6 +98,9 @@ def _shard_job(
     # peak memory of a full read by ~9% of the output), for a few more read
     # calls per shard.
     in_parts = device is None and sio is not None and sio.get_ranges_reused is not None
+    # Idle worker loops decode a part's inner chunks too (workers.share): large
+    # inner chunks only (see ShardingCodec.shares).
+    share_inner = codec.shares(meta.dtype.item_size)
     if in_parts:
         max_size = min(max_size, LOCAL_RANGE_MAX)
 
@@ -109,16 +112,24 @@ def _shard_job(
                 [shard_key(i) for i, _ in pairs],
             )
             return
-        for i, data in pairs:
+
+        def one(k: int) -> None:
+            i, data = pairs[k]
             _coords, csel, osel, _ = items[i]
             if data is None:
                 out[osel] = fill
-                continue
+                return
             try:
                 chunk = inner.decode(data, inner_shape, scratch=True)
             except CodecError as e:
                 raise keyed(e, shard_key(i)) from e
             out[osel] = chunk[csel]
+
+        if share_inner:
+            share(one, len(pairs))
+        else:
+            for k in range(len(pairs)):
+                one(k)
 
     def local(i: int) -> tuple[int, ...]:
         return tuple(c % n for c, n in zip(items[i][0], cps, strict=True))
@@ -315,7 +326,8 @@ async def read_sharded(
             _run_shards_sync(fetch_plan, lo, hi, scatter, sio)
 
         try:
-            await pull_batches(n_shards, per_batch, run_sync, loops=workers)
+            helpable = device is None and codec.shares(meta.dtype.item_size)
+            await pull_batches(n_shards, per_batch, run_sync, loops=workers, helpable=helpable)
         finally:
             if device is not None:
                 device.executor.synchronize()

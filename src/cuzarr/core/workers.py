@@ -10,6 +10,12 @@ difference within the noise).
 Here each of at most ``max_workers()`` pool tasks pulls the next batch from a
 shared counter until none is left. A task returns to the loop after a time
 slice, so other requests queued on the shared pool still get their turn.
+
+A batch can hand out parts of its own work with :func:`share` (a shard's inner
+chunks): loops of the same call that have no batch left, and, in a call made
+``helpable``, loops that never had one, take those parts too. Without it, a
+write of one shard ran on one core, and the last shard of a call kept one core
+busy while the others idled.
 """
 
 from __future__ import annotations
@@ -20,27 +26,68 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from cuzarr.core.sync import get_executor, max_workers
 
-__all__ = ["SLICE_S", "pull_batches", "raise_mmap_threshold"]
+__all__ = ["SLICE_S", "pull_batches", "raise_mmap_threshold", "share"]
 
 # How long a worker loop runs before it goes back to the end of the pool's queue.
 SLICE_S = 0.02
+# The batches whose batch (or shared work) the calling thread runs now.
+_tls = threading.local()
+
+
+class _Shared:
+    """``fn(i)`` for ``i`` in ``range(n)``: the parts of one batch's work that
+    other loops of its call may take (see :func:`share`)."""
+
+    def __init__(self, fn: Callable[[int], Any], n: int) -> None:
+        self.fn = fn
+        self.n = n
+        self.next = 0
+        self.helpers = 0  # loops of other batches working on a part now
+        self.results: list[Any] = [None] * n
+        self.error: BaseException | None = None
+
+    def open(self) -> bool:
+        return self.next < self.n and self.error is None
+
+    def work(self, lock: threading.Condition) -> None:
+        """Run parts until none is left (or one failed)."""
+        fn, results = self.fn, self.results
+        while True:
+            with lock:
+                i = self.next
+                if i >= self.n or self.error is not None:
+                    return
+                self.next = i + 1
+            try:
+                results[i] = fn(i)
+            except BaseException as e:
+                with lock:
+                    if self.error is None:
+                        self.error = e
+                return
 
 
 class _Batches:
     """The shared counter of batches ``[lo, hi)`` over ``range(n)``."""
 
-    def __init__(self, n: int, size: int) -> None:
+    def __init__(self, n: int, size: int, helpable: bool = False) -> None:
         self._next = 0
         self._n = n
         self._size = max(1, size)
-        self._lock = threading.Lock()
+        self._lock = threading.Condition(threading.Lock())
         self.stop = False
         self.declined: list[tuple[int, int]] = []
+        self.running = 0  # batches taken and not finished
+        self.shared: list[_Shared] = []  # work the running batches hand out
+        # Loops out of batches wait for shared work (else they only take what is
+        # shared already).
+        self.helpable = helpable
 
     def take(self) -> tuple[int, int] | None:
         with self._lock:
@@ -49,28 +96,152 @@ class _Batches:
                 return None
             hi = min(self._n, lo + self._size)
             self._next = hi
+            self.running += 1
             return lo, hi
 
     def decline(self, lo: int, hi: int) -> None:
         with self._lock:
             self.declined.append((lo, hi))
 
+    def done(self) -> None:
+        with self._lock:
+            self.running -= 1
+            self._lock.notify_all()
+
+    def halt(self) -> None:
+        """No batch starts any more, and loops waiting for shared work return."""
+        with self._lock:
+            self.stop = True
+            self._lock.notify_all()
+
+    def help(self, end: float) -> bool:
+        """Work on parts the running batches share until no batch runs (False) or
+        the time slice is over (True)."""
+        lock = self._lock
+        while True:
+            with lock:
+                while True:
+                    job = next((j for j in self.shared if j.open()), None)
+                    if job is not None:
+                        job.helpers += 1
+                        break
+                    if self.stop or self.running == 0 or not self.helpable:
+                        return False
+                    if time.perf_counter() >= end:
+                        return True
+                    # woken when a batch shares work or ends
+                    lock.wait(0.05)
+            try:
+                job.work(lock)
+            finally:
+                with lock:
+                    job.helpers -= 1
+                    lock.notify_all()
+            if time.perf_counter() >= end:
+                return True
+
+    def share(self, fn: Callable[[int], Any], n: int) -> list[Any]:
+        job = _Shared(fn, n)
+        lock = self._lock
+        with lock:
+            self.shared.append(job)
+            lock.notify_all()
+        try:
+            job.work(lock)
+        finally:
+            with lock:
+                if job.error is None and job.next < job.n:
+                    job.error = RuntimeError("shared work interrupted")
+                job.next = job.n  # nobody takes another part
+                self.shared.remove(job)
+                while job.helpers:
+                    lock.wait()
+        if job.error is not None:
+            raise job.error
+        return job.results
+
+
+def share(fn: Callable[[int], Any], n: int) -> list[Any]:
+    """``[fn(i) for i in range(n)]``, the parts run in parallel by this thread
+    and by idle threads: in a batch of :func:`pull_batches`, the call's loops
+    that have no batch left; elsewhere, up to ``max_workers() - 1`` helper tasks
+    put on the codec pool, which take parts only if they start before the parts
+    run out (this thread never waits for a task that has not started, so a busy
+    pool cannot deadlock it).
+
+    The first error of a part is raised once no part runs any more; parts not
+    started by then are skipped. ``fn`` must be safe to call from any thread.
+    """
+    if n < 2:
+        return [fn(i) for i in range(n)]
+    batches = getattr(_tls, "batches", None)
+    if batches is not None:
+        return batches.share(fn, n)
+    helpers = min(max_workers() - 1, n - 1)
+    if helpers < 1:
+        return [fn(i) for i in range(n)]
+    return _share_on_pool(fn, n, helpers)
+
+
+def _share_on_pool(fn: Callable[[int], Any], n: int, helpers: int) -> list[Any]:
+    job = _Shared(fn, n)
+    lock = threading.Condition(threading.Lock())
+
+    def helper() -> None:
+        with lock:
+            if not job.open():
+                return  # started too late: nothing left
+            job.helpers += 1
+        try:
+            job.work(lock)
+        finally:
+            with lock:
+                job.helpers -= 1
+                lock.notify_all()
+
+    pool = get_executor()
+    for _ in range(helpers):
+        try:
+            pool.submit(helper)
+        except RuntimeError:  # the pool is shut down: the rest runs here
+            break
+    try:
+        job.work(lock)
+    finally:
+        with lock:
+            if job.error is None and job.next < job.n:
+                job.error = RuntimeError("shared work interrupted")
+            job.next = job.n
+            while job.helpers:
+                lock.wait()
+    if job.error is not None:
+        raise job.error
+    return job.results
+
 
 def _drain(batches: _Batches, job: Callable[[int, int], bool | None], slice_s: float) -> bool:
-    """Run batches until none is left (False) or the time slice is over (True)."""
+    """Run batches until none is left and no running batch shares work (False),
+    or until the time slice is over (True)."""
     end = time.perf_counter() + slice_s
-    while True:
-        b = batches.take()
-        if b is None:
-            return False
-        try:
-            if job(*b) is False:
-                batches.decline(*b)
-        except BaseException:
-            batches.stop = True  # the other loops stop after their current batch
-            raise
-        if time.perf_counter() >= end:
-            return True
+    outer = getattr(_tls, "batches", None)
+    _tls.batches = batches
+    try:
+        while True:
+            b = batches.take()
+            if b is None:
+                return batches.help(end)
+            try:
+                if job(*b) is False:
+                    batches.decline(*b)
+            except BaseException:
+                batches.halt()  # the other loops stop after their current batch
+                raise
+            finally:
+                batches.done()
+            if time.perf_counter() >= end:
+                return True
+    finally:
+        _tls.batches = outer
 
 
 async def pull_batches(
@@ -79,6 +250,7 @@ async def pull_batches(
     job: Callable[[int, int], bool | None],
     slice_s: float = SLICE_S,
     loops: int | None = None,
+    helpable: bool = False,
 ) -> list[tuple[int, int]]:
     """Run ``job(lo, hi)`` over consecutive batches of ``range(n)`` in the pool.
 
@@ -93,6 +265,9 @@ async def pull_batches(
         Seconds a worker loop runs before it yields its pool thread.
     loops
         At most this many batches run at once (default: the pool's size).
+    helpable
+        The jobs hand out work with :func:`share`: start ``loops`` loops even
+        when there are fewer batches, so that the others help.
 
     Returns
     -------
@@ -106,7 +281,7 @@ async def pull_batches(
     """
     if n <= 0:
         return []
-    batches = _Batches(n, size)
+    batches = _Batches(n, size, helpable)
     pool = get_executor()
     running: set[concurrent.futures.Future[bool]] = set()
 
@@ -119,11 +294,13 @@ async def pull_batches(
             if not more:
                 return
 
-    n_loops = max(1, min(max_workers(), loops or max_workers(), -(-n // batches._size)))
+    n_loops = max(1, min(max_workers(), loops or max_workers()))
+    if not helpable:
+        n_loops = min(n_loops, -(-n // batches._size))
     try:
         results = await asyncio.gather(*(runner() for _ in range(n_loops)), return_exceptions=True)
     except BaseException:
-        batches.stop = True
+        batches.halt()
         await _settle(running)
         raise
     for r in results:
