@@ -724,3 +724,164 @@ def test_nested_list_boolean_masks(sel):
     a[sel] = -1
     data[sel] = -1
     np.testing.assert_array_equal(a[...], data)
+
+
+# --------------------------------------------------------------------------------------
+# regressions of an independent differential audit (index kinds numpy takes,
+# 0-d write targets, empty masks, error types)
+
+
+def _pair(shape=(3, 4), chunks=(2, 3), dtype="i2"):
+    x = (np.arange(int(np.prod(shape))) % 100).astype(dtype).reshape(shape)
+    a = cuzarr.create_array(
+        cuzarr.storage.MemoryStore(), shape=shape, chunks=chunks, dtype=dtype, fill_value=0
+    )
+    a[...] = x
+    return a, x
+
+
+class _Index:
+    def __index__(self):
+        return 1
+
+
+_TAKES = {
+    "range": range(2),
+    "ranges": (range(2), range(2)),
+    "slice-and-range": (slice(None), range(3, 0, -2)),
+    "memoryview": memoryview(np.array([0, 2])),
+    "__index__": _Index(),
+    "__index__-and-int": (_Index(), 2),
+    "__index__-in-slices": (slice(_Index(), None), _Index()),
+    "empty-mask-dim1": (slice(None), np.zeros(0, bool)),
+    "empty-mask-0x4": np.zeros((0, 4), bool),
+    "empty-mask-3x0": np.zeros((3, 0), bool),
+    "empty-mask-0": np.zeros(0, bool),
+}
+
+
+@pytest.mark.parametrize("sel", list(_TAKES.values()), ids=list(_TAKES))
+def test_index_kinds_numpy_takes(sel):
+    import array as pyarray
+
+    a, x = _pair()
+    for s in (sel, pyarray.array("l", [0, 2])):
+        want = x[s]
+        np.testing.assert_array_equal(a[s], want)
+        y = x.copy()
+        y[s] = 7
+        a[s] = 7
+        np.testing.assert_array_equal(a[...], y)
+        a[...] = x
+
+
+_REFUSES = {"str": "ab", "bytes": b"ab", "set": {0, 1}, "float": 1.0, "floats": [1.0]}
+
+
+@pytest.mark.parametrize("sel", [*_REFUSES.values(), None], ids=[*_REFUSES, "iterator"])
+def test_index_kinds_numpy_refuses(sel):
+    sel = iter([0, 1]) if sel is None else sel
+    a, x = _pair()
+    with pytest.raises(IndexError):
+        x[sel]
+    with pytest.raises(IndexError):
+        a[sel]
+
+
+@pytest.mark.parametrize("mask_shape", [(0, 5), (1, 0), (2, 0)])
+def test_empty_masks_must_still_fit_where_not_empty(mask_shape):
+    a, x = _pair()
+    with pytest.raises(IndexError):
+        x[np.zeros(mask_shape, bool)]
+    with pytest.raises(IndexError):
+        a[np.zeros(mask_shape, bool)]
+
+
+def test_zero_d_targets_take_values_with_leading_length_one_axes():
+    a0 = cuzarr.create_array(
+        cuzarr.storage.MemoryStore(), shape=(), chunks=(), dtype="i2", fill_value=0
+    )
+    a0[...] = np.array([5])
+    assert a0[...] == 5
+    a0[...] = [[6]]
+    assert a0[()] == 6
+    a, x = _pair()
+    a[1, 2, ...] = np.array([[60]])
+    a[0, None, 1] = np.array([61])
+    a.oindex[2, 3] = np.array([62])
+    x[1, 2, ...] = np.array([[60]])
+    x[0, None, 1] = np.array([61])
+    x[2, 3] = 62
+    np.testing.assert_array_equal(a[...], x)
+    # one element by integers alone: numpy refuses any value with dimensions
+    for sel in [(1, 2), (np.array(1), 2)]:
+        with pytest.raises(ValueError):
+            x[sel] = np.array([5])
+        with pytest.raises(ValueError):
+            a[sel] = np.array([5])
+    with pytest.raises(ValueError):
+        a0[()] = np.array([5])
+    np.testing.assert_array_equal(a[...], x)
+
+
+def test_a_single_vindex_point_casts_as_numpy_element_assignment():
+    a, x = _pair(shape=(3,), chunks=(2,))
+    for v in (np.float32("nan"), np.uint64(2**63)):
+        with pytest.raises((ValueError, OverflowError, TypeError)):
+            x[np.array(1)] = v
+        with pytest.raises((ValueError, OverflowError, TypeError)):
+            a.vindex[np.array(1)] = v
+        with pytest.raises((ValueError, OverflowError, TypeError)):
+            a.vindex[1] = v
+    np.testing.assert_array_equal(a[...], x)
+    a.vindex[np.array(2)] = np.float64(9.0)
+    assert a[2] == 9
+
+
+def test_bad_slices_raise_index_errors_that_numpy_code_also_catches():
+    from cuzarr.errors import IndexTypeError, SliceStepError
+
+    a, _ = _pair()
+    for get in (lambda s: a[s], lambda s: a.oindex[s], lambda s: a.blocks[s]):
+        with pytest.raises(SliceStepError) as e:
+            get(slice(None, None, 0))
+        assert isinstance(e.value, IndexError) and isinstance(e.value, ValueError)
+        assert "dimension 0" in str(e.value)
+        with pytest.raises(IndexTypeError) as e:
+            get(slice(1.0, None))
+        assert isinstance(e.value, IndexError) and isinstance(e.value, TypeError)
+
+
+@pytest.mark.parametrize(
+    "sel",
+    [np.array([0, 1]), [0, 1], (Ellipsis, Ellipsis), 1.5, (0, 0, 0)],
+    ids=["array", "list", "two-ellipses", "float", "too-many"],
+)
+def test_malformed_block_selections_raise_index_error(sel):
+    a, _ = _pair()
+    with pytest.raises(IndexError):
+        a.blocks[sel]
+    with pytest.raises(IndexError):
+        a.blocks[sel] = 1
+
+
+def test_vindex_refuses_slices_as_zarr_does():
+    a, _ = _pair()
+    with pytest.raises(IndexError, match="dimension 1"):
+        a.vindex[[0, 1], 0:2]
+    with pytest.raises(IndexError, match="dimension 1"):
+        a.vindex[[0, 1], 0:2] = 1
+
+
+def test_mask_selections_need_boolean_masks():
+    a, x = _pair()
+    with pytest.raises(IndexError, match="boolean"):
+        a.get_mask_selection(np.full(x.shape, 2))
+    with pytest.raises(IndexError, match="boolean"):
+        a.set_mask_selection(np.ones(x.shape, int), 5)
+    np.testing.assert_array_equal(a[...], x)
+    m = x % 3 == 0
+    np.testing.assert_array_equal(a.get_mask_selection(m), x[m])
+    a.set_mask_selection(m.tolist(), 5)  # nested lists of bools are masks too
+    x[m] = 5
+    np.testing.assert_array_equal(a[...], x)

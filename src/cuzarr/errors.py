@@ -16,10 +16,12 @@ __all__ = [
     "ContainsGroupError",
     "CuzarrError",
     "GroupNotFoundError",
+    "IndexTypeError",
     "MetadataError",
     "NodeNotFoundError",
     "NodeTypeValidationError",
     "ReadOnlyError",
+    "SliceStepError",
     "StoreKeyError",
     "UnknownCodecError",
     "UnsupportedExtensionError",
@@ -89,3 +91,13 @@ class ByteRangeError(CuzarrError, ValueError):
 
 class BoundsCheckError(CuzarrError, IndexError):
     """A selection lies outside the array's bounds or is malformed."""
+
+
+class SliceStepError(BoundsCheckError, ValueError):
+    """A slice with step zero: an ``IndexError`` like every bad selection, and a
+    ``ValueError`` as numpy raises for it."""
+
+
+class IndexTypeError(BoundsCheckError, TypeError):
+    """Slice bounds that are not integers: an ``IndexError`` like every bad
+    selection, and a ``TypeError`` as numpy raises for them."""

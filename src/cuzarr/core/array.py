@@ -37,6 +37,8 @@ from cuzarr.core.sync import sync
 from cuzarr.errors import ArrayNotFoundError, ReadOnlyError
 from cuzarr.indexing.selection import (
     BasicPlan,
+    _as_int,
+    _slice_indices,
     normalize_coordinate,
     normalize_numpy,
     normalize_orthogonal,
@@ -83,12 +85,23 @@ def _any_per_chunk(mask: np.ndarray, labels: list[np.ndarray]) -> np.ndarray:
     return x
 
 
-def _drop_leading_ones(arr: Any, ndim: int) -> Any:
+def _drop_leading_ones(arr: Any, ndim: int, scalar: bool = False) -> Any:
     """numpy's setitem accepts a value with extra leading length-1 axes
-    (``x[::2] = [[1, 2]]``): drop them before broadcasting."""
+    (``x[::2] = [[1, 2]]``, ``x[1, 2, ...] = [[5]]``): drop them before
+    broadcasting. ``scalar``: the selection is one element by integers alone
+    (``x[1, 2]``), where numpy refuses any value with dimensions."""
     extra = arr.ndim - ndim
-    if ndim and extra > 0 and all(n == 1 for n in arr.shape[:extra]):
+    if (ndim or not scalar) and extra > 0 and all(n == 1 for n in arr.shape[:extra]):
         return arr.reshape(arr.shape[extra:])
+    return arr
+
+
+def _as_mask(mask: Any) -> np.ndarray:
+    """A mask selection as a numpy bool array; anything else is refused (an
+    integer array taken for a mask would select by truth value, silently)."""
+    arr = np.asarray(host_selection(mask))
+    if arr.dtype != bool:
+        raise IndexError(f"mask selections take a boolean array, got one of dtype {arr.dtype}")
     return arr
 
 
@@ -563,15 +576,11 @@ class AsyncArray:
         prototype: Any = None,
     ) -> Any:
         """Read the elements where the boolean ``mask`` (the array's shape) is True."""
-        return await self.get_coordinate_selection(
-            np.asarray(host_selection(mask), dtype=bool), out=out, prototype=prototype
-        )
+        return await self.get_coordinate_selection(_as_mask(mask), out=out, prototype=prototype)
 
     async def set_mask_selection(self, mask: Any, value: Any, *, fields: Any = None) -> None:
         """Write ``value`` where the boolean ``mask`` (the array's shape) is True."""
-        await self.set_coordinate_selection(
-            np.asarray(host_selection(mask), dtype=bool), value
-        )
+        await self.set_coordinate_selection(_as_mask(mask), value)
 
     async def get_basic_selection(
         self,
@@ -660,8 +669,11 @@ class AsyncArray:
     def _block_to_slices(self, selection: Any) -> tuple[slice, ...]:
         if not isinstance(selection, tuple):
             selection = (selection,)
-        if Ellipsis in selection:
-            i = selection.index(Ellipsis)
+        ellipses = [k for k, s in enumerate(selection) if s is Ellipsis]
+        if len(ellipses) > 1:
+            raise IndexError("an index can only have a single ellipsis ('...')")
+        if ellipses:
+            i = ellipses[0]
             selection = (
                 selection[:i]
                 + (slice(None),) * (self.ndim - len(selection) + 1)
@@ -679,8 +691,8 @@ class AsyncArray:
         )
         for d, (s, dim) in enumerate(zip(selection, dims, strict=True)):
             n = dim.nchunks
-            if isinstance(s, (int, np.integer)) and not isinstance(s, bool):
-                i = int(s)
+            i = _as_int(s)
+            if i is not None:
                 if i < -n or i >= n:
                     raise IndexError(
                         f"block index {i} is out of bounds for dimension {d} with {n} blocks"
@@ -688,7 +700,7 @@ class AsyncArray:
                 i = i + n if i < 0 else i
                 out.append(slice(dim.offset(i), dim.offset(i) + dim.data_len(i)))
             elif isinstance(s, slice):
-                start, stop, step = s.indices(n)
+                start, stop, step = _slice_indices(s, n, d)
                 if step != 1:
                     raise IndexError(f"dimension {d}: block slices must have step 1")
                 if stop <= start:
@@ -703,11 +715,17 @@ class AsyncArray:
 
     # -- writing -----------------------------------------------------------------
     def _as_value(
-        self, value: Any, shape: tuple[int, ...], keep_device: bool = False, basic: bool = False
+        self,
+        value: Any,
+        shape: tuple[int, ...],
+        keep_device: bool = False,
+        basic: bool = False,
+        scalar: bool = False,
     ) -> Any:
         """``value`` as an array of the stored dtype broadcast to ``shape``.
         ``basic``: the selection is basic (ints and slices), where numpy packs
-        a scalar value by its Python value rather than casting it."""
+        a scalar value by its Python value rather than casting it. ``scalar``:
+        it is one element by integers alone (see ``_drop_leading_ones``)."""
         if is_device_array(value):
             dt = device_dtype(self.dtype)
             if keep_device and dt is not None:
@@ -715,7 +733,8 @@ class AsyncArray:
                 xp = prototype_for(value).xp
                 try:
                     return xp.broadcast_to(
-                        _drop_leading_ones(xp.asarray(value, dtype=dt), len(shape)), shape
+                        _drop_leading_ones(xp.asarray(value, dtype=dt), len(shape), scalar),
+                        shape,
                     )
                 except ValueError as e:
                     raise ValueError(
@@ -757,7 +776,7 @@ class AsyncArray:
                 raise cls(
                     f"cannot write {type(value).__name__} into an array of {dt.dtype}: {e}"
                 ) from e
-        arr = _drop_leading_ones(arr, len(shape))
+        arr = _drop_leading_ones(arr, len(shape), scalar)
         try:
             return np.broadcast_to(arr, shape)
         except ValueError as e:
@@ -775,7 +794,11 @@ class AsyncArray:
         plan = normalize_numpy(selection, self.shape, self._write_dims())
         if isinstance(plan, BasicPlan):
             v = self._as_value(
-                await _materialize(value), plan.result_shape, keep_device=True, basic=True
+                await _materialize(value),
+                plan.result_shape,
+                keep_device=True,
+                basic=True,
+                scalar=plan.scalar,
             ).reshape(plan.buffer_shape)
             await engine.write_plan(
                 self.store_path,
@@ -854,7 +877,12 @@ class AsyncArray:
         """Write points (``vindex``); repeated points: the last value wins."""
         self._check_writable()
         coords, shape = normalize_coordinate(host_selection(selection), self.shape)
-        v = self._as_value(await _materialize(value), shape).reshape(-1)
+        # One point by integer coordinates is numpy's element assignment
+        # (``x[np.array(1)] = v``): its scalar rules (no casting NaN into ints).
+        point = shape == () and bool(coords)
+        v = self._as_value(
+            await _materialize(value), shape, basic=point, scalar=point
+        ).reshape(-1)
         if not coords:
             # A 0-d array (``vindex[()]``, or a 0-d mask): its one element, or nothing.
             if v.size == 0:
@@ -1325,14 +1353,10 @@ class Array:
     def get_mask_selection(
         self, mask: Any, *, out: np.ndarray | None = None, prototype: Any = None, fields: Any = None
     ) -> Any:
-        return sync(
-            self._async_array.get_coordinate_selection(
-                np.asarray(host_selection(mask), dtype=bool), out=out, prototype=prototype
-            )
-        )
+        return sync(self._async_array.get_mask_selection(mask, out=out, prototype=prototype))
 
     def set_mask_selection(self, mask: Any, value: Any, *, fields: Any = None) -> None:
-        sync(self._async_array.set_coordinate_selection(np.asarray(mask, dtype=bool), value))
+        sync(self._async_array.set_mask_selection(mask, value))
 
     def get_block_selection(
         self,

@@ -16,14 +16,16 @@ that compact block with remapped indices, which reproduces numpy's semantics
 
 from __future__ import annotations
 
+import array
 import math
 import operator
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from cuzarr.errors import BoundsCheckError
+from cuzarr.errors import BoundsCheckError, IndexTypeError, SliceStepError
 from cuzarr.indexing.projection import DimProjection, project_array, project_slice
 from cuzarr.metadata.chunk_grid import DimGrid
 
@@ -44,9 +46,24 @@ def _as_int(x: Any) -> int | None:
         return None
     if isinstance(x, (int, np.integer)):
         return int(x)
-    if isinstance(x, np.ndarray) and x.ndim == 0 and x.dtype.kind in "iu":
-        return int(x)
+    if isinstance(x, np.ndarray):
+        return int(x) if x.ndim == 0 and x.dtype.kind in "iu" else None
+    if hasattr(type(x), "__index__") and not _is_sequence(x):
+        # numpy takes any object with __index__ as an integer
+        try:
+            return operator.index(x)
+        except TypeError:
+            return None
     return None
+
+
+def _is_sequence(x: Any) -> bool:
+    """Sequences numpy turns into index arrays: lists, tuples (inside a
+    selection), ranges, buffers such as ``array.array``, and other sequences
+    that are not text or bytes."""
+    if isinstance(x, (list, tuple, range, memoryview, array.array)):
+        return True
+    return isinstance(x, Sequence) and not isinstance(x, (str, bytes, bytearray))
 
 
 def _check_int(i: int, size: int, dim: int) -> int:
@@ -81,7 +98,7 @@ def _as_index_array(x: Any) -> np.ndarray | None:
         return x
     if isinstance(x, (bool, np.bool_)):
         return np.asarray(x, dtype=bool)
-    if isinstance(x, (list, tuple)):
+    if _is_sequence(x):
         arr = np.asarray(x)
         # numpy: an empty sequence (``[]``, ``[[], []]``) indexes as intp.
         return arr.astype(np.intp) if arr.size == 0 and arr.dtype.kind == "f" else arr
@@ -99,9 +116,9 @@ def _slice_indices(s: slice, size: int, dim: int) -> tuple[int, int, int]:
                 operator.index(v)
         return s.indices(size)
     except TypeError as e:
-        raise IndexError(f"dimension {dim}: slice bounds must be integers, got {s}") from e
+        raise IndexTypeError(f"dimension {dim}: slice bounds must be integers, got {s}") from e
     except ValueError as e:
-        raise IndexError(f"dimension {dim}: {e}") from e
+        raise SliceStepError(f"dimension {dim}: {e}") from e
 
 
 def _expand(selection: Any, ndim: int, allow_newaxis: bool = True) -> list[Any]:
@@ -109,9 +126,7 @@ def _expand(selection: Any, ndim: int, allow_newaxis: bool = True) -> list[Any]:
     if not isinstance(selection, tuple):
         selection = (selection,)
     # Sequences index as arrays: a nested list of bools is a multi-dimensional mask.
-    selection = tuple(
-        _as_index_array(s) if isinstance(s, (list, tuple)) else s for s in selection
-    )
+    selection = tuple(_as_index_array(s) if _is_sequence(s) else s for s in selection)
     consumed = 0
     n_ellipsis = 0
     for s in selection:
@@ -219,7 +234,7 @@ def classify_numpy(selection: Any, shape: tuple[int, ...]) -> tuple[list[tuple[A
                 # numpy: a 0-d bool adds a length-1 (True) or 0 (False) axis.
                 norm.append(("bool0", bool(arr)))
                 continue
-            if arr.shape != shape[dim : dim + k]:
+            if not _mask_fits(arr.shape, shape[dim : dim + k]):
                 raise IndexError(
                     f"boolean index of shape {arr.shape} does not match dimensions "
                     f"{dim}..{dim + k - 1} of shape {shape[dim : dim + k]}"
@@ -237,6 +252,14 @@ def classify_numpy(selection: Any, shape: tuple[int, ...]) -> tuple[list[tuple[A
     if advanced:
         _check_index_arrays(norm, shape)
     return norm, advanced
+
+
+def _mask_fits(mask_shape: tuple[int, ...], shape: tuple[int, ...]) -> bool:
+    """Whether a boolean mask indexes these dimensions: the same extents, where
+    numpy also lets an extent of 0 stand for any (nothing is selected)."""
+    return len(mask_shape) == len(shape) and all(
+        m == n or m == 0 for m, n in zip(mask_shape, shape, strict=True)
+    )
 
 
 def _check_index_arrays(norm: list[Any], shape: tuple[int, ...]) -> None:
@@ -375,7 +398,7 @@ def normalize_coordinate(
     if len(selection) == 1:
         arr = _as_index_array(selection[0])
         if arr is not None and arr.dtype == bool:
-            if arr.shape != shape:
+            if not _mask_fits(arr.shape, shape):
                 raise IndexError(
                     f"boolean mask of shape {arr.shape} does not match array shape {shape}"
                 )
@@ -397,9 +420,13 @@ def normalize_coordinate(
             arr = _as_index_array(s)
             if arr is None:
                 if isinstance(s, slice):
-                    arr = np.arange(*_slice_indices(s, shape[d], d))
-                else:
-                    raise IndexError(f"dimension {d}: unsupported coordinate index {s!r}")
+                    # as zarr-python: a slice has no meaning among points (numpy's
+                    # fancy indexing would make it an outer dimension)
+                    raise IndexError(
+                        f"dimension {d}: vindex takes integer arrays or one boolean mask, "
+                        f"not slices ({s}); use oindex or a[...] for those"
+                    )
+                raise IndexError(f"dimension {d}: unsupported coordinate index {s!r}")
             if arr.dtype == bool:
                 raise IndexError(
                     "vindex takes one boolean mask over the whole array, or integer arrays"
