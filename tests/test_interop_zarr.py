@@ -15,7 +15,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import zarr
 
+import cuzarr
 from _interop_helpers import (
     DELTA_KINDS,
     DTYPES,
@@ -680,3 +682,64 @@ def test_v2_fixed_width_bytes_under_a_vlen_filter_keep_trailing_nuls_fitting(tmp
     (tmp_path / ".zarray").write_text(json.dumps(meta))
     with pytest.raises(CodecError, match="do not fit"):
         cuzarr.open_array(tmp_path, mode="r")[...]
+
+
+@pytest.mark.parametrize("dtype", ["int32", "float64", "bool", "S5"])
+def test_v2_fill_value_none_is_stored_as_null_like_zarr(tmp_path, dtype):
+    """An explicit fill_value=None in v2 is "fill_value": null, as zarr-python
+    writes it (readers such as xarray take a v2 fill value for missing data);
+    unwritten elements read as the type's default in both libraries."""
+    data = np.zeros(6, dtype=dtype)
+    data[3:] = np.ones(3, dtype=dtype) if dtype != "S5" else b"ab"
+    for writer in (cuzarr, zarr):
+        path = str(tmp_path / f"{writer.__name__}-{dtype}")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            a = writer.create_array(
+                path, shape=(8,), chunks=(3,), dtype=dtype, fill_value=None, zarr_format=2
+            )
+            a[:6] = data
+        with open(path + "/.zarray") as f:
+            assert json.load(f)["fill_value"] is None
+        want = np.concatenate([data, np.zeros(2, dtype=dtype)])
+        for reader in (cuzarr, zarr):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                b = reader.open_array(path, mode="r")
+                np.testing.assert_array_equal(b[...], want)
+                assert b.fill_value is None
+
+
+def test_v2_null_fill_keeps_real_zeros_for_xarray(tmp_path):
+    import xarray as xr
+
+    g = cuzarr.create_group(str(tmp_path / "ds"), zarr_format=2)
+    a = g.create_array(
+        "v",
+        shape=(4,),
+        chunks=(2,),
+        dtype="i4",
+        fill_value=None,
+        attributes={"_ARRAY_DIMENSIONS": ["x"]},
+    )
+    a[:] = np.arange(4)
+    ds = xr.open_dataset(str(tmp_path / "ds"), engine="zarr", consolidated=False)
+    np.testing.assert_array_equal(ds["v"].values, np.arange(4))
+
+
+@pytest.mark.parametrize("dtype", ["int16", "uint8", "float64"])
+def test_v3_blosc_without_shuffle_takes_zarr_pythons_default(tmp_path, dtype):
+    """A blosc codec given without ``shuffle`` gets it from the data type, as in
+    zarr-python (byte shuffle, bit shuffle for 1-byte items): the same metadata
+    and the same chunk bytes."""
+    blosc = [{"name": "blosc", "configuration": {"cname": "zstd"}}]
+    data = (np.arange(64) % 7).astype(dtype)
+    metas = {}
+    for lib in (cuzarr, zarr):
+        path = tmp_path / lib.__name__
+        a = lib.create_array(str(path), shape=(64,), chunks=(64,), dtype=dtype, compressors=blosc)
+        a[...] = data
+        conf = json.loads((path / "zarr.json").read_text())["codecs"][-1]["configuration"]
+        metas[lib.__name__] = (conf, (path / "c" / "0").read_bytes())
+    assert metas["cuzarr"] == metas["zarr"]
+    assert metas["cuzarr"][0]["shuffle"] == ("bitshuffle" if dtype == "uint8" else "shuffle")

@@ -16,7 +16,7 @@ from cuzarr.codecs.numcodecs_bridge import as_v3_codec
 from cuzarr.config import config as cuzarr_config
 from cuzarr.core.array import Array, AsyncArray, _materialize
 from cuzarr.core.array_config import ArrayConfig, parse_array_config
-from cuzarr.core.build import build_array_metadata
+from cuzarr.core.build import DEFAULT_FILL, build_array_metadata
 from cuzarr.core.group import AsyncGroup
 from cuzarr.core.lazy import LazyArray
 from cuzarr.core.lazy import read_many_async as read_many
@@ -89,7 +89,7 @@ async def create_array(
     dtype: Any = "float64",
     chunks: Any = "auto",
     shards: Any = None,
-    fill_value: Any = None,
+    fill_value: Any = DEFAULT_FILL,
     order: str | None = None,
     zarr_format: int | None = 3,
     compressors: Any = "auto",
@@ -131,7 +131,7 @@ async def create_array(
             filters=filters,
             compressors=compressors,
             serializer=serializer,
-            fill_value=_DEFAULT_FILL if fill_value is None else fill_value,
+            fill_value=fill_value,
             order=order,
             zarr_format=zarr_format,
             attributes=attributes,
@@ -451,14 +451,8 @@ async def empty_like(a: Any, store: Any = None, **kwargs: Any) -> AsyncArray:
 # ----------------------------------------------------------------------------------
 
 
-class _DefaultFill:
-    """Sentinel: "no fill value given" (``from_array`` then keeps the source's)."""
-
-    def __repr__(self) -> str:
-        return "<default fill value>"
-
-
-_DEFAULT_FILL: Any = _DefaultFill()
+# "no fill value given": the type's default (``from_array``: the source's)
+_DEFAULT_FILL: Any = DEFAULT_FILL
 
 
 def _warn_unimplemented(**kwargs: Any) -> None:
@@ -613,8 +607,6 @@ async def from_array(
         shape = data.shape
     if filters == "auto":
         filters = None
-    if fill_value is _DEFAULT_FILL:
-        fill_value = None
     result = await create_array(
         store,
         name,
@@ -774,8 +766,6 @@ async def create(
         kw["filters"] = filters
     else:
         raise ValueError(f"zarr_format must be 2 or 3, got {zarr_format!r}")
-    if fill_value is _DEFAULT_FILL:
-        fill_value = None
     sp = make_store_path(store, path, mode=mode, storage_options=storage_options)
     if mode == "w-":
         await ensure_vacant(sp, False)

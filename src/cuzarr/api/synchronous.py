@@ -47,7 +47,7 @@ def create_array(
     dtype: Any = "float64",
     chunks: Any = "auto",
     shards: Any = None,
-    fill_value: Any = None,
+    fill_value: Any = _async._DEFAULT_FILL,
     order: str | None = None,
     zarr_format: int | None = 3,
     compressors: Any = "auto",
@@ -85,8 +85,10 @@ def create_array(
         aims at about 1 MiB.
     shards : tuple of int, optional
         Shard shape (v3): a multiple of ``chunks``.
-    fill_value : scalar, optional
-        Value of unwritten elements (default: zero or empty).
+    fill_value : scalar or None, optional
+        Value of unwritten elements (default: zero or empty). ``None`` in
+        Zarr v2 is stored as ``null`` (unwritten elements still read as zero
+        or empty, as in zarr-python); in v3 it means the default.
     order : {"C", "F"}, optional
         Memory order of chunks (stored order for v2).
     zarr_format : {2, 3}

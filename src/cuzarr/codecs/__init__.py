@@ -16,6 +16,7 @@ def _load_builtin_codecs() -> None:
         compressors,
         sharding,
         transpose,
+        value_codecs,
         vlen,
     )
 
@@ -29,15 +30,18 @@ from cuzarr.codecs.bytes_codec import BytesCodec  # noqa: E402
 from cuzarr.codecs.checksum import Crc32cCodec  # noqa: E402
 from cuzarr.codecs.compressors import BloscCodec, GzipCodec, ZstdCodec  # noqa: E402
 from cuzarr.codecs.transpose import TransposeCodec  # noqa: E402
+from cuzarr.codecs.value_codecs import CastValueCodec, ScaleOffsetCodec  # noqa: E402
 from cuzarr.codecs.vlen import VLenBytesCodec, VLenUTF8Codec  # noqa: E402
 
 __all__ = [
     "BloscCodec",
     "BytesCodec",
+    "CastValueCodec",
     "ChunkSpec",
     "Codec",
     "Crc32cCodec",
     "GzipCodec",
+    "ScaleOffsetCodec",
     "TransposeCodec",
     "VLenBytesCodec",
     "VLenUTF8Codec",

@@ -229,7 +229,9 @@ _SHUFFLE_NAMES = {v: k for k, v in _SHUFFLE.items()}
 
 
 class BloscCodec(BytesBytesCodec):
-    """Blosc via numcodecs; ``typesize`` is taken from the data type when unset."""
+    """Blosc via numcodecs. ``typesize`` is taken from the data type when unset,
+    and so is ``shuffle`` (as zarr-python: byte shuffle for items of several
+    bytes, bit shuffle for single bytes)."""
 
     name = "blosc"
 
@@ -237,13 +239,13 @@ class BloscCodec(BytesBytesCodec):
         self,
         cname: str = "zstd",
         clevel: int = 5,
-        shuffle: str | int = "noshuffle",
+        shuffle: str | int | None = None,
         typesize: int | None = None,
         blocksize: int = 0,
     ) -> None:
-        if isinstance(shuffle, int):
+        if isinstance(shuffle, int) and not isinstance(shuffle, bool):
             shuffle = _SHUFFLE_NAMES.get(shuffle, "shuffle")
-        if shuffle not in _SHUFFLE:
+        if shuffle is not None and shuffle not in _SHUFFLE:
             raise MetadataError(f"blosc shuffle must be one of {sorted(_SHUFFLE)}, got {shuffle!r}")
         if cname not in ("lz4", "lz4hc", "blosclz", "zstd", "snappy", "zlib"):
             raise MetadataError(f"unknown blosc cname {cname!r}")
@@ -257,17 +259,25 @@ class BloscCodec(BytesBytesCodec):
         conf: dict[str, Any] = {
             "cname": self.cname,
             "clevel": self.clevel,
-            "shuffle": self.shuffle,
+            "shuffle": self._shuffle(),
             "blocksize": self.blocksize,
         }
         if self.typesize is not None:
             conf["typesize"] = self.typesize
         return conf
 
+    def _shuffle(self) -> str:
+        # not evolved against a data type (typesize unknown too): no shuffle
+        return self.shuffle if self.shuffle is not None else "noshuffle"
+
     def evolve(self, spec: ChunkSpec) -> BloscCodec:
-        if self.typesize is None:
-            ts = 1 if spec.dtype.is_vlen else spec.dtype.item_size
-            return BloscCodec(self.cname, self.clevel, self.shuffle, ts, self.blocksize)
+        if self.typesize is None or self.shuffle is None:
+            item = 1 if spec.dtype.is_vlen else spec.dtype.item_size
+            ts = item if self.typesize is None else self.typesize
+            shuffle = self.shuffle
+            if shuffle is None:
+                shuffle = "bitshuffle" if item == 1 else "shuffle"
+            return BloscCodec(self.cname, self.clevel, shuffle, ts, self.blocksize)
         return self
 
     def _numcodec(self) -> Any:
@@ -276,7 +286,7 @@ class BloscCodec(BytesBytesCodec):
             nc = self._nc = numcodecs().Blosc(
                 cname=self.cname,
                 clevel=self.clevel,
-                shuffle=_SHUFFLE[self.shuffle],
+                shuffle=_SHUFFLE[self._shuffle()],
                 blocksize=self.blocksize,
                 typesize=self.typesize,
             )
@@ -315,7 +325,7 @@ register_codec(
     lambda c: BloscCodec(
         c.get("cname", "zstd"),
         c.get("clevel", 5),
-        c.get("shuffle", "noshuffle"),
+        c.get("shuffle"),
         c.get("typesize"),
         c.get("blocksize", 0),
     ),

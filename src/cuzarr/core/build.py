@@ -228,13 +228,25 @@ def _v2_codecs(
     return (tuple(flist) if flist else None), compressor
 
 
+class _DefaultFill:
+    """Sentinel: no fill value given. The data type's default then, where an
+    explicit ``None`` in Zarr v2 is stored as ``null`` (as zarr-python does;
+    readers such as xarray take a v2 fill value for missing data)."""
+
+    def __repr__(self) -> str:
+        return "<default fill value>"
+
+
+DEFAULT_FILL: Any = _DefaultFill()
+
+
 def build_array_metadata(
     *,
     shape: Any,
     dtype: Any,
     chunks: Any = "auto",
     shards: Any = None,
-    fill_value: Any = None,
+    fill_value: Any = DEFAULT_FILL,
     order: str | None = None,
     zarr_format: int = 3,
     compressors: Any = "auto",
@@ -261,7 +273,12 @@ def build_array_metadata(
     order = order or "C"
     if order not in ("C", "F"):
         raise ValueError(f"order must be 'C' or 'F', got {order!r}")
-    fill = dt.cast_fill(fill_value)
+    if fill_value is DEFAULT_FILL or (fill_value is None and zarr_format == 3):
+        fill = dt.default_fill()
+    elif fill_value is None:
+        fill = None  # v2 "fill_value": null (reads as the type's default)
+    else:
+        fill = dt.cast_fill(fill_value)
     attrs = dict(attributes or {})
     names = normalize_dimension_names(dimension_names, len(shape))
     if zarr_format == 3:
