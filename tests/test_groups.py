@@ -165,6 +165,33 @@ def test_open_group_use_consolidated(zarr_format):
         cuzarr.open_group(other.store, mode="r", use_consolidated=True)
 
 
+def test_attrs_written_without_the_consolidated_metadata_drop_it_like_zarr(tmp_path):
+    """v3: a handle opened with use_consolidated=False does not keep the
+    consolidated block up to date, so it does not write it back (zarr-python
+    neither): readers then list the store, and see members it added."""
+    import json
+
+    import zarr
+
+    path = str(tmp_path / "g")
+    g = cuzarr.create_group(path)
+    g.create_group("a")
+    cuzarr.consolidate_metadata(path)
+    g2 = cuzarr.open_group(path, mode="r+", use_consolidated=False)
+    g2.create_group("late")
+    g2.attrs.update({"x": 1})
+    doc = json.loads((tmp_path / "g" / "zarr.json").read_text())
+    assert "consolidated_metadata" not in doc and doc["attributes"] == {"x": 1}
+    assert sorted(cuzarr.open_group(path, mode="r").keys()) == ["a", "late"]
+    assert sorted(zarr.open_group(path, mode="r").keys()) == ["a", "late"]
+    # a handle that read the consolidated metadata keeps it (and updates it)
+    cuzarr.consolidate_metadata(path)
+    g3 = cuzarr.open_group(path, mode="r+")
+    g3.attrs.update({"y": 2})
+    doc = json.loads((tmp_path / "g" / "zarr.json").read_text())
+    assert "consolidated_metadata" in doc and doc["attributes"] == {"x": 1, "y": 2}
+
+
 def test_require_group(store):
     root = cuzarr.create_group(store)
     g = root.require_group("a", attributes={"k": 1})

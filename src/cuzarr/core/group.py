@@ -482,7 +482,13 @@ class AsyncGroup:
         if self.read_only:
             raise ReadOnlyError(f"group {self.name!r} is read-only")
         json.dumps(attrs, allow_nan=False)
-        meta = GroupMetadata(self.zarr_format, dict(attrs), self.metadata.extra)
+        extra = self.metadata.extra
+        if not self._owns_consolidated and "consolidated_metadata" in extra:
+            # As zarr-python: a handle opened without the consolidated metadata
+            # (use_consolidated=False) does not keep it up to date (members it
+            # added are missing from it), so it does not write it back either.
+            extra = {k: v for k, v in extra.items() if k != "consolidated_metadata"}
+        meta = GroupMetadata(self.zarr_format, dict(attrs), extra)
         await save_metadata(self.store_path, meta)
         self.metadata = meta
         publish_metadata(self._meta_sinks, meta)
