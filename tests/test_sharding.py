@@ -373,3 +373,38 @@ def test_nat_inner_chunks_are_empty_like_zarr_python():
     b = cuzarr.create_array(plain, shape=(4,), chunks=(2,), dtype="M8[s]")
     b[...] = np.array(["NaT", "NaT", 1, 2], dtype="M8[s]")
     assert "c/0" not in plain and "c/1" in plain
+
+
+@pytest.mark.parametrize("write_empty_chunks", [False, True])
+def test_empty_shard_under_compressors_is_not_stored(tmp_path, write_empty_chunks):
+    """Sharding as the serializer with compressors after it: a shard whose inner
+    chunks are all fill is deleted, not stored as compressed empty bytes (which
+    decoded to a shard shorter than its index: a CodecError on every read)."""
+    import zarr
+
+    spec = dict(
+        shape=(8,),
+        chunks=(4,),
+        dtype="i2",
+        fill_value=0,
+        serializer={
+            "name": "sharding_indexed",
+            "configuration": {
+                "chunk_shape": [2],
+                "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
+            },
+        },
+        compressors=[{"name": "zstd", "configuration": {"level": 1}}, {"name": "crc32c"}],
+        config={"write_empty_chunks": write_empty_chunks},
+    )
+    path = str(tmp_path / "a")
+    a = cuzarr.create_array(path, **spec)
+    a[...] = np.array([0, 0, 0, 0, 1, 2, 3, 4], "i2")
+    a[4:] = 0
+    stored = sorted(p.name for p in (tmp_path / "a" / "c").iterdir())
+    np.testing.assert_array_equal(a[...], np.zeros(8, "i2"))
+    np.testing.assert_array_equal(zarr.open_array(path)[...], np.zeros(8, "i2"))
+    if write_empty_chunks:
+        assert stored == ["0", "1"]  # inner chunks of fill kept, as zarr-python does
+    else:
+        assert stored == []

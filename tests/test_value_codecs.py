@@ -298,3 +298,62 @@ def test_cast_value_to_small_floats_rounds_as_asked(target):
     np.testing.assert_array_equal(zero, np.where(x >= 0, down, up))
     for y in (down, up):  # nothing representable lies between x and the result
         np.testing.assert_array_equal(y.astype(dt).astype(np.float64), y)
+
+
+def test_cast_value_to_small_integer_types():
+    x = np.array([1.3, 2.5, -3.7, 7.0, 9.2, -12.0])
+    spec = _spec(x, "float64")
+    got = CastValueCodec("int4", out_of_range="clamp").encode(x, spec)
+    assert got.dtype.name == "int4"
+    np.testing.assert_array_equal(got.astype(int), [1, 2, -4, 7, 7, -8])
+    wrapped = CastValueCodec("uint4", out_of_range="wrap").encode(x, spec)
+    np.testing.assert_array_equal(wrapped.astype(int), [1, 2, 12, 7, 9, 4])
+    with pytest.raises(CodecError, match="outside the range of int4"):
+        CastValueCodec("int4").encode(x, spec)
+    i = np.array([-3, 0, 5], dtype="int32")
+    back = CastValueCodec("int4").decode(CastValueCodec("int4").encode(i, _spec(i, "int32")), _spec(i, "int32"))
+    np.testing.assert_array_equal(back, i)
+
+
+def test_small_integer_fill_values_are_json_integers():
+    store: dict = {}
+    a = cuzarr.create_array(store, shape=(4,), dtype="int4", fill_value=3)
+    assert json.loads(store["zarr.json"])["fill_value"] == 3
+    assert isinstance(json.loads(store["zarr.json"])["fill_value"], int)
+    np.testing.assert_array_equal(cuzarr.open_array(store)[...].astype(int), [3, 3, 3, 3])
+    assert a.fill_value == 3
+
+
+def test_cast_value_of_a_uint64_fill_past_int64(tmp_path):
+    filters = [{"name": "cast_value", "configuration": {"data_type": "uint8", "out_of_range": "clamp"}}]
+    a = cuzarr.create_array(
+        str(tmp_path / "a"), shape=(3,), dtype="uint64", fill_value=2**64 - 5, filters=filters
+    )
+    a[1] = 7
+    z = zarr.create_array(
+        str(tmp_path / "z"), shape=(3,), dtype="uint64", fill_value=2**64 - 5, filters=filters
+    )
+    z[1] = 7
+    # the fill elements of the written chunk clamp to 255, in both libraries
+    np.testing.assert_array_equal(a[...], np.array([255, 7, 255], dtype="uint64"))
+    np.testing.assert_array_equal(z[...], a[...])
+    zero_d = np.array(2**64 - 5, dtype="uint64")
+    got = CastValueCodec("uint8", out_of_range="clamp").encode(zero_d, _spec(zero_d, "uint64"))
+    assert got.shape == () and got == 255
+
+
+def test_cast_value_to_a_type_without_zero_or_negatives():
+    x = np.array([0.0, -1.0, 2.0**-128, 4.0])
+    spec = _spec(x, "float64")
+    with pytest.raises(CodecError, match="outside the range of float8_e8m0fnu"):
+        CastValueCodec("float8_e8m0fnu").encode(x, spec)
+    got = CastValueCodec("float8_e8m0fnu", out_of_range="clamp").encode(x, spec)
+    np.testing.assert_array_equal(got.astype(np.float64), [2.0**-127, 2.0**-127, 2.0**-127, 4.0])
+
+
+def test_scale_offset_takes_big_endian_input():
+    x = np.array([1.5, -2.0, 7.25], dtype=">f8")
+    c = ScaleOffsetCodec(0.5, 4.0)
+    enc = c.encode(x, _spec(x, "float64"))
+    np.testing.assert_array_equal(enc, (x.astype("<f8") - 0.5) * 4.0)
+    np.testing.assert_array_equal(c.decode(enc.astype(">f8"), _spec(x, "float64")), x)

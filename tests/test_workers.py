@@ -756,3 +756,29 @@ def test_sharded_writes_and_reads_are_alike_with_parts_shared_or_not(
     assert files
     for f in files:
         assert (tmp_path / "shared" / f).read_bytes() == (tmp_path / "serial" / f).read_bytes()
+
+
+def test_helper_tasks_queued_on_a_busy_pool_do_not_hold_the_results(two_workers):
+    """share's helper tasks that start after the parts ran out keep nothing of
+    the job alive (its results may be large)."""
+    import gc
+    import weakref
+
+    from cuzarr.core.sync import get_executor
+
+    class Big:
+        pass
+
+    release = threading.Event()
+    pool = get_executor()
+    blockers = [pool.submit(release.wait, 10) for _ in range(2)]
+    try:
+        results = share(lambda i: Big(), 4)
+        refs = [weakref.ref(r) for r in results]
+        del results
+        gc.collect()
+        assert all(r() is None for r in refs)  # while the helper tasks still wait
+    finally:
+        release.set()
+        for b in blockers:
+            b.result()

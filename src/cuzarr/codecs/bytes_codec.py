@@ -66,6 +66,8 @@ class BytesCodec(ArrayBytesCodec):
             )
             return memoryview(units.byteswap().reshape(-1).view(np.uint8))
         sdt = self.stored_dtype(spec)
+        # np.asarray: a numpy scalar's astype to a non-native byte order is native
+        arr = np.asarray(arr)
         if arr.dtype != sdt:
             arr = arr.astype(sdt)
         if not arr.flags.c_contiguous:

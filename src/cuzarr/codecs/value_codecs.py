@@ -30,11 +30,11 @@ _OUT_OF_RANGE = ("error", "clamp", "wrap")
 
 
 def _is_int(dt: DataType) -> bool:
-    return dt.kind in ("int", "uint") or (dt.kind == "ml" and dt.dtype.kind in "iu")
+    return dt.kind in ("int", "uint") or dt.is_ml_int
 
 
 def _is_float(dt: DataType) -> bool:
-    return dt.kind == "float" or (dt.kind == "ml" and dt.dtype.kind not in "iu")
+    return dt.kind == "float" or (dt.kind == "ml" and not dt.is_ml_int)
 
 
 def _int_range(dt: DataType) -> tuple[int, int]:
@@ -47,16 +47,19 @@ def _int_range(dt: DataType) -> tuple[int, int]:
     return int(info.min), int(info.max)
 
 
-def _float_format(dt: DataType) -> tuple[int, int, float]:
+def _float_format(dt: DataType) -> tuple[int, int, float, float]:
     """(significand bits with the implicit one, frexp exponent of the smallest
-    normal value, largest finite value) of a float type."""
+    normal value, smallest and largest finite value) of a float type. The
+    smallest is ``-largest``, except for types without negative values
+    (``float8_e8m0fnu``: powers of two only, no zero)."""
     if dt.kind == "ml":
         import ml_dtypes
 
         info = ml_dtypes.finfo(dt.dtype)
     else:
         info = np.finfo(dt.dtype)
-    return int(info.nmant) + 1, int(np.frexp(float(info.smallest_normal))[1]), float(info.max)
+    nbits = int(info.nmant) + 1
+    return nbits, int(np.frexp(float(info.smallest_normal))[1]), float(info.min), float(info.max)
 
 
 def _holds(dt: DataType, value: float) -> bool:
@@ -74,6 +77,11 @@ def _scalar(dt: DataType, obj: Any, what: str) -> Any:
     if value is None:
         raise MetadataError(f"{what} must not be null")
     return np.asarray(value, dtype=dt.dtype)[()]
+
+
+def _native(x: np.ndarray) -> np.ndarray:
+    """``x`` in the machine's byte order (ufuncs take no byte-swapped ``dtype=``)."""
+    return x if x.dtype.isnative else x.astype(x.dtype.newbyteorder("="))
 
 
 def _bounds(values: list[int]) -> tuple[int, int]:
@@ -124,20 +132,24 @@ class ScaleOffsetCodec(ArrayArrayCodec):
     def encode(self, arr: np.ndarray, spec: ChunkSpec) -> np.ndarray:
         dt = spec.dtype
         off, scale = self._params(dt)
-        x = np.asarray(arr)
+        x = _native(np.asarray(arr))
         if dt.kind == "float":
             with np.errstate(all="ignore"):  # inf and NaN are values of the type
-                return np.multiply(np.subtract(x, off, dtype=x.dtype), scale, dtype=x.dtype)
-        return _int_op(x, dt, int(off), int(scale), encode=True)
+                out = np.multiply(np.subtract(x, off, dtype=x.dtype), scale, dtype=x.dtype)
+        else:
+            out = _int_op(x, dt, int(off), int(scale), encode=True)
+        return np.asarray(out).reshape(x.shape)  # an array, never a numpy scalar
 
     def decode(self, arr: np.ndarray, spec: ChunkSpec) -> np.ndarray:
         dt = spec.dtype
         off, scale = self._params(dt)
-        x = np.asarray(arr)
+        x = _native(np.asarray(arr))
         if dt.kind == "float":
             with np.errstate(all="ignore"):
-                return np.add(np.divide(x, scale, dtype=x.dtype), off, dtype=x.dtype)
-        return _int_op(x, dt, int(off), int(scale), encode=False)
+                out = np.add(np.divide(x, scale, dtype=x.dtype), off, dtype=x.dtype)
+        else:
+            out = _int_op(x, dt, int(off), int(scale), encode=False)
+        return np.asarray(out).reshape(x.shape)
 
 
 def _int_op(x: np.ndarray, dt: DataType, off: int, scale: int, encode: bool) -> np.ndarray:
@@ -239,10 +251,14 @@ class CastValueCodec(ArrayArrayCodec):
         return ChunkSpec(spec.shape, self.target, fill)
 
     def encode(self, arr: np.ndarray, spec: ChunkSpec) -> np.ndarray:
-        return self._cast(np.asarray(arr), spec.dtype, self.target, "encode")
+        x = np.asarray(arr)
+        # arrays, never numpy scalars (which 0-d arithmetic returns): a scalar
+        # loses the byte order the next codec casts it to
+        return np.asarray(self._cast(x, spec.dtype, self.target, "encode")).reshape(x.shape)
 
     def decode(self, arr: np.ndarray, spec: ChunkSpec) -> np.ndarray:
-        return self._cast(np.asarray(arr), self.target, spec.dtype, "decode")
+        x = np.asarray(arr)
+        return np.asarray(self._cast(x, self.target, spec.dtype, "decode")).reshape(x.shape)
 
     def _cast(self, x: np.ndarray, src: DataType, dst: DataType, direction: str) -> np.ndarray:
         pairs = self._map(direction, src, dst)
@@ -335,12 +351,12 @@ def _int_to_int(x: np.ndarray, src: DataType, dst: DataType, mode: str) -> np.nd
         bad = xmin if xmin < lo else xmax
         raise CodecError(f"cast_value: {bad} lies outside the range of {dst.v3_name} [{lo}, {hi}]")
     if not _fits(xmin, xmax, _INT64):  # uint64 data past int64: exact Python ints
-        o = x.astype(object)
-        if mode == "clamp":
-            o = np.minimum(np.maximum(o, lo), hi)
-        else:
-            o = (o - lo) % (hi - lo + 1) + lo
-        return np.asarray(o).astype(dst.dtype)
+        span = hi - lo + 1
+        vals = [
+            min(max(v, lo), hi) if mode == "clamp" else (v - lo) % span + lo
+            for v in x.reshape(-1).tolist()
+        ]
+        return np.array(vals, dtype=dst.dtype).reshape(x.shape)
     w = x.astype(np.int64)
     if mode == "clamp":
         return np.clip(w, max(lo, _INT64[0]), min(hi, _INT64[1])).astype(dst.dtype)
@@ -357,7 +373,7 @@ def _to_float(
     as if its exponent were unbounded; out of range where that exceeds its
     largest finite value (clamped to an infinity, or to the largest finite
     value where the type has none)."""
-    nbits, e_tiny, top = _float_format(dst)
+    nbits, e_tiny, bottom, top = _float_format(dst)
     big = _is_int(src) and x.size and (int(x.min()) < -(2**53) or int(x.max()) > 2**53)
     f = x.astype(np.float64)  # exact for every float type and for |ints| <= 2**53
     finite = np.isfinite(f)
@@ -374,15 +390,20 @@ def _to_float(
             q = np.maximum(e - nbits, e_tiny - nbits)  # exponent of the spacing at x
             r = np.where(finite, np.ldexp(_round(np.ldexp(f, -q), rounding), q), f)
     inf_ok = _holds(dst, math.inf)
-    bad = (np.abs(r) > top) & (finite | (not inf_ok)) & ~np.isnan(r)
+    with np.errstate(invalid="ignore"):
+        high = (r > top) & (finite | (not inf_ok))
+        low = (r < bottom) & (finite | (not inf_ok))
+    bad = high | low
     if bad.any():
         if mode != "clamp":
             first = x[bad][0]
             raise CodecError(
-                f"cast_value: {first} lies outside the range of {dst.v3_name} [-{top}, {top}]"
+                f"cast_value: {first} lies outside the range of {dst.v3_name} [{bottom}, {top}]"
             )
-        edge = math.inf if inf_ok else top
-        r = np.where(bad, np.where(r < 0, -edge, edge), r)
+        # clamped to the type's extremes: its infinities where it has them
+        hi_edge = math.inf if inf_ok else top
+        lo_edge = -math.inf if inf_ok and bottom < 0 else bottom
+        r = np.where(high, hi_edge, np.where(low, lo_edge, r))
     with np.errstate(over="ignore", invalid="ignore"):
         return r.astype(dst.dtype)
 

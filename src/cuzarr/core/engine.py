@@ -620,6 +620,8 @@ async def write_items(
     loop = asyncio.get_running_loop()
     pool = get_executor()
     shard_codec = sharding_codec(pipeline)
+    # shards, also under other codecs (sharding_codec: only when it is alone)
+    sharded = getattr(getattr(pipeline, "array_bytes", None), "name", None) == "sharding_indexed"
     device = device_writer_for(
         pipeline,
         value,
@@ -707,7 +709,7 @@ async def write_items(
                 continue
             encoded = (
                 pipeline.encode(chunk, shape, write_empty_chunks=True)
-                if shard_codec is not None and write_empty_chunks
+                if write_empty_chunks and sharded
                 else pipeline.encode(chunk, shape)
             )
             if len(encoded) == 0:  # a shard whose inner chunks are all empty

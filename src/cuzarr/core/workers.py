@@ -186,11 +186,15 @@ def share(fn: Callable[[int], Any], n: int) -> list[Any]:
 def _share_on_pool(fn: Callable[[int], Any], n: int, helpers: int) -> list[Any]:
     job = _Shared(fn, n)
     lock = threading.Condition(threading.Lock())
+    # Helper tasks still queued when the parts are done hold only this empty
+    # list, not the job and its results (a busy pool may run them much later).
+    cell: list[_Shared] = [job]
 
     def helper() -> None:
         with lock:
-            if not job.open():
+            if not cell or not cell[0].open():
                 return  # started too late: nothing left
+            job = cell[0]
             job.helpers += 1
         try:
             job.work(lock)
@@ -212,6 +216,7 @@ def _share_on_pool(fn: Callable[[int], Any], n: int, helpers: int) -> list[Any]:
             if job.error is None and job.next < job.n:
                 job.error = RuntimeError("shared work interrupted")
             job.next = job.n
+            cell.clear()
             while job.helpers:
                 lock.wait()
     if job.error is not None:

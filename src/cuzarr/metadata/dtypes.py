@@ -41,6 +41,7 @@ _ML_NAMES = (
     "uint2",
     "uint4",
 )
+_ML_INT_NAMES = ("int2", "int4", "uint2", "uint4")
 
 try:  # numpy >= 2
     _STRING_DTYPE: np.dtype | None = np.dtypes.StringDType()
@@ -112,8 +113,14 @@ class DataType:
         return self.dtype.itemsize
 
     @property
+    def is_ml_int(self) -> bool:
+        """ml_dtypes' small integers (``int2``, ``int4``, ``uint2``, ``uint4``): their
+        numpy dtype has kind ``"V"``, not ``"i"``/``"u"``."""
+        return self.kind == "ml" and self.v3_name in _ML_INT_NAMES
+
+    @property
     def is_float_like(self) -> bool:
-        return self.kind in ("float", "ml") and self.dtype.kind != "i"
+        return self.kind in ("float", "ml") and not self.is_ml_int
 
     @property
     def has_endianness(self) -> bool:
@@ -250,7 +257,7 @@ class DataType:
         if k in ("int", "uint"):
             return int(value)
         if k in ("float", "ml"):
-            if self.dtype.kind in "iu":  # int4/int2 from ml_dtypes
+            if self.is_ml_int:
                 return int(value)
             return _float_to_json(value)
         if k == "complex":
@@ -301,8 +308,13 @@ class DataType:
                         raise MetadataError(f"integer fill_value expected, got {obj!r}")
                 return np.array(obj, dtype=self.dtype)[()]
             if k in ("float", "ml"):
-                if self.dtype.kind in "iu":
-                    return np.array(int(obj), dtype=self.dtype)[()]
+                if self.is_ml_int:
+                    if isinstance(obj, bool) or not isinstance(obj, int):
+                        if isinstance(obj, float) and obj.is_integer():
+                            obj = int(obj)  # as cuzarr wrote them before
+                        else:
+                            raise MetadataError(f"integer fill_value expected, got {obj!r}")
+                    return np.array(obj, dtype=self.dtype)[()]
                 return _float_from_json(obj, self.dtype)
             if k == "complex":
                 if not (isinstance(obj, list) and len(obj) == 2):
