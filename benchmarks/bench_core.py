@@ -85,19 +85,27 @@ ASSEMBLE = "limit:assemble"
 DECODE_LIMITS = ["limit:numcodecs", "limit:zstandard", "limit:libzstd"]
 SEL_UNITS = ["sel-strided", "sel-rows", "sel-oindex", "sel-vindex"]
 SHARD_UNITS = ["shard-write", "shard-read", "shard-random"]
-# a "unit" is what one process measures (in --isolation measurement); "tiny" yields
-# two table rows (tiny-write, tiny-read), every other unit one row of its own name.
-UNITS = ["write", "read", "tiny", *SHARD_UNITS, *SEL_UNITS]
+ONE_SHARD_MAX = (4096, 8192)  # "one-shard": an array that is one 64 MiB shard
+# a "unit" is what one process measures (in --isolation measurement); "tiny" and
+# "one-shard" yield two table rows each (their write, then their read), every other
+# unit one row of its own name.
+UNITS = ["write", "read", "tiny", *SHARD_UNITS, "one-shard", *SEL_UNITS]
 WORKLOADS = UNITS
 ALIASES = {
     "all": UNITS,
     "core": ["write", "read", "tiny"],
-    "shard": SHARD_UNITS,
+    "shard": [*SHARD_UNITS, "one-shard"],
     "sel": SEL_UNITS,
     "select": SEL_UNITS,
 }
-ROWS_OF_UNIT = {"tiny": ["tiny-write", "tiny-read"]}
-ROW_ORDER = ["write", "read", "tiny-write", "tiny-read", *SHARD_UNITS, *SEL_UNITS]
+ROWS_OF_UNIT = {
+    "tiny": ["tiny-write", "tiny-read"],
+    "one-shard": ["one-shard-write", "one-shard-read"],
+}
+ROW_ORDER = [
+    "write", "read", "tiny-write", "tiny-read", *SHARD_UNITS,
+    "one-shard-write", "one-shard-read", *SEL_UNITS,
+]  # fmt: skip
 # a unit that reads a store needs the unit that writes it (run untimed as set-up if
 # it was not selected)
 NEEDS = {
@@ -141,6 +149,8 @@ def expand_units(spec: str) -> list[str]:
             want.add(w)
         elif w in ("tiny-write", "tiny-read"):
             want.add("tiny")
+        elif w in ("one-shard-write", "one-shard-read"):
+            want.add("one-shard")
         else:
             raise ValueError(f"unknown workload {w!r} (known: {UNITS}, aliases {list(ALIASES)})")
     return [u for u in UNITS if u in want]
@@ -184,6 +194,15 @@ def shard_shape(shape: tuple[int, int]) -> tuple[int, int]:
     return tuple(  # type: ignore[return-value]
         max(inner, min(mx, (n // inner) * inner))
         for n, inner, mx in zip(shape, SHARD_INNER, SHARD_MAX)
+    )
+
+
+def one_shard_shape(shape: tuple[int, int]) -> tuple[int, int]:
+    """ONE_SHARD_MAX, or the big array's shape where that is smaller (in whole
+    inner chunks)."""
+    return tuple(  # type: ignore[return-value]
+        max(inner, min(mx, (n // inner) * inner))
+        for n, inner, mx in zip(shape, SHARD_INNER, ONE_SHARD_MAX)
     )
 
 
@@ -789,6 +808,22 @@ def _lib_unit(ad: Any, unit: str, spec: dict[str, Any], meter: Meter, res: dict)
         if verify:
             res["verified"][unit] = _same(out, expected_selection(src_mmap(), kind, sel))
         del out
+    elif unit == "one-shard":
+        r, c = one_shard_shape(shape)
+        data = np.ascontiguousarray(src_mmap()[:r, :c])
+        one = Path(str(big) + "_one")
+        set_aside(one, big.parent)
+        loc = ad.disk_location(one)
+        h = ad.create(loc, (r, c), SHARD_INNER, shards=(r, c))
+        with meter.measure("one-shard-write"):
+            ad.write(h, data)
+        del h
+        h = timed_open(loc)
+        with meter.measure("one-shard-read"):
+            out = ad.read(h)
+        if verify:
+            res["verified"]["one-shard-read"] = _same(out, data)
+        del out, h, loc, data
     elif unit == "tiny":
         tshape = tuple(spec["tiny_shape"])
         data = tiny_source(tshape)
@@ -913,6 +948,9 @@ def row_sizes(shape, tshape, size_mib: int) -> dict[str, dict[str, Any]]:
     tiny_bytes = int(np.prod(tshape)) * 2
     tiny_n = (tshape[0] // TINY_CHUNKS[0]) * (tshape[1] // TINY_CHUNKS[1])
     inner_n = -(-shape[0] // SHARD_INNER[0]) * -(-shape[1] // SHARD_INNER[1])
+    one = one_shard_shape(shape)
+    one_bytes = int(np.prod(one)) * 2
+    one_n = (one[0] // SHARD_INNER[0]) * (one[1] // SHARD_INNER[1])
     out: dict[str, dict[str, Any]] = {
         "write": {"bytes": big_bytes, "items": big_n, "item": "chunk"},
         "read": {"bytes": big_bytes, "items": big_n, "item": "chunk"},
@@ -920,6 +958,8 @@ def row_sizes(shape, tshape, size_mib: int) -> dict[str, dict[str, Any]]:
         "tiny-read": {"bytes": tiny_bytes, "items": tiny_n, "item": "chunk"},
         "shard-write": {"bytes": big_bytes, "items": inner_n, "item": "inner chunk"},
         "shard-read": {"bytes": big_bytes, "items": inner_n, "item": "inner chunk"},
+        "one-shard-write": {"bytes": one_bytes, "items": one_n, "item": "inner chunk"},
+        "one-shard-read": {"bytes": one_bytes, "items": one_n, "item": "inner chunk"},
         "shard-random": {
             "bytes": RANDOM_N * RANDOM_WIN * RANDOM_WIN * 2,
             "items": RANDOM_N,
@@ -1007,6 +1047,13 @@ def print_table(rows, args, sizes) -> None:
         f"index at end (bytes+crc32c); shard-random = {RANDOM_N} reads of "
         f"{RANDOM_WIN}x{RANDOM_WIN} at random positions, one call each "
         f"({rs['shard-random']['inner_per_read']:.2f} inner chunks per read on average)"
+    )
+    one = one_shard_shape(tuple(sizes["shape"]))
+    print(
+        f"one-shard array: the first {one[0]}x{one[1]} of the data ({one[0] * one[1] * 2 / 2**20:.0f} "
+        f"MiB) as ONE shard of {SHARD_INNER} inner chunks: its write and full read "
+        "(one-shard-write, one-shard-read) show whether the inner chunks of one shard are "
+        "coded on all cores"
     )
     print(
         f"tiny array: shape={tuple(sizes['tiny_shape'])} uint16, chunks={TINY_CHUNKS} (2 KiB raw), "
