@@ -57,9 +57,11 @@ def _shard_job(
     codec: ShardingCodec,
     items: list[ChunkItem],
     out: np.ndarray,
+    share_parts: bool = True,
 ) -> tuple[int, Any, Any]:
     """The number of shards, the I/O plan of a batch of them (a generator) and
-    the scatter of decoded inner chunks into ``out``."""
+    the scatter of decoded inner chunks into ``out``. ``share_parts``: decode
+    large inner chunks in parallel (see ``workers.share``)."""
     shard_shape = meta.chunk_shape
     cps = codec.chunks_per_shard(shard_shape)
     inner_shape = codec.chunk_shape
@@ -100,7 +102,7 @@ def _shard_job(
     in_parts = device is None and sio is not None and sio.get_ranges_reused is not None
     # Idle worker loops decode a part's inner chunks too (workers.share): large
     # inner chunks only (see ShardingCodec.shares).
-    share_inner = codec.shares(meta.dtype.item_size)
+    share_inner = share_parts and codec.shares(meta.dtype.item_size)
     if in_parts:
         max_size = min(max_size, LOCAL_RANGE_MAX)
 
@@ -290,7 +292,10 @@ def read_sharded_small_sync(
     if sio is None:
         return False
     if items and out.size:
-        n, fetch_plan, scatter, device = _shard_job(store_path, meta, pipeline, codec, items, out)
+        # at most SMALL_READ_CHUNKS inner chunks: a thread hop would cost more
+        n, fetch_plan, scatter, device = _shard_job(
+            store_path, meta, pipeline, codec, items, out, share_parts=False
+        )
         _run_shards_sync(fetch_plan, 0, n, scatter, sio)
         if device is not None:
             device.executor.synchronize()

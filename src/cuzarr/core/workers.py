@@ -36,6 +36,9 @@ __all__ = ["SLICE_S", "pull_batches", "raise_mmap_threshold", "share"]
 
 # How long a worker loop runs before it goes back to the end of the pool's queue.
 SLICE_S = 0.02
+# Outside worker loops, fewer parts than this run in turn: a pool hop (~50 us
+# and a thread wake-up) costs about what a few 128 KiB inner chunks take.
+POOL_SHARE_MIN = 4
 # The batches whose batch (or shared work) the calling thread runs now.
 _tls = threading.local()
 
@@ -164,10 +167,10 @@ class _Batches:
 def share(fn: Callable[[int], Any], n: int) -> list[Any]:
     """``[fn(i) for i in range(n)]``, the parts run in parallel by this thread
     and by idle threads: in a batch of :func:`pull_batches`, the call's loops
-    that have no batch left; elsewhere, up to ``max_workers() - 1`` helper tasks
-    put on the codec pool, which take parts only if they start before the parts
-    run out (this thread never waits for a task that has not started, so a busy
-    pool cannot deadlock it).
+    that have no batch left; elsewhere (for ``POOL_SHARE_MIN`` parts or more),
+    up to ``max_workers() - 1`` helper tasks put on the codec pool, which take
+    parts only if they start before the parts run out (this thread never waits
+    for a task that has not started, so a busy pool cannot deadlock it).
 
     The first error of a part is raised once no part runs any more; parts not
     started by then are skipped. ``fn`` must be safe to call from any thread.
@@ -178,7 +181,7 @@ def share(fn: Callable[[int], Any], n: int) -> list[Any]:
     if batches is not None:
         return batches.share(fn, n)
     helpers = min(max_workers() - 1, n - 1)
-    if helpers < 1:
+    if helpers < 1 or n < POOL_SHARE_MIN:
         return [fn(i) for i in range(n)]
     return _share_on_pool(fn, n, helpers)
 
