@@ -470,3 +470,96 @@ def test_config_default_zarr_format_and_json_indent_as_zarr_python():
     with cuzarr.config.set({"json_indent": 4}):
         cuzarr.create_array(d, shape=(2,), dtype="i4")
     assert d["zarr.json"].startswith(b'{\n    "shape"')
+
+
+# ---------------------------------------------------------------------------
+# what code written for zarr-python 3.4 does (`import cuzarr as zarr`)
+
+
+def test_errors_are_caught_as_zarr_python_code_catches_them(tmp_path):
+    import zarr
+
+    from cuzarr import errors
+
+    path = str(tmp_path / "a")
+    cuzarr.create_array(path, shape=(2,), dtype="i4")
+    for lib in (cuzarr, zarr):
+        with pytest.raises(ValueError):  # ContainsArrayError is a ValueError in both
+            lib.create_array(path, shape=(2,), dtype="i4")
+    with pytest.raises(FileExistsError):  # and still what DESIGN.md promises
+        cuzarr.create_array(path, shape=(2,), dtype="i4")
+    with pytest.raises(errors.ContainsArrayError):  # zarr-python: ContainsArrayError
+        cuzarr.open_group(path, mode="r")
+    with pytest.raises(errors.GroupNotFoundError):
+        cuzarr.open_group(path, mode="r")
+    gpath = str(tmp_path / "g")
+    cuzarr.create_group(gpath)
+    with pytest.raises(errors.NodeTypeValidationError):  # zarr-python's error there
+        cuzarr.open_array(gpath, mode="r")
+    with pytest.raises(errors.ArrayNotFoundError):
+        cuzarr.open_array(gpath, mode="r")
+    ro = cuzarr.open_array(path, mode="r")
+    with pytest.raises(ValueError):  # zarr-python raises ValueError for read-only writes
+        ro[0] = 1
+    with pytest.raises(PermissionError):
+        ro[0] = 1
+    with pytest.raises(errors.VindexInvalidSelectionError):
+        cuzarr.create_array({}, shape=(2, 2), dtype="i4").vindex[[0], 0:1]
+    for name in (
+        "BaseZarrError", "MetadataValidationError", "NegativeStepError", "ArrayIndexError",
+        "VindexInvalidSelectionError", "ContainsArrayAndGroupError", "ChunkNotFoundError",
+        "ZarrUserWarning", "ZarrDeprecationWarning", "UnstableSpecificationWarning",
+    ):  # fmt: skip
+        assert hasattr(errors, name), name
+    assert issubclass(errors.NodeNotFoundError, errors.BaseZarrError)
+    assert issubclass(errors.BaseZarrError, ValueError)
+
+
+def test_group_setitem_stores_an_array():
+    g = cuzarr.create_group({})
+    g["x"] = np.arange(3)
+    g["y"] = [[1, 2], [3, 4]]
+    g["x"] = np.arange(5.0)  # replaces
+    np.testing.assert_array_equal(g["x"][...], np.arange(5.0))
+    np.testing.assert_array_equal(g["y"][...], [[1, 2], [3, 4]])
+    assert sorted(g.keys()) == ["x", "y"]
+
+
+def test_zarr_python_parameter_names_and_defaults():
+    store: dict = {}
+    a = cuzarr.create_array(store, shape=(4,), chunks=(2,), dtype="i4", fill_value=7)
+    a.resize(new_shape=(6,))
+    assert a.shape == (6,)
+    with pytest.raises(TypeError):
+        a.resize(5, new_shape=(6,))
+    a.update_attributes(new_attributes={"k": 1})
+    assert a.attrs["k"] == 1
+    g = cuzarr.create_group({})
+    g.update_attributes(new_attributes={"m": 2})
+    assert g.attrs["m"] == 2
+    assert cuzarr.full_like(a).fill_value == 7
+    a.set_basic_selection(slice(0, 2), 1, prototype=None)
+    a.set_orthogonal_selection([3], 2, prototype=None)
+    np.testing.assert_array_equal(a[:4], [1, 1, 7, 2])
+    b = cuzarr.open(store, config={"write_empty_chunks": True})
+    b[...] = 7  # the fill value, stored anyway
+    assert sum(1 for k in store if k.startswith("c/")) == 3
+    cuzarr.consolidate_metadata(g.store)
+    assert cuzarr.open_consolidated(g.store, use_consolidated=True).attrs["m"] == 2
+
+
+def test_zarr_python_codec_enums_and_to_dict():
+    import cuzarr.codecs as codecs
+
+    blosc = codecs.BloscCodec(cname=codecs.BloscCname.zstd, clevel=3, shuffle=codecs.BloscShuffle.bitshuffle)
+    a = cuzarr.create_array(
+        {}, shape=(10,), dtype="i4", compressors=[blosc],
+        serializer=codecs.BytesCodec(endian=codecs.Endian.big),
+    )  # fmt: skip
+    a[...] = np.arange(10)
+    np.testing.assert_array_equal(a[...], np.arange(10))
+    assert blosc.to_dict() == {
+        "name": "blosc",
+        "configuration": {"cname": "zstd", "clevel": 3, "shuffle": "bitshuffle", "blocksize": 0},
+    }
+    assert codecs.ShardingCodec is cuzarr.codecs.sharding.ShardingCodec

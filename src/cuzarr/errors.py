@@ -7,24 +7,38 @@ Each class derives from the builtin exception a caller would naturally catch, so
 from __future__ import annotations
 
 __all__ = [
+    "ArrayFoundError",
+    "ArrayIndexError",
     "ArrayNotFoundError",
+    "BaseZarrError",
     "BoundsCheckError",
     "ByteRangeError",
     "ChecksumError",
+    "ChunkNotFoundError",
     "CodecError",
+    "ContainsArrayAndGroupError",
     "ContainsArrayError",
     "ContainsGroupError",
     "CuzarrError",
+    "GroupFoundError",
     "GroupNotFoundError",
     "IndexTypeError",
     "MetadataError",
+    "MetadataValidationError",
+    "NegativeStepError",
     "NodeNotFoundError",
     "NodeTypeValidationError",
     "ReadOnlyError",
     "SliceStepError",
     "StoreKeyError",
     "UnknownCodecError",
+    "UnstableSpecificationWarning",
     "UnsupportedExtensionError",
+    "VindexInvalidSelectionError",
+    "ZarrDeprecationWarning",
+    "ZarrFutureWarning",
+    "ZarrRuntimeWarning",
+    "ZarrUserWarning",
 ]
 
 
@@ -32,7 +46,12 @@ class CuzarrError(Exception):
     """Base class of every cuzarr-specific exception."""
 
 
-class NodeNotFoundError(CuzarrError, FileNotFoundError):
+class BaseZarrError(CuzarrError, ValueError):
+    """The errors zarr-python derives from ``ValueError`` (its ``BaseZarrError``):
+    code written against zarr-python that catches ``ValueError`` catches these."""
+
+
+class NodeNotFoundError(BaseZarrError, FileNotFoundError):
     """No array or group exists at the requested path."""
 
 
@@ -44,16 +63,25 @@ class GroupNotFoundError(NodeNotFoundError):
     """No group exists at the requested path."""
 
 
-class ContainsArrayError(CuzarrError, FileExistsError):
-    """An array already exists where a new node was to be created."""
+class ContainsArrayError(BaseZarrError, FileExistsError):
+    """An array already exists where a new node was to be created (or where a
+    group was to be opened)."""
 
 
-class ContainsGroupError(CuzarrError, FileExistsError):
+class ContainsGroupError(BaseZarrError, FileExistsError):
     """A group already exists where a new node was to be created."""
 
 
-class MetadataError(CuzarrError, ValueError):
+class ContainsArrayAndGroupError(BaseZarrError):
+    """Metadata of both an array and a group lie at one path."""
+
+
+class MetadataError(BaseZarrError):
     """Metadata is malformed, inconsistent or unsupported."""
+
+
+# zarr-python's name for the same class of errors
+MetadataValidationError = MetadataError
 
 
 class UnsupportedExtensionError(MetadataError):
@@ -64,7 +92,17 @@ class NodeTypeValidationError(MetadataError):
     """``node_type`` in metadata is missing or not what the caller asked for."""
 
 
-class CodecError(CuzarrError, ValueError):
+class ArrayFoundError(GroupNotFoundError, ContainsArrayError):
+    """A group was to be opened where an array lies: a ``GroupNotFoundError``, and
+    the ``ContainsArrayError`` zarr-python raises there."""
+
+
+class GroupFoundError(ArrayNotFoundError, NodeTypeValidationError):
+    """An array was to be opened where a group lies: an ``ArrayNotFoundError``, and
+    the ``NodeTypeValidationError`` zarr-python raises there."""
+
+
+class CodecError(BaseZarrError):
     """A chunk could not be encoded or decoded (corrupt, truncated, wrong size)."""
 
 
@@ -76,21 +114,40 @@ class ChecksumError(CodecError):
     """A stored checksum does not match the data it protects."""
 
 
-class ReadOnlyError(CuzarrError, PermissionError):
-    """A write was attempted through a read-only store or array."""
+class ChunkNotFoundError(BaseZarrError):
+    """A chunk that must exist is missing (zarr-python's name; cuzarr reads a
+    missing chunk as the fill value)."""
 
 
-class StoreKeyError(CuzarrError, ValueError):
+class ReadOnlyError(BaseZarrError, PermissionError):
+    """A write was attempted through a read-only store or array (a
+    ``PermissionError``, and the ``ValueError`` zarr-python raises)."""
+
+
+class StoreKeyError(BaseZarrError):
     """A store key is invalid, e.g. it would resolve outside the store root."""
 
 
-class ByteRangeError(CuzarrError, ValueError):
+class ByteRangeError(BaseZarrError):
     """A byte request with a negative offset, end or length: the store API gives
     them no meaning (a range whose end is at or before its start is just empty)."""
 
 
 class BoundsCheckError(CuzarrError, IndexError):
     """A selection lies outside the array's bounds or is malformed."""
+
+
+# zarr-python's names for kinds of bad selections: all IndexErrors
+ArrayIndexError = BoundsCheckError
+
+
+class NegativeStepError(BoundsCheckError):
+    """zarr-python refuses negative slice steps with it; cuzarr takes them."""
+
+
+class VindexInvalidSelectionError(BoundsCheckError):
+    """A coordinate selection (``vindex``) with something other than integer
+    arrays or one boolean mask."""
 
 
 class SliceStepError(BoundsCheckError, ValueError):
@@ -101,3 +158,23 @@ class SliceStepError(BoundsCheckError, ValueError):
 class IndexTypeError(BoundsCheckError, TypeError):
     """Slice bounds that are not integers: an ``IndexError`` like every bad
     selection, and a ``TypeError`` as numpy raises for them."""
+
+
+class ZarrUserWarning(UserWarning):
+    """Warnings about how the library is used (zarr-python's class)."""
+
+
+class ZarrDeprecationWarning(DeprecationWarning):
+    """zarr-python's class for deprecations."""
+
+
+class ZarrFutureWarning(FutureWarning):
+    """zarr-python's class for coming changes."""
+
+
+class UnstableSpecificationWarning(ZarrFutureWarning):
+    """A data type or codec whose specification may still change."""
+
+
+class ZarrRuntimeWarning(RuntimeWarning):
+    """zarr-python's class for run-time warnings."""

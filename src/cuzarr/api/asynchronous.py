@@ -294,6 +294,9 @@ async def open(
             return await AsyncGroup.create(sp, zarr_format=_format(zarr_format))
         raise
     if isinstance(meta, ArrayMetadata):
+        if kwargs.get("config") is not None:
+            # as open_array: the config (write_empty_chunks, order) applies to it
+            return await open_array(sp, mode=mode, zarr_format=zarr_format, **kwargs)
         return AsyncArray(meta, sp)
     return AsyncGroup(meta, sp)
 

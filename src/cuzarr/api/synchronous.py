@@ -287,8 +287,13 @@ def open_consolidated(
     mode: str = "r",
     zarr_format: int | None = None,
     storage_options: dict[str, Any] | None = None,
+    use_consolidated: bool | None = True,
 ) -> Group:
-    """Open a group from its consolidated metadata; an error if it has none."""
+    """Open a group from its consolidated metadata; an error if it has none
+    (``use_consolidated`` is accepted for zarr-python's signature: it must not be
+    ``False`` here)."""
+    if use_consolidated is False:
+        raise ValueError("open_consolidated needs use_consolidated=True (or None)")
     return Group(
         sync(
             _async.open_consolidated(
@@ -329,8 +334,11 @@ def _like(a: Any, kwargs: dict[str, Any], keep_fill: bool = False) -> dict[str, 
     return _async._like_kwargs(a, kwargs, keep_fill)
 
 
-def full_like(a: Any, fill_value: Any, store: Any = None, **kwargs: Any) -> Array:
+def full_like(a: Any, fill_value: Any = None, store: Any = None, **kwargs: Any) -> Array:
+    """An array like ``a`` reading as ``fill_value`` (default: ``a``'s fill value)."""
     kw = _like(a, kwargs)
+    if fill_value is None:
+        fill_value = getattr(a, "fill_value", None)
     return full(kw.pop("shape"), fill_value, store, **kw)
 
 

@@ -26,22 +26,33 @@ def _load_builtin_codecs() -> None:
 _load_builtin_codecs()
 
 from cuzarr.codecs.base import ChunkSpec, Codec, codec_from_json, register_codec  # noqa: E402
-from cuzarr.codecs.bytes_codec import BytesCodec  # noqa: E402
+from cuzarr.codecs.bytes_codec import BytesCodec, Endian  # noqa: E402
 from cuzarr.codecs.checksum import Crc32cCodec  # noqa: E402
-from cuzarr.codecs.compressors import BloscCodec, GzipCodec, ZstdCodec  # noqa: E402
+from cuzarr.codecs.compressors import (  # noqa: E402
+    BloscCname,
+    BloscCodec,
+    BloscShuffle,
+    GzipCodec,
+    ZstdCodec,
+)
+from cuzarr.codecs.sharding import ShardingCodec  # noqa: E402
 from cuzarr.codecs.transpose import TransposeCodec  # noqa: E402
 from cuzarr.codecs.value_codecs import CastValueCodec, ScaleOffsetCodec  # noqa: E402
 from cuzarr.codecs.vlen import VLenBytesCodec, VLenUTF8Codec  # noqa: E402
 
 __all__ = [
+    "BloscCname",
     "BloscCodec",
+    "BloscShuffle",
     "BytesCodec",
     "CastValueCodec",
     "ChunkSpec",
     "Codec",
     "Crc32cCodec",
+    "Endian",
     "GzipCodec",
     "ScaleOffsetCodec",
+    "ShardingCodec",
     "TransposeCodec",
     "VLenBytesCodec",
     "VLenUTF8Codec",

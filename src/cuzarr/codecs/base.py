@@ -58,6 +58,10 @@ class Codec:
             {"name": self.name, "configuration": conf} if conf is not None else {"name": self.name}
         )
 
+    def to_dict(self) -> dict[str, Any]:
+        """:meth:`to_json` under zarr-python's name."""
+        return self.to_json()
+
     def configuration(self) -> dict[str, Any] | None:
         return {}
 

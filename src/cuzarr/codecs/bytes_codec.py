@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from enum import Enum, StrEnum
 from typing import Any
 
 import numpy as np
@@ -10,7 +11,14 @@ import numpy as np
 from cuzarr.codecs.base import ArrayBytesCodec, ChunkSpec, register_codec
 from cuzarr.errors import CodecError, MetadataError
 
-__all__ = ["BytesCodec"]
+__all__ = ["BytesCodec", "Endian"]
+
+
+class Endian(StrEnum):
+    """Byte orders of the ``bytes`` codec (zarr-python's enum; strings work too)."""
+
+    big = "big"
+    little = "little"
 
 
 class BytesCodec(ArrayBytesCodec):
@@ -19,6 +27,8 @@ class BytesCodec(ArrayBytesCodec):
     name = "bytes"
 
     def __init__(self, endian: str | None = "little") -> None:
+        if isinstance(endian, Enum):
+            endian = endian.value
         if endian not in ("little", "big", None):
             raise MetadataError(f"bytes codec: endian must be 'little' or 'big', got {endian!r}")
         self.endian = endian

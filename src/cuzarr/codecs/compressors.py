@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import zlib
+from enum import Enum, StrEnum
 from typing import Any
 
 import numpy as np
@@ -20,7 +21,15 @@ from cuzarr.codecs.base import BytesBytesCodec, ChunkSpec, register_codec
 from cuzarr.codecs.lazy_numcodecs import nc_zstd, numcodecs
 from cuzarr.errors import CodecError, MetadataError
 
-__all__ = ["BloscCodec", "GzipCodec", "ZstdCodec", "zstd_decompress", "zstd_decompress_into"]
+__all__ = [
+    "BloscCname",
+    "BloscCodec",
+    "BloscShuffle",
+    "GzipCodec",
+    "ZstdCodec",
+    "zstd_decompress",
+    "zstd_decompress_into",
+]
 
 _tls = threading.local()
 _LARGE = 64 << 10
@@ -228,6 +237,25 @@ _SHUFFLE = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
 _SHUFFLE_NAMES = {v: k for k, v in _SHUFFLE.items()}
 
 
+class BloscShuffle(StrEnum):
+    """Blosc's shuffle modes (zarr-python's enum; plain strings work too)."""
+
+    noshuffle = "noshuffle"
+    shuffle = "shuffle"
+    bitshuffle = "bitshuffle"
+
+
+class BloscCname(StrEnum):
+    """Blosc's compressors (zarr-python's enum; plain strings work too)."""
+
+    lz4 = "lz4"
+    lz4hc = "lz4hc"
+    blosclz = "blosclz"
+    zstd = "zstd"
+    snappy = "snappy"
+    zlib = "zlib"
+
+
 class BloscCodec(BytesBytesCodec):
     """Blosc via numcodecs. ``typesize`` is taken from the data type when unset,
     and so is ``shuffle`` (as zarr-python: byte shuffle for items of several
@@ -243,6 +271,10 @@ class BloscCodec(BytesBytesCodec):
         typesize: int | None = None,
         blocksize: int = 0,
     ) -> None:
+        if isinstance(shuffle, Enum):
+            shuffle = shuffle.value
+        if isinstance(cname, Enum):
+            cname = cname.value
         if isinstance(shuffle, int) and not isinstance(shuffle, bool):
             shuffle = _SHUFFLE_NAMES.get(shuffle, "shuffle")
         if shuffle is not None and shuffle not in _SHUFFLE:

@@ -34,7 +34,7 @@ from cuzarr.core.nodes import (
 )
 from cuzarr.core.shards import read_sharded, read_sharded_small_sync, sharding_codec
 from cuzarr.core.sync import sync
-from cuzarr.errors import ArrayNotFoundError, ReadOnlyError
+from cuzarr.errors import GroupFoundError, ReadOnlyError
 from cuzarr.indexing.selection import (
     BasicPlan,
     _as_int,
@@ -182,7 +182,7 @@ class AsyncArray:
         """Open the array at ``store_path``."""
         meta = await load_node_metadata(store_path, zarr_format, want="array")
         if isinstance(meta, GroupMetadata):
-            raise ArrayNotFoundError(
+            raise GroupFoundError(
                 f"a group, not an array, exists at {store_path.store!r}, path {store_path.path!r}"
             )
         return cls(meta, store_path)
@@ -1227,9 +1227,9 @@ class Array:
             lambda attrs: sync(self._async_array._replace_attributes(attrs)),
         )
 
-    def update_attributes(self, attrs: dict[str, Any]) -> Array:
-        """Merge ``attrs`` into the attributes (keys not in ``attrs`` are kept)."""
-        sync(self._async_array.update_attributes(attrs))
+    def update_attributes(self, new_attributes: dict[str, Any]) -> Array:
+        """Merge ``new_attributes`` into the attributes (keys not in it are kept)."""
+        sync(self._async_array.update_attributes(new_attributes))
         return self
 
     @classmethod
@@ -1317,7 +1317,9 @@ class Array:
     ) -> Any:
         return sync(self._async_array.getitem(selection, out=out, prototype=prototype))
 
-    def set_basic_selection(self, selection: Any, value: Any, *, fields: Any = None) -> None:
+    def set_basic_selection(
+        self, selection: Any, value: Any, *, fields: Any = None, prototype: Any = None
+    ) -> None:
         sync(self._async_array.setitem(selection, value))
 
     def get_orthogonal_selection(
@@ -1332,7 +1334,9 @@ class Array:
             self._async_array.get_orthogonal_selection(selection, out=out, prototype=prototype)
         )
 
-    def set_orthogonal_selection(self, selection: Any, value: Any, *, fields: Any = None) -> None:
+    def set_orthogonal_selection(
+        self, selection: Any, value: Any, *, fields: Any = None, prototype: Any = None
+    ) -> None:
         sync(self._async_array.set_orthogonal_selection(selection, value))
 
     def get_coordinate_selection(
@@ -1347,7 +1351,9 @@ class Array:
             self._async_array.get_coordinate_selection(selection, out=out, prototype=prototype)
         )
 
-    def set_coordinate_selection(self, selection: Any, value: Any, *, fields: Any = None) -> None:
+    def set_coordinate_selection(
+        self, selection: Any, value: Any, *, fields: Any = None, prototype: Any = None
+    ) -> None:
         sync(self._async_array.set_coordinate_selection(selection, value))
 
     def get_mask_selection(
@@ -1355,7 +1361,9 @@ class Array:
     ) -> Any:
         return sync(self._async_array.get_mask_selection(mask, out=out, prototype=prototype))
 
-    def set_mask_selection(self, mask: Any, value: Any, *, fields: Any = None) -> None:
+    def set_mask_selection(
+        self, mask: Any, value: Any, *, fields: Any = None, prototype: Any = None
+    ) -> None:
         sync(self._async_array.set_mask_selection(mask, value))
 
     def get_block_selection(
@@ -1368,7 +1376,9 @@ class Array:
     ) -> Any:
         return sync(self._async_array.get_block_selection(selection, out=out, prototype=prototype))
 
-    def set_block_selection(self, selection: Any, value: Any, *, fields: Any = None) -> None:
+    def set_block_selection(
+        self, selection: Any, value: Any, *, fields: Any = None, prototype: Any = None
+    ) -> None:
         sync(self._async_array.set_block_selection(selection, value))
 
     @property
@@ -1412,8 +1422,13 @@ class Array:
             block = self[start : start + dim.data_len(i)]
             yield from block
 
-    def resize(self, *shape: Any) -> None:
-        """Change the shape (``a.resize(10, 20)`` or ``a.resize((10, 20))``)."""
+    def resize(self, *shape: Any, new_shape: Any = None) -> None:
+        """Change the shape (``a.resize(10, 20)``, ``a.resize((10, 20))`` or, as in
+        zarr-python, ``a.resize(new_shape=(10, 20))``)."""
+        if new_shape is not None:
+            if shape:
+                raise TypeError("resize() takes the shape positionally or as new_shape, not both")
+            shape = (new_shape,)
         new = shape[0] if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)) else shape
         sync(self._async_array.resize(new))
 

@@ -7,6 +7,8 @@ import json
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+import numpy as np
+
 from cuzarr.core.array import Array, AsyncArray
 from cuzarr.core.attributes import Attributes
 from cuzarr.core.build import build_array_metadata
@@ -26,6 +28,7 @@ from cuzarr.core.nodes import (
 )
 from cuzarr.core.sync import sync
 from cuzarr.errors import (
+    ArrayFoundError,
     ArrayNotFoundError,
     ContainsArrayError,
     ContainsGroupError,
@@ -147,7 +150,7 @@ class AsyncGroup:
     ) -> AsyncGroup:
         meta = await load_node_metadata(store_path, zarr_format, want="group")
         if isinstance(meta, ArrayMetadata):
-            raise GroupNotFoundError(
+            raise ArrayFoundError(
                 f"an array, not a group, exists at {store_path.store!r}, path {store_path.path!r}"
             )
         consolidated = None
@@ -417,6 +420,13 @@ class AsyncGroup:
         )
         arr.set_prototype(meta_array)
         return arr
+
+    async def setitem(self, name: str, value: Any) -> None:
+        """Store the array-like ``value`` as the array ``name`` with default
+        settings, replacing any node there (zarr-python's ``group[name] = data``)."""
+        if not (hasattr(value, "shape") and hasattr(value, "dtype")):
+            value = np.asarray(value)
+        await self.create_array(name, data=value, overwrite=True)
 
     async def create_group(
         self, name: str, *, attributes: dict[str, Any] | None = None, overwrite: bool = False
@@ -731,9 +741,9 @@ class Group:
             lambda attrs: sync(self._async_group._replace_attributes(attrs)),
         )
 
-    def update_attributes(self, attrs: dict[str, Any]) -> Group:
-        """Merge ``attrs`` into the attributes (keys not in ``attrs`` are kept)."""
-        sync(self._async_group.update_attributes(attrs))
+    def update_attributes(self, new_attributes: dict[str, Any]) -> Group:
+        """Merge ``new_attributes`` into the attributes (keys not in it are kept)."""
+        sync(self._async_group.update_attributes(new_attributes))
         return self
 
     @staticmethod
@@ -748,6 +758,11 @@ class Group:
 
     def __delitem__(self, name: str) -> None:
         sync(self._async_group.delitem(name))
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        """``group[name] = data``: a new array ``name`` holding ``data``, with default
+        settings (use :meth:`create_array` for others); replaces any node there."""
+        sync(self._async_group.setitem(name, value))
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.keys())

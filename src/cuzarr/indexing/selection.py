@@ -25,7 +25,12 @@ from typing import Any
 
 import numpy as np
 
-from cuzarr.errors import BoundsCheckError, IndexTypeError, SliceStepError
+from cuzarr.errors import (
+    BoundsCheckError,
+    IndexTypeError,
+    SliceStepError,
+    VindexInvalidSelectionError,
+)
 from cuzarr.indexing.projection import DimProjection, project_array, project_slice
 from cuzarr.metadata.chunk_grid import DimGrid
 
@@ -422,7 +427,7 @@ def normalize_coordinate(
                 if isinstance(s, slice):
                     # as zarr-python: a slice has no meaning among points (numpy's
                     # fancy indexing would make it an outer dimension)
-                    raise IndexError(
+                    raise VindexInvalidSelectionError(
                         f"dimension {d}: vindex takes integer arrays or one boolean mask, "
                         f"not slices ({s}); use oindex or a[...] for those"
                     )
