@@ -245,6 +245,34 @@ def test_cli_info_tree_copy_consolidate(tmp_path):
     assert r.returncode == 1 and "error" in r.stderr
 
 
+@pytest.mark.parametrize("direction", [(2, 3), (3, 2)])
+def test_cli_copy_between_formats_keeps_what_xarray_reads(tmp_path, direction):
+    """Dimension names go across (v3 dimension_names <-> v2 _ARRAY_DIMENSIONS),
+    and so does what xarray masks: the v2 fill value <-> the v3 _FillValue."""
+    import xarray as xr
+
+    src_fmt, dst_fmt = direction
+    ds = xr.Dataset(
+        {
+            "cnt": ("t", np.array([1, -1, 3], "i4")),
+            "f": ("t", np.array([1.0, np.nan, 2.0])),
+            "p": ("t", np.array([1.0, np.nan, 2.5])),
+        }
+    )
+    enc = {"cnt": {"_FillValue": -1}, "p": {"dtype": "i2", "scale_factor": 0.01, "_FillValue": -9999}}
+    src, dst = str(tmp_path / "src.zarr"), str(tmp_path / "dst.zarr")
+    ds.to_zarr(src, zarr_format=src_fmt, mode="w", encoding=enc, consolidated=False)
+    r = _cli("copy", src, dst, "--zarr-format", str(dst_fmt), "--quiet")
+    assert r.returncode == 0, r.stderr
+    want = xr.open_dataset(src, engine="zarr", consolidated=False)
+    for engine in ("zarr", "cuzarr"):
+        got = xr.open_dataset(dst, engine=engine, **({"consolidated": False} if engine == "zarr" else {}))
+        for v in ("cnt", "f", "p"):
+            np.testing.assert_array_equal(got[v].values, want[v].values)
+            assert got[v].dims == ("t",)
+            assert "_ARRAY_DIMENSIONS" not in got[v].attrs
+
+
 def test_cli_copy_memory_is_bounded(tmp_path):
     from cuzarr.cli import copy_array
 

@@ -401,3 +401,39 @@ def test_fuzz_dask_bridges_against_numpy():
             da.store(x[part], region, regions=part, lock=False)
             check(region[part], data[part])
             check(to_dask(arr)[..., ::2].compute(), data[..., ::2])
+
+
+def test_engine_takes_zarr_engine_arguments_and_groups(tmp_path):
+    """consolidated=, zarr_format=, storage_options=, use_zarr_fill_value_as_mask=
+    as with engine="zarr"; a cuzarr.Group as the store; a v3 array's
+    _ARRAY_DIMENSIONS attribute stays an attribute (engine="zarr" hides it in v2 only)."""
+    import xarray as xr
+    import zarr
+
+    p3 = str(tmp_path / "f3.zarr")
+    g = zarr.open_group(p3, mode="w", zarr_format=3)
+    g.create_array(
+        "v", shape=(2,), dtype="f8", dimension_names=["t"],
+        attributes={"_ARRAY_DIMENSIONS": ["t"], "units": "K"},
+    )  # fmt: skip
+    want = xr.open_dataset(p3, engine="zarr", consolidated=False).v.attrs
+    got = xr.open_dataset(p3, engine="cuzarr", consolidated=False, zarr_format=3).v.attrs
+    assert got == want == {"_ARRAY_DIMENSIONS": ["t"], "units": "K"}
+    p2 = str(tmp_path / "f2.zarr")
+    ds = xr.Dataset({"c": ("t", np.array([1, -1, 3], "i4"))})
+    ds.to_zarr(p2, zarr_format=2, mode="w", encoding={"c": {"_FillValue": -1}})
+    for mask in (None, True):
+        kw = {} if mask is None else {"use_zarr_fill_value_as_mask": mask}
+        a = xr.open_dataset(p2, engine="zarr", **kw).c.values
+        b = xr.open_dataset(p2, engine="cuzarr", storage_options=None, **kw).c.values
+        np.testing.assert_array_equal(a, b)
+    # False: the fill value is no mask, as xarray documents the option (its own
+    # engine="zarr" masks this v2 array all the same)
+    np.testing.assert_array_equal(
+        xr.open_dataset(p2, engine="cuzarr", use_zarr_fill_value_as_mask=False).c.values,
+        np.array([1, -1, 3], "i4"),
+    )
+    np.testing.assert_array_equal(
+        xr.open_dataset(cuzarr.open_group(p2, mode="r"), engine="cuzarr").c.values,
+        xr.open_dataset(p2, engine="zarr").c.values,
+    )

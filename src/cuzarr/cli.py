@@ -209,13 +209,17 @@ def copy_array(
     import cuzarr
 
     fmt = zarr_format or src.zarr_format
+    attrs = dict(src.attrs)
+    fill = src.fill_value
+    if fmt != src.zarr_format:
+        fill, attrs = _convert_xarray_fill(src, fmt, fill, attrs)
     kw: dict[str, Any] = {
         "shape": src.shape,
         "dtype": src.dtype,
         "chunks": tuple(chunks) if chunks else src.chunks,
-        "fill_value": src.fill_value,
+        "fill_value": fill,
         "zarr_format": fmt,
-        "attributes": dict(src.attrs),
+        "attributes": attrs,
         "overwrite": overwrite,
         "compressors": source_compressors(src) if compressor == "source" else compressor,
     }
@@ -223,8 +227,11 @@ def copy_array(
         kw["shards"] = tuple(shards)
     elif src.shards and fmt == 3 and not chunks:
         kw["shards"] = src.shards
-    if fmt == 3 and src.metadata.dimension_names is not None:
+    if src.metadata.dimension_names is not None:
+        # v3 dimension_names, v2 _ARRAY_DIMENSIONS (which names them in v2)
         kw["dimension_names"] = src.metadata.dimension_names
+        if fmt == 3:
+            attrs.pop("_ARRAY_DIMENSIONS", None)
     dst = cuzarr.create_array(dst_store, path, **kw)
     unit = dst.shards or dst.chunks
     itemsize = max(1, dst.dtype.itemsize)
@@ -240,6 +247,25 @@ def copy_array(
         dst[sel] = src[sel]
         bar.update()
     return dst
+
+
+def _convert_xarray_fill(src: Any, fmt: int, fill: Any, attrs: dict[str, Any]) -> tuple[Any, dict]:
+    """Keep what xarray masks across a format conversion: it takes a v2 array's
+    ``fill_value`` as the missing-data value, and in v3 a ``_FillValue``
+    attribute instead (:mod:`cuzarr.integrations.xarray_fill`). Only arrays xarray
+    wrote (named dimensions) are converted; others keep fill value and attributes."""
+    from cuzarr.integrations.xarray_fill import decode_fill_attr, encode_fill_attr
+
+    if src.metadata.dimension_names is None:
+        return fill, attrs
+    dtype = np.dtype(src.dtype)
+    if fmt == 2 and "_FillValue" in attrs:
+        return decode_fill_attr(attrs.pop("_FillValue"), dtype), attrs
+    if fmt == 3 and fill is not None and "_FillValue" not in attrs:
+        coded = encode_fill_attr(fill, dtype)
+        if coded is not None:
+            attrs["_FillValue"] = coded
+    return fill, attrs
 
 
 def _overlaps(src: Any, dst: Any, dst_path: str | None) -> bool:

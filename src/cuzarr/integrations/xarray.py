@@ -10,11 +10,8 @@ backend, so both engines open a store to identical datasets and encodings.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import functools
 import os
-import struct
 from collections.abc import Iterable
 from typing import Any
 
@@ -24,6 +21,7 @@ from xarray.core import indexing
 
 import cuzarr
 from cuzarr.buffer import is_device_array
+from cuzarr.integrations.xarray_fill import decode_fill_attr
 
 __all__ = ["CuzarrBackendArray", "CuzarrBackendEntrypoint", "open_dataset"]
 
@@ -82,7 +80,9 @@ def _dims(arr: Any, name: str) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _variables(group: Any, drop: set[str], prototype: Any = None) -> dict[str, Any]:
+def _variables(
+    group: Any, drop: set[str], prototype: Any = None, fill_mask: bool | None = None
+) -> dict[str, Any]:
     """The group's arrays as undecoded variables, with the attributes and encoding
     xarray's zarr backend gives them (``ZarrStore.open_store_variable``)."""
     import xarray as xr
@@ -93,8 +93,8 @@ def _variables(group: Any, drop: set[str], prototype: Any = None) -> dict[str, A
             continue
         dims = _dims(arr, name)
         attrs = dict(arr.attrs)
-        attrs.pop("_ARRAY_DIMENSIONS", None)
-        if arr.zarr_format == 2:  # xarray hides NCZarr's attributes too
+        if arr.zarr_format == 2:  # xarray hides these in v2 (in v3 they are data)
+            attrs.pop("_ARRAY_DIMENSIONS", None)
             attrs = {k: v for k, v in attrs.items() if not k.lower().startswith("_nc")}
         backend = CuzarrBackendArray(arr, prototype)
         data = indexing.LazilyIndexedArray(backend)
@@ -112,17 +112,19 @@ def _variables(group: Any, drop: set[str], prototype: Any = None) -> dict[str, A
         if arr.zarr_format == 3:
             (serializer,) = _codecs_for_encoding((arr.serializer,), 3)
             encoding["serializer"] = serializer
-        # xarray's convention: a v2 array's fill_value is its _FillValue (whatever
-        # the dtype); a v3 array keeps it in the encoding, and a _FillValue
-        # attribute (as xarray encodes it) is the mask.
+        # xarray's convention (use_zarr_fill_value_as_mask, by default True for v2
+        # and False for v3): the array's fill_value is its _FillValue; otherwise a
+        # v3 array keeps it in the encoding, and a _FillValue attribute (as
+        # xarray encodes it) is the mask.
         fill = arr.fill_value
-        if arr.zarr_format == 2:
+        if fill_mask if fill_mask is not None else arr.zarr_format == 2:
             if fill is not None:
                 attrs["_FillValue"] = fill
         else:
-            encoding["fill_value"] = fill
+            if arr.zarr_format == 3:
+                encoding["fill_value"] = fill
             if "_FillValue" in attrs:
-                attrs["_FillValue"] = _decode_fill_attr(attrs["_FillValue"], arr.dtype)
+                attrs["_FillValue"] = decode_fill_attr(attrs["_FillValue"], arr.dtype)
         out[name] = xr.Variable(dims, data, attrs, encoding)
     return out
 
@@ -133,25 +135,6 @@ def _codecs_for_encoding(codecs: Iterable[Any], zarr_format: int) -> tuple[Any, 
     if zarr_format == 2:
         return tuple(codecs)
     return tuple(c.to_json() if hasattr(c, "to_json") else c for c in codecs)
-
-
-def _decode_fill_attr(value: Any, dtype: np.dtype) -> Any:
-    """A v3 ``_FillValue`` attribute as xarray writes it: floats as the base64 of a
-    little-endian float64, complex numbers as two of those, bytes as base64."""
-    try:
-        if dtype.kind == "f" and isinstance(value, str):
-            return struct.unpack("<d", base64.standard_b64decode(value))[0]
-        if dtype.kind == "c" and isinstance(value, list | tuple) and len(value) == 2:
-            re, im = (
-                struct.unpack("<d", base64.standard_b64decode(v))[0] if isinstance(v, str) else v
-                for v in value
-            )
-            return complex(re, im)
-        if dtype.kind == "S" and isinstance(value, str):
-            return base64.standard_b64decode(value)
-    except (ValueError, struct.error, binascii.Error):
-        pass  # not xarray's encoding: leave the attribute as written
-    return value
 
 
 def _compact(sizes: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -174,13 +157,16 @@ class _CuzarrDataStore(AbstractDataStore):
     """A cuzarr group as an xarray data store (read only), so decoding takes
     xarray's own path for stores, as with ``engine="zarr"``."""
 
-    def __init__(self, group: Any, drop: set[str], prototype: Any = None) -> None:
+    def __init__(
+        self, group: Any, drop: set[str], prototype: Any = None, fill_mask: bool | None = None
+    ) -> None:
         self.group = group
         self.drop = drop
         self.prototype = prototype
+        self.fill_mask = fill_mask
 
     def get_variables(self) -> dict[str, Any]:
-        return _variables(self.group, self.drop, self.prototype)
+        return _variables(self.group, self.drop, self.prototype, self.fill_mask)
 
     def get_attrs(self) -> dict[str, Any]:
         return {k: v for k, v in self.group.attrs.items() if not k.lower().startswith("_nc")}
@@ -201,15 +187,35 @@ def _open_group_dataset(
     drop_variables: Iterable[str] | None,
     decode_kwargs: dict[str, Any],
     prototype: Any = None,
+    fill_mask: bool | None = None,
 ) -> Any:
     from xarray.backends import StoreBackendEntrypoint
 
     if isinstance(drop_variables, str):
         drop_variables = [drop_variables]
     drop = set(drop_variables or ())
-    store = _CuzarrDataStore(group, drop, prototype)
+    store = _CuzarrDataStore(group, drop, prototype, fill_mask)
     return StoreBackendEntrypoint().open_dataset(
         store, drop_variables=drop_variables, **decode_kwargs
+    )
+
+
+def _open_root(
+    obj: Any,
+    group: str | None,
+    consolidated: bool | None,
+    zarr_format: int | None,
+    storage_options: dict[str, Any] | None,
+) -> Any:
+    if isinstance(obj, cuzarr.Group):
+        return obj[group] if group else obj
+    return cuzarr.open_group(
+        obj,
+        mode="r",
+        path=group,
+        zarr_format=zarr_format,
+        storage_options=storage_options,
+        use_consolidated=consolidated,
     )
 
 
@@ -229,6 +235,10 @@ class CuzarrBackendEntrypoint(BackendEntrypoint):
         "concat_characters",
         "decode_coords",
         "prototype",
+        "consolidated",
+        "zarr_format",
+        "storage_options",
+        "use_zarr_fill_value_as_mask",
     )
 
     def guess_can_open(self, filename_or_obj: Any) -> bool:
@@ -250,10 +260,17 @@ class CuzarrBackendEntrypoint(BackendEntrypoint):
         use_cftime: bool | None = None,
         decode_timedelta: bool | None = None,
         prototype: Any = None,
+        consolidated: bool | None = None,
+        zarr_format: int | None = None,
+        storage_options: dict[str, Any] | None = None,
+        use_zarr_fill_value_as_mask: bool | None = None,
     ) -> Any:
         """Open a group as a Dataset. ``prototype="gpu"`` makes variables load as
-        CuPy arrays (decoded on the GPU); ``None`` follows ``cuzarr.config``."""
-        g = cuzarr.open_group(filename_or_obj, mode="r", path=group)
+        CuPy arrays (decoded on the GPU); ``None`` follows ``cuzarr.config``.
+        ``consolidated``, ``zarr_format``, ``storage_options`` and
+        ``use_zarr_fill_value_as_mask`` mean what they do for ``engine="zarr"``;
+        ``filename_or_obj`` may also be a ``cuzarr.Group``."""
+        g = _open_root(filename_or_obj, group, consolidated, zarr_format, storage_options)
         kw = dict(
             mask_and_scale=mask_and_scale,
             decode_times=decode_times,
@@ -263,7 +280,11 @@ class CuzarrBackendEntrypoint(BackendEntrypoint):
             decode_timedelta=decode_timedelta,
         )
         return _open_group_dataset(
-            g, drop_variables=drop_variables, decode_kwargs=kw, prototype=prototype
+            g,
+            drop_variables=drop_variables,
+            decode_kwargs=kw,
+            prototype=prototype,
+            fill_mask=use_zarr_fill_value_as_mask,
         )
 
     def open_groups_as_dict(self, filename_or_obj: Any, **kwargs: Any) -> dict[str, Any]:
