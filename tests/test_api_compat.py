@@ -563,3 +563,27 @@ def test_zarr_python_codec_enums_and_to_dict():
         "configuration": {"cname": "zstd", "clevel": 3, "shuffle": "bitshuffle", "blocksize": 0},
     }
     assert codecs.ShardingCodec is cuzarr.codecs.sharding.ShardingCodec
+
+
+@pytest.mark.parametrize(
+    "shape,dtype,shards",
+    [
+        ((10000, 10000), "f4", None),
+        ((10000, 10000), "f4", "auto"),
+        ((300000,), "f8", None),
+        ((123, 4567, 3), "f8", "auto"),
+        ((0, 5), "u1", None),
+        ((1000,), str, None),
+        ((64, 64, 64, 64), "i2", None),
+    ],
+)
+def test_automatic_chunks_and_shards_are_zarr_pythons(shape, dtype, shards):
+    import warnings
+
+    import zarr
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # zarr-python: automatic shards are experimental
+        z = zarr.create_array(zarr.storage.MemoryStore(), shape=shape, dtype=dtype, shards=shards)
+    c = cuzarr.create_array({}, shape=shape, dtype=dtype, shards=shards)
+    assert (c.chunks, c.shards) == (z.chunks, z.shards)

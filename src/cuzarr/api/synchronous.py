@@ -82,9 +82,11 @@ def create_array(
         for variable-length bytes, ml_dtypes types (bfloat16, float8), v3 names.
     chunks : int, tuple of int or "auto"
         Chunk shape (the inner chunk shape when ``shards`` is given); "auto"
-        aims at about 1 MiB.
-    shards : tuple of int, optional
-        Shard shape (v3): a multiple of ``chunks``.
+        picks what zarr-python picks (h5py's rule: 128 KiB to 64 MiB, growing
+        with the array; at most 1 MiB inside shards).
+    shards : tuple of int or "auto", optional
+        Shard shape (v3): a multiple of ``chunks``; "auto" as zarr-python: two
+        chunks along each axis that holds more than eight.
     fill_value : scalar or None, optional
         Value of unwritten elements (default: zero or empty). ``None`` in
         Zarr v2 is stored as ``null`` (unwritten elements still read as zero

@@ -25,21 +25,43 @@ from cuzarr.metadata.dtypes import DataType, parse_data_type
 
 __all__ = ["build_array_metadata", "guess_chunks"]
 
-_TARGET_CHUNK_BYTES = 1 << 20
 
 
-def guess_chunks(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
-    """A chunk shape near 1 MiB, halving the largest dimension first."""
+def guess_chunks(
+    shape: tuple[int, ...],
+    itemsize: int,
+    *,
+    min_bytes: int = 128 << 10,
+    max_bytes: int = 64 << 20,
+    increment_bytes: int = 256 << 10,
+) -> tuple[int, ...]:
+    """zarr-python's default chunk shape (h5py's rule), so that the same
+    ``create_array`` call lays out the same chunks: a target size that grows
+    with the array (``increment_bytes`` times 2 to the log10 of its MiB, within
+    ``min_bytes`` and ``max_bytes``), reached by halving the dimensions in turn."""
     if not shape:
         return ()
     chunks = [max(1, s) for s in shape]
-    itemsize = max(1, itemsize)
-    while math.prod(chunks) * itemsize > _TARGET_CHUNK_BYTES:
-        i = int(np.argmax(chunks))
-        if chunks[i] == 1:
+    if itemsize <= 0:
+        return tuple(chunks)
+    total = math.prod(chunks) * itemsize
+    target = increment_bytes * 2 ** math.log10(total / (1 << 20))
+    target = min(max(target, min_bytes), max_bytes)
+    i = 0
+    while True:
+        size = math.prod(chunks) * itemsize
+        if (size < target or abs(size - target) / target < 0.5) and size < max_bytes:
             break
-        chunks[i] = -(-chunks[i] // 2)
+        if math.prod(chunks) == 1:
+            break  # one element is larger than max_bytes
+        d = i % len(chunks)
+        chunks[d] = -(-chunks[d] // 2)
+        i += 1
     return tuple(chunks)
+
+
+# zarr-python's bound on automatic inner chunks of a sharded array
+_SHARDED_INNER_MAX_BYTES = 1 << 20
 
 
 def _normalize_edges(edges: Any, size: int, dim: int, what: str = "chunk") -> tuple[int, ...]:
@@ -60,10 +82,12 @@ def _grid(spec: tuple[Any, ...]) -> RegularChunkGrid | RectilinearChunkGrid:
 
 
 def _normalize_chunks(
-    chunks: Any, shape: tuple[int, ...], itemsize: int
+    chunks: Any, shape: tuple[int, ...], itemsize: int, sharded: bool = False
 ) -> tuple[int | tuple[int, ...], ...]:
     """Regular chunks (ints), or per-dimension edge lists for a rectilinear grid."""
     if chunks is None or chunks == "auto" or chunks is True:
+        if sharded:
+            return guess_chunks(shape, itemsize, max_bytes=_SHARDED_INNER_MAX_BYTES)
         return guess_chunks(shape, itemsize)
     if isinstance(chunks, (int, np.integer)) and not isinstance(chunks, bool):
         chunks = (int(chunks),) * len(shape)
@@ -91,9 +115,9 @@ def _normalize_shards(
     if isinstance(shards, dict):
         shards = shards.get("shape")
     if shards == "auto":
-        # About 64 MiB worth of inner chunks per shard, whole multiples of the chunks.
+        # zarr-python's rule: 2 inner chunks along every axis that holds more than 8
         shards = tuple(
-            c * max(1, min(-(-max(1, s) // c), 4)) for c, s in zip(chunks, shape, strict=True)
+            c * 2 if max(0, s) // c > 8 else c for c, s in zip(chunks, shape, strict=True)
         )
     if isinstance(shards, (int, np.integer)):
         shards = (int(shards),) * len(shape)
@@ -269,7 +293,9 @@ def build_array_metadata(
         dt = _v2_object_type(dtype, dt, filters)
     if zarr_format == 2 and not dt.is_vlen and dt.dtype.byteorder == "=":
         dt = DataType(dt.kind, dt.dtype.newbyteorder("<"), dt.v3_name)
-    chunk_shape = _normalize_chunks(chunks, shape, dt.item_size if not dt.is_vlen else 16)
+    chunk_shape = _normalize_chunks(
+        chunks, shape, dt.item_size if not dt.is_vlen else 1, sharded=shards is not None
+    )
     order = order or "C"
     if order not in ("C", "F"):
         raise ValueError(f"order must be 'C' or 'F', got {order!r}")
