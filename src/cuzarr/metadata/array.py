@@ -85,6 +85,21 @@ class ArrayMetadata:
         """The chunk shape; for a rectilinear grid, the largest chunk per dimension."""
         return self.chunk_grid.chunk_shape
 
+    # zarr-python's ArrayV3Metadata / ArrayV2Metadata names
+    @property
+    def node_type(self) -> str:
+        return "array"
+
+    @property
+    def data_type(self) -> DataType:
+        """The data type (zarr-python's name for :attr:`dtype`)."""
+        return self.dtype
+
+    @property
+    def chunks(self) -> tuple[int, ...]:
+        """The chunk shape (zarr-python's name for :attr:`chunk_shape`)."""
+        return self.chunk_shape
+
     @property
     def read_fill(self) -> Any:
         """The value missing chunks read as."""
