@@ -145,3 +145,26 @@ def test_batch_encoded_frames_equal_one_chunk_frames(level, checksum):
             assert bytes(store[f"c/{i}/{j}"]) == one.compress(chunk.tobytes()), (i, j)
     np.testing.assert_array_equal(zarr.open_array(zarr.storage.MemoryStore(
         {k: zarr.core.buffer.cpu.Buffer.from_bytes(bytes(v)) for k, v in store.items()}), mode="r")[...], data)
+
+
+def test_is_fill_answers_early_and_right_for_large_chunks():
+    from cuzarr.core.engine import _is_fill
+    from cuzarr.metadata.dtypes import parse_data_type
+
+    dt = parse_data_type("uint16", 3)
+    a = np.zeros((512, 1024), dtype="u2")
+    assert _is_fill(a, 0, dt)
+    a[0, 5] = 1  # in the probed leading rows
+    assert not _is_fill(a, 0, dt)
+    a[0, 5] = 0
+    a[-1, -1] = 7  # past them: the full comparison still finds it
+    assert not _is_fill(a, 0, dt)
+    v = np.zeros((1024, 2048), dtype="u2")[::2, 3:1027]  # a strided view
+    assert _is_fill(v, 0, dt)
+    v[400, 1000] = 2
+    assert not _is_fill(v, 0, dt)
+    f = np.full((300, 300), np.nan, dtype="f4")
+    ft = parse_data_type("float32", 3)
+    assert _is_fill(f, np.float32("nan"), ft)
+    f[299, 0] = 1.0
+    assert not _is_fill(f, np.float32("nan"), ft)
