@@ -770,6 +770,19 @@ def _lib_unit(ad: Any, unit: str, spec: dict[str, Any], meter: Meter, res: dict)
         res["open_s"][unit] = time.perf_counter() - t0
         return h
 
+    def write_then_read(h: Any, loc: Any, data: np.ndarray, unit: str) -> None:
+        """The two rows of a write-then-read unit: the write through ``h``, then a
+        full read through a handle opened anew (untimed)."""
+        write_row, read_row = rows_of(unit)
+        with meter.measure(write_row):
+            ad.write(h, data)
+        del h
+        h2 = timed_open(loc)
+        with meter.measure(read_row):
+            out = ad.read(h2)
+        if verify:
+            res["verified"][read_row] = _same(out, data)
+
     if unit in ("write", "shard-write"):
         data = np.load(spec["source"])
         if unit == "write":
@@ -813,17 +826,9 @@ def _lib_unit(ad: Any, unit: str, spec: dict[str, Any], meter: Meter, res: dict)
         data = np.ascontiguousarray(src_mmap()[:r, :c])
         one = Path(str(big) + "_one")
         set_aside(one, big.parent)
-        loc = ad.disk_location(one)
-        h = ad.create(loc, (r, c), SHARD_INNER, shards=(r, c))
-        with meter.measure("one-shard-write"):
-            ad.write(h, data)
-        del h
-        h = timed_open(loc)
-        with meter.measure("one-shard-read"):
-            out = ad.read(h)
-        if verify:
-            res["verified"]["one-shard-read"] = _same(out, data)
-        del out, h, loc, data
+        h = ad.create(ad.disk_location(one), (r, c), SHARD_INNER, shards=(r, c))
+        write_then_read(h, ad.disk_location(one), data, unit)
+        del data
     elif unit == "tiny":
         tshape = tuple(spec["tiny_shape"])
         data = tiny_source(tshape)
@@ -833,16 +838,8 @@ def _lib_unit(ad: Any, unit: str, spec: dict[str, Any], meter: Meter, res: dict)
             loc = ad.disk_location(tstore)
         else:
             loc = ad.mem_location()
-        h = ad.create(loc, tshape, TINY_CHUNKS)
-        with meter.measure("tiny-write"):
-            ad.write(h, data)
-        del h
-        h = timed_open(loc)
-        with meter.measure("tiny-read"):
-            out = ad.read(h)
-        if verify:
-            res["verified"]["tiny-read"] = _same(out, data)
-        del out, h, loc
+        write_then_read(ad.create(loc, tshape, TINY_CHUNKS), loc, data, unit)
+        del loc
     else:
         raise ValueError(unit)
 

@@ -208,14 +208,16 @@ def test_arrays_with_value_codecs_read_alike(tmp_path, chain, writer):
         data = rng.integers(-1000, 1000, (20, 30)).astype(dtype)
     else:
         data = rng.normal(10, 8, (20, 30)).astype(dtype)
-    lib = cuzarr if writer == "cuzarr" else zarr
+    def write(lib, path):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            a = lib.create_array(
+                path, shape=data.shape, chunks=(8, 16), dtype=dtype, filters=filters, fill_value=10
+            )
+            a[:, :25] = data[:, :25]
+
     path = str(tmp_path / "a")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        a = lib.create_array(
-            path, shape=data.shape, chunks=(8, 16), dtype=dtype, filters=filters, fill_value=10
-        )
-        a[:, :25] = data[:, :25]
+    write(cuzarr if writer == "cuzarr" else zarr, path)
     got_c = cuzarr.open_array(path, mode="r")[...]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -226,13 +228,7 @@ def test_arrays_with_value_codecs_read_alike(tmp_path, chain, writer):
     np.testing.assert_array_equal(got_c[:, 25:], np.full((20, 5), 10, dtype=dtype))
     if writer == "cuzarr":
         # zarr-python writes the same chunk bytes from the same data
-        zpath = str(tmp_path / "z")
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            z = zarr.create_array(
-                zpath, shape=data.shape, chunks=(8, 16), dtype=dtype, filters=filters, fill_value=10
-            )
-            z[:, :25] = data[:, :25]
+        write(zarr, str(tmp_path / "z"))
         for key in ("c/0/0", "c/1/1", "c/2/0"):
             assert (tmp_path / "a" / key).read_bytes() == (tmp_path / "z" / key).read_bytes()
         meta = json.loads((tmp_path / "a" / "zarr.json").read_text())

@@ -75,6 +75,33 @@ class _Shared:
                         self.error = e
                 return
 
+    def assist(self, lock: threading.Condition) -> None:
+        """Run parts as a helper (counted in ``helpers`` already, under ``lock``)."""
+        try:
+            self.work(lock)
+        finally:
+            with lock:
+                self.helpers -= 1
+                lock.notify_all()
+
+    def run_owned(self, lock: threading.Condition, on_close: Callable[[], Any]) -> list[Any]:
+        """The owner's run: parts until none is left, then no part starts any more
+        (``on_close`` runs, under ``lock``) and the helpers' parts end; the results,
+        or the first error."""
+        try:
+            self.work(lock)
+        finally:
+            with lock:
+                if self.error is None and self.next < self.n:
+                    self.error = RuntimeError("shared work interrupted")
+                self.next = self.n  # nobody takes another part
+                on_close()
+                while self.helpers:
+                    lock.wait()
+        if self.error is not None:
+            raise self.error
+        return self.results
+
 
 class _Batches:
     """The shared counter of batches ``[lo, hi)`` over ``range(n)``."""
@@ -134,12 +161,7 @@ class _Batches:
                         return True
                     # woken when a batch shares work or ends
                     lock.wait(0.05)
-            try:
-                job.work(lock)
-            finally:
-                with lock:
-                    job.helpers -= 1
-                    lock.notify_all()
+            job.assist(lock)
             if time.perf_counter() >= end:
                 return True
 
@@ -149,19 +171,7 @@ class _Batches:
         with lock:
             self.shared.append(job)
             lock.notify_all()
-        try:
-            job.work(lock)
-        finally:
-            with lock:
-                if job.error is None and job.next < job.n:
-                    job.error = RuntimeError("shared work interrupted")
-                job.next = job.n  # nobody takes another part
-                self.shared.remove(job)
-                while job.helpers:
-                    lock.wait()
-        if job.error is not None:
-            raise job.error
-        return job.results
+        return job.run_owned(lock, lambda: self.shared.remove(job))
 
 
 def share(fn: Callable[[int], Any], n: int) -> list[Any]:
@@ -199,12 +209,7 @@ def _share_on_pool(fn: Callable[[int], Any], n: int, helpers: int) -> list[Any]:
                 return  # started too late: nothing left
             job = cell[0]
             job.helpers += 1
-        try:
-            job.work(lock)
-        finally:
-            with lock:
-                job.helpers -= 1
-                lock.notify_all()
+        job.assist(lock)
 
     pool = get_executor()
     for _ in range(helpers):
@@ -212,19 +217,7 @@ def _share_on_pool(fn: Callable[[int], Any], n: int, helpers: int) -> list[Any]:
             pool.submit(helper)
         except RuntimeError:  # the pool is shut down: the rest runs here
             break
-    try:
-        job.work(lock)
-    finally:
-        with lock:
-            if job.error is None and job.next < job.n:
-                job.error = RuntimeError("shared work interrupted")
-            job.next = job.n
-            cell.clear()
-            while job.helpers:
-                lock.wait()
-    if job.error is not None:
-        raise job.error
-    return job.results
+    return job.run_owned(lock, cell.clear)
 
 
 def _drain(batches: _Batches, job: Callable[[int, int], bool | None], slice_s: float) -> bool:
