@@ -587,3 +587,19 @@ def test_automatic_chunks_and_shards_are_zarr_pythons(shape, dtype, shards):
         z = zarr.create_array(zarr.storage.MemoryStore(), shape=shape, dtype=dtype, shards=shards)
     c = cuzarr.create_array({}, shape=shape, dtype=dtype, shards=shards)
     assert (c.chunks, c.shards) == (z.chunks, z.shards)
+
+
+def test_late_compat_details(tmp_path):
+    from cuzarr import errors
+
+    a = cuzarr.create_array({}, shape=(100,), chunks=(10,), shards=(50,), dtype="i4")
+    assert a.metadata.chunks == (10,)  # the inner chunks, as zarr-python
+    gpath = str(tmp_path / "g")
+    cuzarr.create_group(gpath)
+    with pytest.raises(errors.NodeTypeValidationError):
+        cuzarr.open_array(gpath, mode="a", shape=(3,), dtype="i4")
+    with pytest.raises(errors.GroupNotFoundError):
+        cuzarr.open(str(tmp_path / "missing"), mode="r")
+    with pytest.raises(TypeError):
+        cuzarr.open_consolidated(gpath, use_consolidated=False)
+    assert cuzarr.create_array({}, shape=(2**40, 2**40, 2**40), dtype="i1").chunks

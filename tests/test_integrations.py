@@ -307,3 +307,21 @@ def test_cli_user_errors_are_messages_not_tracebacks(tmp_path, capsys):
         [sys.executable, "-m", "cuzarr", "tree", src], capture_output=True, text=True, timeout=120
     )
     assert r.returncode == 0 and "x (6,) int32" in r.stdout, r.stderr
+
+
+def test_cli_copy_v3_to_v2_without_a_fill_attribute_stores_a_null_fill(tmp_path):
+    """An xarray v3 array without _FillValue (ints, coordinates) has no missing
+    value: its v2 copy gets a null fill, else xarray would mask real zeros."""
+    import xarray as xr
+
+    from cuzarr.cli import copy_array
+
+    ds = xr.Dataset({"i": ("x", np.array([0, 1, 2, 3], "i4"))}, coords={"x": np.arange(4)})
+    ds.to_zarr(str(tmp_path / "src"), zarr_format=3, consolidated=False)
+    src = cuzarr.open_group(str(tmp_path / "src"), mode="r")
+    for name in ("i", "x"):
+        copy_array(src[name], str(tmp_path / "dst"), path=name, zarr_format=2)
+    cuzarr.open_group(str(tmp_path / "dst"), mode="a", zarr_format=2)
+    got = xr.open_zarr(str(tmp_path / "dst"), zarr_format=2, consolidated=False)
+    np.testing.assert_array_equal(got["i"].values, [0, 1, 2, 3])
+    assert cuzarr.open_array(str(tmp_path / "dst"), path="i").fill_value is None

@@ -259,8 +259,20 @@ def _convert_xarray_fill(src: Any, fmt: int, fill: Any, attrs: dict[str, Any]) -
     if src.metadata.dimension_names is None:
         return fill, attrs
     dtype = np.dtype(src.dtype)
-    if fmt == 2 and "_FillValue" in attrs:
-        return decode_fill_attr(attrs.pop("_FillValue"), dtype), attrs
+    if fmt == 2:
+        if "_FillValue" not in attrs:
+            # no missing-data value: a v2 fill value would become one (xarray
+            # writes null there itself)
+            return None, attrs
+        value = decode_fill_attr(attrs["_FillValue"], dtype)
+        try:
+            np.asarray(value, dtype=dtype)
+        except (TypeError, ValueError, OverflowError):
+            return None, attrs  # not xarray's encoding: the attribute stays as it was
+        if isinstance(value, str) and dtype.kind not in "US":
+            return None, attrs
+        del attrs["_FillValue"]
+        return value, attrs
     if fmt == 3 and fill is not None and "_FillValue" not in attrs:
         coded = encode_fill_attr(fill, dtype)
         if coded is not None:

@@ -20,6 +20,7 @@ __all__ = [
     "ContainsArrayError",
     "ContainsGroupError",
     "CuzarrError",
+    "DataTypeValidationError",
     "GroupFoundError",
     "GroupNotFoundError",
     "IndexTypeError",
@@ -28,6 +29,7 @@ __all__ = [
     "NegativeStepError",
     "NodeNotFoundError",
     "NodeTypeValidationError",
+    "PickleCodecDisabledError",
     "ReadOnlyError",
     "SliceStepError",
     "StoreKeyError",
@@ -100,6 +102,14 @@ class ArrayFoundError(GroupNotFoundError, ContainsArrayError):
 class GroupFoundError(ArrayNotFoundError, NodeTypeValidationError):
     """An array was to be opened where a group lies: an ``ArrayNotFoundError``, and
     the ``NodeTypeValidationError`` zarr-python raises there."""
+
+
+class DataTypeValidationError(MetadataError):
+    """A data type that is not valid (zarr-python's name)."""
+
+
+class PickleCodecDisabledError(BaseZarrError):
+    """zarr-python's refusal of the pickle codec; cuzarr never unpickles chunks."""
 
 
 class CodecError(BaseZarrError):

@@ -24,6 +24,7 @@ from cuzarr.core.nodes import ensure_vacant, load_node_metadata
 from cuzarr.errors import (
     ArrayNotFoundError,
     ContainsArrayError,
+    GroupFoundError,
     GroupNotFoundError,
     NodeNotFoundError,
     ReadOnlyError,
@@ -196,7 +197,9 @@ async def open_array(
         )
     try:
         arr = await AsyncArray.open(sp, zarr_format)
-    except ArrayNotFoundError:
+    except ArrayNotFoundError as e:
+        if isinstance(e, GroupFoundError):
+            raise  # a group is there: nothing to create (zarr-python: the same error)
         if mode == "a" and "shape" in kwargs:
             return await _create_like_zarr(
                 kwargs.pop("shape"),
@@ -287,12 +290,13 @@ async def open(
         return await open_group(sp, mode=mode, zarr_format=zarr_format)
     try:
         meta = await load_node_metadata(sp, zarr_format)
-    except NodeNotFoundError:
+    except NodeNotFoundError as e:
         if mode == "a":
             if "shape" in kwargs:
                 return await create_array(sp, zarr_format=_format(zarr_format), **kwargs)
             return await AsyncGroup.create(sp, zarr_format=_format(zarr_format))
-        raise
+        # zarr-python raises GroupNotFoundError here (a NodeNotFoundError too)
+        raise GroupNotFoundError(str(e)) from None
     if isinstance(meta, ArrayMetadata):
         if kwargs.get("config") is not None:
             # as open_array: the config (write_empty_chunks, order) applies to it

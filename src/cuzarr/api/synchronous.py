@@ -295,7 +295,7 @@ def open_consolidated(
     (``use_consolidated`` is accepted for zarr-python's signature: it must not be
     ``False`` here)."""
     if use_consolidated is False:
-        raise ValueError("open_consolidated needs use_consolidated=True (or None)")
+        raise TypeError("open_consolidated needs use_consolidated=True (or None)")
     return Group(
         sync(
             _async.open_consolidated(

@@ -44,8 +44,8 @@ def guess_chunks(
     chunks = [max(1, s) for s in shape]
     if itemsize <= 0:
         return tuple(chunks)
-    total = math.prod(chunks) * itemsize
-    target = increment_bytes * 2 ** math.log10(total / (1 << 20))
+    total = math.prod(chunks) * itemsize  # a Python int: math.log10 takes any size
+    target = increment_bytes * 2 ** (math.log10(total) - math.log10(1 << 20))
     target = min(max(target, min_bytes), max_bytes)
     i = 0
     while True:

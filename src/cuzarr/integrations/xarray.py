@@ -267,9 +267,10 @@ class CuzarrBackendEntrypoint(BackendEntrypoint):
     ) -> Any:
         """Open a group as a Dataset. ``prototype="gpu"`` makes variables load as
         CuPy arrays (decoded on the GPU); ``None`` follows ``cuzarr.config``.
-        ``consolidated``, ``zarr_format``, ``storage_options`` and
-        ``use_zarr_fill_value_as_mask`` mean what they do for ``engine="zarr"``;
-        ``filename_or_obj`` may also be a ``cuzarr.Group``."""
+        ``consolidated``, ``zarr_format`` and ``storage_options`` mean what they do
+        for ``engine="zarr"``, ``use_zarr_fill_value_as_mask`` what it does for
+        ``xr.open_zarr`` (xarray's ``open_dataset`` drops it); ``filename_or_obj``
+        may also be a ``cuzarr.Group``."""
         g = _open_root(filename_or_obj, group, consolidated, zarr_format, storage_options)
         kw = dict(
             mask_and_scale=mask_and_scale,

@@ -97,7 +97,11 @@ class ArrayMetadata:
 
     @property
     def chunks(self) -> tuple[int, ...]:
-        """The chunk shape (zarr-python's name for :attr:`chunk_shape`)."""
+        """The chunk shape, the inner one of a sharded array (zarr-python's
+        ``metadata.chunks``)."""
+        for codec in self.codecs:
+            if getattr(codec, "name", None) == "sharding_indexed":
+                return tuple(codec.chunk_shape)
         return self.chunk_shape
 
     @property
