@@ -575,6 +575,7 @@ def test_zarr_python_codec_enums_and_to_dict():
         ((0, 5), "u1", None),
         ((1000,), str, None),
         ((64, 64, 64, 64), "i2", None),
+        ((), "i4", "auto"),
     ],
 )
 def test_automatic_chunks_and_shards_are_zarr_pythons(shape, dtype, shards):
@@ -603,3 +604,20 @@ def test_late_compat_details(tmp_path):
     with pytest.raises(TypeError):
         cuzarr.open_consolidated(gpath, use_consolidated=False)
     assert cuzarr.create_array({}, shape=(2**40, 2**40, 2**40), dtype="i1").chunks
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"chunks": False},
+        {"chunks": (5, 5), "shards": -1},
+        {"chunks": (5, 5), "shards": (-1, 10)},
+    ],
+    ids=["chunks-False", "shards-minus-1", "shard-axis-minus-1"],
+)
+def test_whole_axis_chunk_and_shard_spellings(kw):
+    import zarr
+
+    z = zarr.create_array(zarr.storage.MemoryStore(), shape=(11, 20), dtype="i4", **kw)
+    c = cuzarr.create_array({}, shape=(11, 20), dtype="i4", **kw)
+    assert (c.chunks, c.shards) == (z.chunks, z.shards)

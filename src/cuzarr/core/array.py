@@ -238,7 +238,7 @@ class AsyncArray:
     def shards(self) -> Any:
         """The shard shape, or ``None`` for an array without sharding (per-dimension
         tuples of shard extents for a rectilinear grid of shards)."""
-        if not self._inner_chunks:
+        if self._inner_chunks is None:  # () is the inner chunk shape of a 0-d array
             return None
         if not isinstance(self.metadata.chunk_grid, RegularChunkGrid):
             return self.write_chunk_sizes

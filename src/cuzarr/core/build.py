@@ -85,6 +85,8 @@ def _normalize_chunks(
     chunks: Any, shape: tuple[int, ...], itemsize: int, sharded: bool = False
 ) -> tuple[int | tuple[int, ...], ...]:
     """Regular chunks (ints), or per-dimension edge lists for a rectilinear grid."""
+    if chunks is False:  # zarr-python: one chunk
+        return tuple(max(1, s) for s in shape)
     if chunks is None or chunks == "auto" or chunks is True:
         if sharded:
             return guess_chunks(shape, itemsize, max_bytes=_SHARDED_INNER_MAX_BYTES)
@@ -142,7 +144,11 @@ def _normalize_shards(
                 )
             out.append(int(s) if not isinstance(s, (list, tuple, np.ndarray)) else edges)
         return tuple(out)
-    shards = tuple(int(s) for s in shards)
+    # -1: one shard spanning the axis (in whole chunks), as in zarr-python
+    shards = tuple(
+        c * max(1, -(-n // c)) if int(s) == -1 else int(s)
+        for s, c, n in zip(shards, chunks, shape, strict=True)
+    )
     for s, c in zip(shards, chunks, strict=True):
         if s < 1 or s % c:
             raise ValueError(
