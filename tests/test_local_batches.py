@@ -226,3 +226,53 @@ def test_a_temporary_removed_before_its_lock_is_written_again(tmp_path, monkeypa
     s._write_batch([("new/dir/1", b"one"), ("other/2", b"two")])
     assert fake.left == 0
     assert _files(tmp_path) == {"new/dir/0": b"zero", "new/dir/1": b"one", "other/2": b"two"}
+
+
+def test_concat_values_are_written_whole_with_writev(tmp_path, monkeypatch):
+    """A shard's parts (storage.base.Concat) go to a local file through writev,
+    continued after short writes and past the per-call part limit; stores that
+    do not take parts get bytes."""
+    import os
+
+    from cuzarr.storage import local
+    from cuzarr.storage.base import Concat
+
+    parts = [bytes([i % 251]) * (i % 7 + 1) for i in range(3000)]  # > IOV_MAX parts
+    want = b"".join(parts)
+    real = os.writev
+    calls = []
+
+    def short_writev(fd, bufs):  # at most 1000 bytes a call
+        calls.append(len(bufs))
+        data = b"".join(bytes(b) for b in bufs)[:1000]
+        return real(fd, [data])
+
+    monkeypatch.setattr(local.os, "writev", short_writev)
+    store = LocalStore(str(tmp_path))
+    assert store.takes_parts
+    store._write("c/0", Concat(parts))
+    store._write_batch([("c/1", Concat(parts)), ("c/2", b"plain")])
+    assert (tmp_path / "c" / "0").read_bytes() == want
+    assert (tmp_path / "c" / "1").read_bytes() == want
+    assert (tmp_path / "c" / "2").read_bytes() == b"plain"
+    assert len(calls) > len(want) // 1000 and max(calls) <= local._IOV_MAX
+
+
+def test_sharded_writes_hand_bytes_to_stores_that_take_no_parts(tmp_path):
+    import numpy as np
+
+    import cuzarr
+    from cuzarr.storage import MemoryStore
+
+    class Counting(LocalStore):  # overrides set: gets bytes only
+        seen: list = []
+
+        async def set(self, key, value):
+            type(self).seen.append(type(value))
+            await super().set(key, value)
+
+    for store in (MemoryStore(), Counting(str(tmp_path / "s"))):
+        a = cuzarr.create_array(store, shape=(64, 64), chunks=(16, 16), shards=(32, 64), dtype="i4")
+        a[...] = np.arange(64 * 64, dtype="i4").reshape(64, 64)
+        np.testing.assert_array_equal(a[...], np.arange(64 * 64).reshape(64, 64))
+    assert Counting.seen and all(t in (bytes, memoryview, bytearray) for t in Counting.seen)

@@ -29,6 +29,7 @@ from cuzarr.codecs.compressors import zstd_decompress_into as _zstd_into
 from cuzarr.codecs.vlen import decode_vlen, encode_vlen
 from cuzarr.errors import CodecError, MetadataError
 from cuzarr.metadata.dtypes import DataType
+from cuzarr.storage.base import Concat, joined
 
 __all__ = ["V2Pipeline", "V3Pipeline"]
 
@@ -368,8 +369,11 @@ class V3Pipeline:
         chain = self._spec_chain(shape)
         for i, codec in enumerate(self.array_array):
             arr = codec.encode(arr, chain[i])
-        if write_empty_chunks and self.array_bytes.name == "sharding_indexed":
-            data = self.array_bytes.encode(arr, chain[-1], write_empty_chunks=True)
+        if self.array_bytes.name == "sharding_indexed":
+            # the parts, not joined (storage.base.Concat)
+            data = self.array_bytes.encode_parts(  # type: ignore[attr-defined]
+                arr, chain[-1], write_empty_chunks=write_empty_chunks
+            )
         else:
             data = self.array_bytes.encode(arr, chain[-1])
         if len(data) == 0 and self.array_bytes.name == "sharding_indexed":
@@ -377,9 +381,12 @@ class V3Pipeline:
             # zarr-python): compressed, its empty bytes became a value that
             # decodes to a shard too short for its index.
             return b""
+        if self.bytes_bytes:
+            data = joined(data)
         for codec in self.bytes_bytes:
             data = codec.encode(data, chain[-1])
-        return bytes(data) if not isinstance(data, bytes) else data
+        # a shard's parts stay unjoined (storage.base.Concat)
+        return data if isinstance(data, bytes | Concat) else bytes(data)
 
 
 class V2Pipeline:

@@ -20,6 +20,7 @@ from cuzarr.codecs.base import ArrayBytesCodec, ChunkSpec, Codec, codec_from_jso
 from cuzarr.core.workers import share
 from cuzarr.errors import CodecError, MetadataError
 from cuzarr.metadata.dtypes import parse_data_type
+from cuzarr.storage.base import Concat
 
 __all__ = ["EMPTY", "ShardingCodec", "morton_order", "sharding_codec"]
 
@@ -290,6 +291,12 @@ class ShardingCodec(ArrayBytesCodec):
         return [fn(k) for k in range(n)]
 
     def encode(self, arr: np.ndarray, spec: ChunkSpec, write_empty_chunks: bool = False) -> bytes:
+        return bytes(self.encode_parts(arr, spec, write_empty_chunks))
+
+    def encode_parts(
+        self, arr: np.ndarray, spec: ChunkSpec, write_empty_chunks: bool = False
+    ) -> Concat:
+        """:meth:`encode`, the shard's parts not joined (see ``Concat``)."""
         from cuzarr.core.engine import _is_fill
 
         inner = self.inner_pipeline(spec)
@@ -320,9 +327,10 @@ class ShardingCodec(ArrayBytesCodec):
             pos += len(data)
         raw_index = self.index_pipeline(shard_shape).encode(index, (*cps, 2))
         parts = list(encoded.values())
+        # not joined: a local store writes the parts with one writev (see Concat)
         if self.index_location == "start":
-            return b"".join([raw_index, *parts])
-        return b"".join([*parts, raw_index])
+            return Concat([raw_index, *parts])  # type: ignore[return-value]
+        return Concat([*parts, raw_index])  # type: ignore[return-value]
 
     def touched_chunks(
         self, sel: tuple[Any, ...], shard_shape: tuple[int, ...]

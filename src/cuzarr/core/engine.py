@@ -35,6 +35,7 @@ from cuzarr.indexing.projection import (
 )
 from cuzarr.metadata.array import ArrayMetadata
 from cuzarr.metadata.chunk_grid import RegularChunkGrid
+from cuzarr.storage.base import joined
 from cuzarr.storage.common import StorePath
 
 __all__ = [
@@ -730,6 +731,12 @@ async def write_items(
         return to_set, to_delete
 
     sio = store.sync_io()
+    # shards come from the pipeline unjoined (storage.base.Concat): the stores
+    # that write parts get them so, the others bytes
+    takes_parts = bool(getattr(store, "takes_parts", False))
+
+    def for_store(pairs: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+        return pairs if takes_parts else [(k, joined(v)) for k, v in pairs]
 
     def rmw_sync(lo: int, hi: int, need_old: list[int]) -> None:
         olds: list[bytes | None] = [None] * (hi - lo)
@@ -738,7 +745,7 @@ async def write_items(
                 olds[i - lo] = data
         to_set, to_delete = encode_batch(lo, olds)
         if to_set:
-            sio.set_many(to_set)
+            sio.set_many(for_store(to_set))
         if to_delete:
             sio.delete_many(to_delete)
 
@@ -783,7 +790,7 @@ async def write_items(
                 olds[i - lo] = data
         to_set, to_delete = await loop.run_in_executor(pool, encode_batch, lo, olds)
         if to_set:
-            await store.set_many(to_set)
+            await store.set_many(for_store(to_set))
         if to_delete:
             await store.delete_many(to_delete)
 
