@@ -314,7 +314,7 @@ class ShardingCodec(ArrayBytesCodec):
         encoded = {c: r for c, r in zip(order, results, strict=True) if r is not None}
         return self.assemble(encoded, spec.shape)
 
-    def assemble(self, encoded: dict[tuple[int, ...], Any], shard_shape: tuple[int, ...]) -> bytes:
+    def assemble(self, encoded: dict[tuple[int, ...], Any], shard_shape: tuple[int, ...]) -> Concat:
         """Lay out encoded inner chunks (in the dict's order) plus their index."""
         cps = self.chunks_per_shard(shard_shape)
         index = np.full((*cps, 2), EMPTY, dtype=np.uint64)
@@ -329,8 +329,8 @@ class ShardingCodec(ArrayBytesCodec):
         parts = list(encoded.values())
         # not joined: a local store writes the parts with one writev (see Concat)
         if self.index_location == "start":
-            return Concat([raw_index, *parts])  # type: ignore[return-value]
-        return Concat([*parts, raw_index])  # type: ignore[return-value]
+            return Concat([raw_index, *parts])
+        return Concat([*parts, raw_index])
 
     def touched_chunks(
         self, sel: tuple[Any, ...], shard_shape: tuple[int, ...]
@@ -392,7 +392,7 @@ class ShardingCodec(ArrayBytesCodec):
         value: np.ndarray,
         spec: ChunkSpec,
         write_empty_chunks: bool = False,
-    ) -> bytes:
+    ) -> Concat:
         """Write ``value`` into ``sel`` of an encoded shard (``None``: a shard not
         stored yet), re-encoding only the inner chunks the selection touches; the
         others keep their stored bytes. As in zarr-python, inner chunks the

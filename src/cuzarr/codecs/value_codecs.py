@@ -25,7 +25,13 @@ from cuzarr.metadata.dtypes import DataType, parse_data_type
 __all__ = ["CastValueCodec", "ScaleOffsetCodec"]
 
 _INT64 = (-(2**63), 2**63 - 1)
-_ROUNDINGS = ("nearest-even", "towards-zero", "towards-positive", "towards-negative", "nearest-away")
+_ROUNDINGS = (
+    "nearest-even",
+    "towards-zero",
+    "towards-positive",
+    "towards-negative",
+    "nearest-away",
+)
 _OUT_OF_RANGE = ("error", "clamp", "wrap")
 
 
@@ -281,11 +287,11 @@ class CastValueCodec(ArrayArrayCodec):
         mode = self.out_of_range or "error"
         if _is_int(dst):
             if _is_float(src):
-                return self._float_to_int(x, src, dst, mode)
-            return _int_to_int(x, src, dst, mode)
+                return self._float_to_int(x, dst, mode)
+            return _int_to_int(x, dst, mode)
         return _to_float(x, src, dst, mode, self.rounding)
 
-    def _float_to_int(self, x: np.ndarray, src: DataType, dst: DataType, mode: str) -> np.ndarray:
+    def _float_to_int(self, x: np.ndarray, dst: DataType, mode: str) -> np.ndarray:
         f = x.astype(np.float64)  # every value of the float types here, exactly
         if np.isnan(f).any():
             raise CodecError(f"cast_value: NaN has no value in {dst.v3_name}")
@@ -320,9 +326,6 @@ class CastValueCodec(ArrayArrayCodec):
             out[bad] = [(int(v) - lo) % span + lo for v in r[bad].tolist()]
         return out
 
-    def __getstate__(self) -> dict[str, Any]:
-        return self.__dict__
-
 
 def _round(f: np.ndarray, mode: str) -> np.ndarray:
     if mode == "nearest-even":
@@ -340,7 +343,7 @@ def _round(f: np.ndarray, mode: str) -> np.ndarray:
     return np.where(np.abs(frac) >= 0.5, t + np.sign(f), t)
 
 
-def _int_to_int(x: np.ndarray, src: DataType, dst: DataType, mode: str) -> np.ndarray:
+def _int_to_int(x: np.ndarray, dst: DataType, mode: str) -> np.ndarray:
     lo, hi = _int_range(dst)
     if x.size == 0:
         return x.astype(dst.dtype)
@@ -366,9 +369,7 @@ def _int_to_int(x: np.ndarray, src: DataType, dst: DataType, mode: str) -> np.nd
     return ((w - lo) % span + lo).astype(dst.dtype)
 
 
-def _to_float(
-    x: np.ndarray, src: DataType, dst: DataType, mode: str, rounding: str
-) -> np.ndarray:
+def _to_float(x: np.ndarray, src: DataType, dst: DataType, mode: str, rounding: str) -> np.ndarray:
     """Values to the float type ``dst``: rounded to its precision by ``rounding``
     as if its exponent were unbounded; out of range where that exceeds its
     largest finite value (clamped to an infinity, or to the largest finite
@@ -461,7 +462,10 @@ def _cast_value(c: dict[str, Any]) -> CastValueCodec:
     if "data_type" not in c:
         raise MetadataError("cast_value needs a data_type")
     return CastValueCodec(
-        c["data_type"], c.get("rounding", "nearest-even"), c.get("out_of_range"), c.get("scalar_map")
+        c["data_type"],
+        c.get("rounding", "nearest-even"),
+        c.get("out_of_range"),
+        c.get("scalar_map"),
     )
 
 

@@ -733,10 +733,10 @@ async def write_items(
     sio = store.sync_io()
     # shards come from the pipeline unjoined (storage.base.Concat): the stores
     # that write parts get them so, the others bytes
-    takes_parts = bool(getattr(store, "takes_parts", False))
+    joins = sharded and not getattr(store, "takes_parts", False)
 
     def for_store(pairs: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
-        return pairs if takes_parts else [(k, joined(v)) for k, v in pairs]
+        return [(k, joined(v)) for k, v in pairs] if joins else pairs
 
     def rmw_sync(lo: int, hi: int, need_old: list[int]) -> None:
         olds: list[bytes | None] = [None] * (hi - lo)

@@ -100,27 +100,27 @@ def _temp_name(name: str) -> str:
 _CREATE_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
 
 
-_IOV_MAX = (os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 0) or 1024
+def _iov_max() -> int:
+    try:
+        n = os.sysconf("SC_IOV_MAX")
+    except (AttributeError, ValueError, OSError):  # not a POSIX system, or unknown
+        n = -1
+    return n if n > 0 else 1024
 
 
-def _write_once(fd: int, value: Any) -> int:
-    """One write call: ``os.writev`` of a :class:`Concat`'s parts (as many as one
-    call takes), ``os.write`` of anything else; the bytes written."""
-    if isinstance(value, Concat):
-        if not hasattr(os, "writev"):  # pragma: no cover - Windows
-            return os.write(fd, bytes(value))
-        return os.writev(fd, value.parts[:_IOV_MAX])
-    return os.write(fd, value)
+# Buffers one os.writev call takes at most.
+_IOV_MAX = _iov_max()
 
 
 def _write_all(fd: int, value: Any) -> None:
-    """All of ``value`` (bytes-like, or a :class:`Concat`): the calls may write
-    less than asked (signals, full disks), so they are continued."""
+    """All of ``value`` (bytes-like, or a :class:`Concat`, written with
+    ``os.writev``): the calls may write less than asked (signals, full disks),
+    so they are continued."""
     if isinstance(value, Concat):
         parts = [memoryview(p).cast("B") for p in value.parts]
         i = 0
         while i < len(parts):
-            n = _write_once(fd, Concat(parts[i:]))
+            n = os.writev(fd, parts[i : i + _IOV_MAX])
             while n:
                 if n >= len(parts[i]):
                     n -= len(parts[i])
