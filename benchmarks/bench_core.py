@@ -80,7 +80,8 @@ LIB_CONTENDERS = ["cuzarr", "zarr", "zarr-fused", "zarrs", "tensorstore"]
 PEERS = ["zarr", "zarr-fused", "zarrs", "tensorstore"]
 LIMIT_CONTENDERS = ["limit:numcodecs", "limit:zstandard", "limit:libzstd", "limit:assemble"]
 # limit:assemble = limit:libzstd (or limit:numcodecs) plus what any full read must also do: copy each
-# decoded chunk into its place in one fresh output array (no Zarr machinery)
+# decoded chunk into its place in one fresh output array (no Zarr machinery); for write, what any
+# writer must also do: copy each chunk out of the source and write it to a file of its own
 ASSEMBLE = "limit:assemble"
 DECODE_LIMITS = ["limit:numcodecs", "limit:zstandard", "limit:libzstd"]
 SEL_UNITS = ["sel-strided", "sel-rows", "sel-oindex", "sel-vindex"]
@@ -130,7 +131,7 @@ PIPELINES = {
 
 
 def limit_units(contender: str) -> list[str]:
-    return ["read"] if contender == ASSEMBLE else LIMIT_UNITS
+    return ["write", "read"] if contender == ASSEMBLE else LIMIT_UNITS
 
 
 def rows_of(unit: str) -> list[str]:
@@ -666,7 +667,13 @@ def _limit_unit(kind: str, unit: str, spec: dict[str, Any], meter: Meter, res: d
     mk_enc, mk_dec, _ = _codec_factories(kind)
     shape = tuple(spec["shape"])
     nthreads = os.cpu_count() or 1
-    if unit == "write":
+    if unit == "write" and kind == ASSEMBLE:
+        data = np.load(spec["source"])
+        store = Path(spec["store"])  # set aside before this process, as for the libraries
+        with meter.measure("write"):
+            nbytes = _store_chunks(data, store, mk_enc, nthreads)
+        res["stored_bytes"]["write"] = nbytes
+    elif unit == "write":
         chunks = split_chunks(np.load(spec["source"]), CHUNKS)
         with meter.measure("write"):
             nbytes = _run_sliced(chunks, mk_enc, _decode_len, nthreads)
@@ -686,6 +693,7 @@ def _limit_unit(kind: str, unit: str, spec: dict[str, Any], meter: Meter, res: d
             )
         res["info"]["chunk_dir"] = spec["chunk_dir"]
         del out
+        res["info"]["first_touch_s"] = _first_touch(shape, nthreads)
     elif unit == "read":
         files = sorted(p for p in Path(spec["chunk_dir"]).rglob("*") if p.is_file())
         with meter.measure("read"):
@@ -724,6 +732,55 @@ def _limit_unit(kind: str, unit: str, spec: dict[str, Any], meter: Meter, res: d
         res["stored_bytes"]["tiny-write"] = sum(len(c) for c in comp)
     else:
         raise ValueError(f"no limit row for {unit}")
+
+
+def _store_chunks(data: np.ndarray, store: Path, mk_enc, nthreads: int) -> int:
+    """What any writer of the big array must do, on all cores, with no Zarr machinery:
+    copy each chunk out of the source, encode it (as limit:libzstd), and write it to
+    its own file under ``store`` (a temporary file renamed into place, as cuzarr's
+    LocalStore writes; no fsync, as nobody fsyncs here)."""
+    c0, c1 = CHUNKS
+    keys = [(i, j) for i in range(-(-data.shape[0] // c0)) for j in range(-(-data.shape[1] // c1))]
+    for i in {i for i, _ in keys}:
+        (store / "c" / str(i)).mkdir(parents=True, exist_ok=True)
+
+    def work(sl):
+        enc = mk_enc()
+        total = 0
+        for i, j in sl:
+            blob = enc(np.ascontiguousarray(data[i * c0 : (i + 1) * c0, j * c1 : (j + 1) * c1]))
+            path = store / "c" / str(i) / str(j)
+            tmp = path.with_name(f".{j}.tmp")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                view = memoryview(blob)
+                while view:
+                    view = view[os.write(fd, view) :]
+            finally:
+                os.close(fd)
+            os.rename(tmp, path)
+            total += len(blob)
+        return total
+
+    with ThreadPoolExecutor(nthreads) as ex:
+        return sum(ex.map(work, [keys[k::nthreads] for k in range(nthreads)]))
+
+
+def _first_touch(shape: tuple[int, ...], nthreads: int) -> float:
+    """Seconds to write zeros into a fresh array of ``shape`` on all cores: the kernel's
+    zeroing of its new pages, which no full read into fresh memory escapes."""
+    warm = np.ones(int(np.prod(shape)) * 2 * 5 // 4, dtype=np.uint8)  # as Meter does
+    del warm
+    t0 = time.perf_counter()
+    flat = np.empty(shape, dtype=DTYPE).reshape(-1)
+    n = flat.size
+
+    def touch(k):
+        flat[k * n // nthreads : (k + 1) * n // nthreads] = 0
+
+    with ThreadPoolExecutor(nthreads) as ex:
+        list(ex.map(touch, range(nthreads)))
+    return time.perf_counter() - t0
 
 
 def _assemble(files: list, shape: tuple[int, ...], mk_dec, nthreads: int) -> np.ndarray:
@@ -1010,6 +1067,8 @@ def summarize(results: list[dict[str, Any]], args, sizes: dict[str, Any]) -> dic
                     row["stored"] = r["stored_bytes"][wl]
                 if "info" in r:
                     row["info"] = r["info"]
+                    if "first_touch_s" in r["info"]:
+                        row.setdefault("first_touch", []).append(r["info"]["first_touch_s"])
                 for w in r.get("warnings", []):
                     if w not in row["warnings"]:
                         row["warnings"].append(w)
@@ -1103,7 +1162,9 @@ def print_table(rows, args, sizes) -> None:
         "assembly into an output array (read: file read + decode of the chunk files; "
         "shard-read: shard file read + index parse + decode of the inner chunks); "
         "limit:assemble = limit:libzstd (else numcodecs) plus the copy of each chunk into one fresh "
-        "output array, which every full read must do (read only)."
+        "output array, which every full read must do (read); plus the copy of each chunk out of "
+        "the source and its write to a file of its own (temp file, rename), which every writer "
+        "must do (write)."
     )
     hdr = (
         f"{'workload':<12} {'contender':<18} {'median s':>9} {'(min)':>8} {'GB/s':>7} "
@@ -1218,6 +1279,12 @@ def compute_summary(rows, args, sizes) -> list[dict[str, Any]]:
             ent["fraction_of_assemble"] = asm["median"] / czm
             if ent.get("limit_s"):
                 ent["assemble_fraction_of_limit"] = ent["limit_s"] / asm["median"]
+            if asm.get("first_touch"):
+                ent["first_touch_s"] = statistics.median(asm["first_touch"])
+            zr = rows.get((wl, "zarr"))
+            if zr and zr["median"] is not None:
+                # the most any writer (or reader) can be faster than zarr-python here
+                ent["assemble_x_zarr"] = zr["median"] / asm["median"]
         if wl in FULL_READS and cz and cz.get("rss_peak"):
             nb = sizes["rows"][wl]["bytes"]
             ent["cuzarr_rss_per_out"] = rss_ratio(cz, nb)
@@ -1272,12 +1339,25 @@ def print_summary(summary: list[dict[str, Any]], args) -> None:
                 f"{e['workload']}: {cz} reaches {e['fraction_of_limit']:.2f} of the decode limit "
                 f"({e['limit']} {e['limit_s']:.3f}s vs {cz} {e['cuzarr_s']:.3f}s, same run)"
             )
-        if e.get("fraction_of_assemble") is not None:
+        if e.get("fraction_of_assemble") is not None and e["workload"] == "write":
+            x = e.get("assemble_x_zarr")
+            print(
+                f"write: {cz} reaches {e['fraction_of_assemble']:.2f} of the store limit "
+                f"({ASSEMBLE} {e['assemble_s']:.3f}s: copy out, encode, write files, no Zarr)"
+                + (f", which is itself {x:.2f}x zarr-python's write" if x else "")
+            )
+        elif e.get("fraction_of_assemble") is not None:
             print(
                 f"{e['workload']}: {cz} reaches {e['fraction_of_assemble']:.2f} of the assemble "
                 f"limit ({ASSEMBLE} {e['assemble_s']:.3f}s, itself "
                 f"{e.get('assemble_fraction_of_limit', float('nan')):.2f} of the decode limit)"
             )
+            if e.get("first_touch_s") and e.get("limit_s"):
+                ft = e["first_touch_s"]
+                print(
+                    f"{e['workload']}: zeroing a fresh output array alone (first touch, all "
+                    f"cores) took {ft:.3f}s = {ft / e['limit_s']:.2f} of the decode limit's time"
+                )
     for e in summary:
         if e.get("cuzarr_rss_per_out") is not None:
             v = e["cuzarr_rss_per_out"]
@@ -1516,7 +1596,10 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(spec, str):
             return {"ok": False, "contender": c, "workloads": units, "error": spec}
         lib = not c.startswith("limit:")
-        if lib:
+        # limit:assemble's write also writes files: it gets the same fresh directory
+        # and os.sync() as the libraries
+        writes = lib or c == ASSEMBLE
+        if writes:
             for u, suffix in WRITE_UNITS.items():
                 if u in units:
                     set_aside(stores / (c + suffix), stores)
@@ -1527,7 +1610,7 @@ def main(argv: list[str] | None = None) -> int:
         wall = time.perf_counter() - t0
         r.setdefault("contender", c)
         r["workloads"] = units
-        if lib and any(u in WRITE_UNITS for u in units):
+        if writes and any(u in WRITE_UNITS for u in units):
             os.sync()  # flush dirty pages so they don't bill the next contender
             if r.get("ok"):
                 r.setdefault("stored_bytes", {})

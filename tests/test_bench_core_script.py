@@ -29,6 +29,33 @@ def test_bench_core_quick_read_with_assemble_limit(tmp_path):
     assert summary["limit"] == "limit:numcodecs"  # assemble is not a decode limit
     assert summary["fraction_of_assemble"] > 0
     assert "of the assemble limit" in r.stdout
+    assert 0 < summary["first_touch_s"] < res["read/limit:assemble"]["median_s"]
+    assert "zeroing a fresh output array alone" in r.stdout
+
+
+def test_bench_core_quick_write_with_store_limit(tmp_path):
+    """limit:assemble's write row copies, encodes and writes every chunk to a file."""
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_core.py"), "--quick",
+         "--size-mib", "8", "--contenders", "cuzarr,zarr",
+         "--limits", "limit:assemble", "--workloads", "write",
+         "--data-dir", str(tmp_path), "--keep"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    report = json.loads(r.stdout.split("BENCH_JSON ", 1)[1])
+    res = report["results"]
+    lim = res["write/limit:assemble"]
+    assert lim["median_s"] > 0 and not lim["errors"]
+    # the same chunks, the same codec and level: about the bytes cuzarr stored
+    assert abs(lim["stored_bytes"] / res["write/cuzarr"]["stored_bytes"] - 1) < 0.01
+    files = [p for p in (tmp_path / "stores" / "limit:assemble" / "c").rglob("*") if p.is_file()]
+    rows, cols = report["params"]["shape"]
+    assert len(files) == -(-rows // 512) * -(-cols // 1024)  # one file per chunk
+    assert not [p for p in files if p.name.endswith(".tmp")]
+    (summary,) = report["summary"]
+    assert summary["fraction_of_assemble"] > 0 and summary["assemble_x_zarr"] > 0
+    assert "of the store limit" in r.stdout
 
 
 def test_paired_ratio_pairs_times_of_the_same_repeat():
