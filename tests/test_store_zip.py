@@ -64,7 +64,7 @@ def test_str_path_valid_while_open(tmp_path):
 
 def test_rewrite_and_delete_then_close_compacts(tmp_path):
     path = tmp_path / "dup.zip"
-    store = ZipStore(path)
+    store = ZipStore(path, mode="a")
     sync(store.set("k", b"one"))
     sync(store.set("k", b"two"))
     sync(store.set("gone", b"x"))
@@ -120,6 +120,20 @@ def test_interface(tmp_path):
     none = ZipStore(tmp_path / "none.zip")
     assert sync(none.get("zarr.json")) is None
     assert not (tmp_path / "none.zip").exists()
+
+
+def test_default_mode_is_read_only_as_in_zarr_python(tmp_path):
+    path = tmp_path / "d.zip"
+    with ZipStore(path, mode="w") as w:
+        sync(w.set("k", b"v"))
+    store = ZipStore(path)
+    assert store.read_only and store.mode == "r"
+    assert sync(store.get("k")) == b"v"
+    with pytest.raises(ReadOnlyError):
+        sync(store.set("k", b"w"))
+    assert not ZipStore(path, mode="a").read_only
+    assert ZipStore(path, mode="a", read_only=True).read_only
+    assert ZipStore(path, mode="r", read_only=False).read_only
 
 
 def test_torn_archive_recovers_on_open_for_writing(tmp_path):

@@ -322,13 +322,14 @@ class ZipStore(Store):
     path
         The zip file; created on the first write when missing.
     mode
-        ``"r"`` (read-only), ``"a"`` (read and write, the default), ``"w"``
+        ``"r"`` (read-only, the default, as in zarr-python), ``"a"`` (read and write), ``"w"``
         (start a new, empty archive) or ``"x"`` (like ``"w"``, but the file must
         not exist).
     compression
         ``zipfile.ZIP_STORED`` (default) or ``zipfile.ZIP_DEFLATED`` for new entries.
     read_only
-        Refuse writes (also implied by ``mode="r"``).
+        Refuse writes (``None``: only in mode ``"r"``; mode ``"r"`` is read-only
+        whatever this says).
 
     Notes
     -----
@@ -341,16 +342,17 @@ class ZipStore(Store):
         self,
         path: str | os.PathLike[str],
         *,
-        mode: str = "a",
+        mode: str = "r",
         compression: int = zipfile.ZIP_STORED,
-        read_only: bool = False,
+        read_only: bool | None = None,
     ) -> None:
         if mode not in ("r", "a", "w", "x"):
             raise ValueError(f"mode must be 'r', 'a', 'w' or 'x', got {mode!r}")
         if read_only and mode in ("w", "x"):
             # mode 'w' empties the archive: not something a read-only store may do
             raise ValueError(f"mode {mode!r} starts a new archive and cannot be read-only")
-        super().__init__(read_only=read_only or mode == "r")
+        # as zarr-python: mode "r" (the default) is read-only whatever read_only says
+        super().__init__(read_only=bool(read_only) or mode == "r")
         self.path = os.path.abspath(os.fspath(path))
         self.mode = mode
         if mode == "x" and os.path.exists(self.path):
