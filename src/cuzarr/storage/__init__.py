@@ -3,7 +3,8 @@
 ``MemoryStore``, ``LocalStore``, ``ZipStore``, ``FsspecStore`` (S3, HTTP,
 ``memory://`` and other fsspec filesystems), ``HTTPStore``, ``ReferenceStore``
 (kerchunk), ``N5Store`` (N5 containers shown as Zarr v2) and ``AsdfStore``
-(the ndarrays of an ASDF file, read-only; needs the ``asdf`` package).
+(the ndarrays of an ASDF file, read-only; needs the ``asdf`` package);
+``WrapperStore`` and ``LoggingStore`` wrap any of them.
 """
 
 from typing import TYPE_CHECKING, Any
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     )
     from cuzarr.storage.n5 import N5Store
     from cuzarr.storage.reference import ReferenceStore
+    from cuzarr.storage.wrapper import LoggingStore, WrapperStore
     from cuzarr.storage.zip import ZipStore, ZipStoreError
 
 # The other backends load when first named (PEP 562): a program that only reads
@@ -47,6 +49,8 @@ _LAZY = {
     "ReferenceStore": "reference",
     "ZipStore": "zip",
     "ZipStoreError": "zip",
+    "WrapperStore": "wrapper",
+    "LoggingStore": "wrapper",
 }
 
 
@@ -71,6 +75,7 @@ __all__ = [
     "FsspecStore",
     "HTTPStore",
     "LocalStore",
+    "LoggingStore",
     "MemoryStore",
     "N5Store",
     "OffsetByteRequest",
@@ -83,6 +88,7 @@ __all__ = [
     "StorePath",
     "SuffixByteRequest",
     "TruncatedRangeError",
+    "WrapperStore",
     "ZipStore",
     "ZipStoreError",
     "make_store",
