@@ -150,6 +150,25 @@ def test_tree_nesting_and_level_match_zarr():
     assert repr(g.tree()) == str(g.tree())  # shows as a tree at the prompt
 
 
+def test_tree_max_nodes_and_plain_as_zarr():
+    out = {}
+    for lib in (zarr, cuzarr):
+        g = lib.create_group(zarr.storage.MemoryStore() if lib is zarr else {})
+        for name in "abcd":
+            g.create_group(name).create_array("x", shape=(1,), dtype="i1")
+        full = repr(g.tree(plain=True))
+        cut = repr(g.tree(max_nodes=3, plain=True))
+        out[lib] = (full, cut)
+    assert out[cuzarr][0].rstrip("\n") == out[zarr][0].rstrip("\n")
+    for lib in (zarr, cuzarr):
+        full, cut = out[lib]
+        note = "Truncated at max_nodes=3, some nodes and their children may be missing\n"
+        assert cut.startswith(note) and "Truncated" not in full
+        assert len(cut[len(note):].rstrip("\n").splitlines()) == 1 + 3  # root and 3 nodes
+    with pytest.raises(ValueError):
+        cuzarr.create_group({}).tree(max_nodes=-1)
+
+
 @pytest.mark.parametrize("zarr_format", [2, 3])
 def test_open_group_use_consolidated(zarr_format):
     store = {}

@@ -362,8 +362,19 @@ class AsyncGroup:
         plain: bool = False,
     ) -> _Tree:
         """The hierarchy below this group as text (see ``Group.tree``)."""
+        if max_nodes < 0:
+            raise ValueError(f"max_nodes must be >= 0, got {max_nodes}")
         members = await self._members(None if level is None else max(0, level))
-        return _render_tree(self.name if self.path else "/", members)
+        members.sort(key=lambda kv: kv[0])
+        note = ""
+        if len(members) > max_nodes:
+            members = members[:max_nodes]
+            note = (
+                f"Truncated at max_nodes={max_nodes}, some nodes and their children "
+                "may be missing\n"
+            )
+        tree = _render_tree(self.name if self.path else "/", members)
+        return _Tree(note + tree) if note else tree
 
     async def _members(
         self, max_depth: int | None = 0
@@ -1082,12 +1093,30 @@ class Group:
         """
         return sync(self._async_group.info_complete())
 
-    def tree(self, expand: bool | None = None, level: int | None = None) -> str:
+    def tree(
+        self,
+        expand: bool | None = None,
+        level: int | None = None,
+        *,
+        max_nodes: int = 500,
+        plain: bool = False,
+    ) -> str:
         """A text rendering of the hierarchy below this group (a ``str`` that also
-        shows as the tree at the prompt). ``level`` is the ``max_depth`` of
-        ``members``: 0 shows only the children, as in zarr-python. ``expand`` is
-        accepted for zarr-python compatibility (it only affects its HTML rendering)."""
-        return sync(self._async_group.tree(expand, level))
+        shows as the tree at the prompt).
+
+        Parameters
+        ----------
+        expand
+            Accepted for zarr-python compatibility (it only affects its HTML rendering).
+        level
+            The ``max_depth`` of ``members``: 0 shows only the children, as in zarr-python.
+        max_nodes
+            Show at most this many nodes (the first in path order), under a line
+            saying the tree was truncated, as zarr-python does.
+        plain
+            Accepted for zarr-python compatibility: the text never has ANSI styling.
+        """
+        return sync(self._async_group.tree(expand, level, max_nodes=max_nodes, plain=plain))
 
 
 class GroupInfo:
