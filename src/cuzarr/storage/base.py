@@ -323,6 +323,8 @@ class Store(ABC):
     async def delete_dir(self, prefix: str) -> None:
         """Remove every key under ``prefix`` (a '/'-terminated directory)."""
         self._check_writable()
+        if prefix.startswith("/"):
+            return  # no key starts with "/": "/" names no directory (as zarr-python)
         prefix = prefix.rstrip("/")
         keys = [k async for k in self.list_prefix(prefix + "/" if prefix else "")]
         await self.delete_many(keys)

@@ -59,6 +59,12 @@ def make_store(
     read_only = mode == "r"
     if isinstance(store, StorePath):
         store = store.store
+    if storage_options and not isinstance(store, (str, os.PathLike)):
+        # as zarr-python: options that would silently do nothing are refused
+        raise TypeError(
+            f"storage_options were given, but a {type(store).__name__} store takes none "
+            "(only URL strings do)"
+        )
     if store is None:
         result: Store = MemoryStore()
     elif isinstance(store, Store):

@@ -32,7 +32,7 @@ from typing import Any, NoReturn
 from urllib.parse import quote, unquote
 
 from cuzarr.config import config
-from cuzarr.errors import CodecError, CuzarrError
+from cuzarr.errors import CodecError, CuzarrError, StoreKeyError
 from cuzarr.storage.base import (
     ByteRequest,
     OffsetByteRequest,
@@ -65,6 +65,13 @@ _XML_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\ud800-\udfff\ufffe\uffff]")
 
 # Keys in one S3 DeleteObjects request (the API's limit).
 _DELETE_OBJECTS_MAX = 1000
+
+
+def _inside_root(prefix: str) -> None:
+    """Refuse a listing prefix with a ``..`` segment: on a file system it would
+    list names outside the store's root (reads of such keys are refused too)."""
+    if ".." in prefix.split("/"):
+        raise StoreKeyError(f"prefix {prefix!r} leads outside the store root")
 
 
 class RemoteStoreError(CuzarrError, OSError):
@@ -637,6 +644,8 @@ class FsspecStore(Store):
         return gen()
 
     def list_prefix(self, prefix: str) -> AsyncIterator[str]:
+        _inside_root(prefix)
+
         async def gen() -> AsyncIterator[str]:
             directory = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
             for key in await self._retrying("list", prefix, self._find, directory):
@@ -646,6 +655,8 @@ class FsspecStore(Store):
         return gen()
 
     def list_dir(self, prefix: str) -> AsyncIterator[str]:
+        _inside_root(prefix)
+
         async def gen() -> AsyncIterator[str]:
             p = prefix.strip("/")
             path = self._dir_path(p)

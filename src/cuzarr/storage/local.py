@@ -883,7 +883,10 @@ class LocalStore(Store):
         self._check_writable()
         self._remove_batch(keys)
 
-    def _write(self, key: str, value: bytes) -> None:
+    def _write(self, key: str, value: bytes, exclusive: bool = False) -> None:
+        """Write ``value`` to a temporary file, then move it into place; with
+        ``exclusive``, only if ``key`` holds nothing yet (a hard link, which fails
+        if the name exists: atomic against other writers doing the same)."""
         path = self._path(key)
         directory, name = os.path.split(path)
         if directory not in self._cleaned_dirs:
@@ -907,7 +910,12 @@ class LocalStore(Store):
                     # writer's first write there) between its creation and our
                     # lock on it: a new name
                     continue
-                os.replace(tmp, path)
+                if exclusive:
+                    self._link_if_absent(tmp, path)
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(tmp)  # gone if it was moved into place instead
+                else:
+                    os.replace(tmp, path)
                 return
             except BaseException as e:
                 if fd is not None or not isinstance(e, FileExistsError):
@@ -921,6 +929,20 @@ class LocalStore(Store):
             f"could not write {key!r}: its temporary kept disappearing, or its "
             "temporary names were taken by other files"
         )
+
+    @staticmethod
+    def _link_if_absent(tmp: str, path: str) -> None:
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+        except OSError as e:
+            if e.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV):
+                raise
+            # no hard links on this file system: a check, then the move (not atomic
+            # against another writer of the same key in that window)
+            if not os.path.lexists(path):
+                os.replace(tmp, path)
 
     def _write_batch(self, items: Sequence[tuple[str, bytes]]) -> None:
         if fcntl is None or os.sep != "/" or len(items) < 2:
@@ -1045,6 +1067,12 @@ class LocalStore(Store):
         self._check_writable()
         await asyncio.to_thread(self._write, key, value)
 
+    async def set_if_not_exists(self, key: str, value: bytes) -> None:
+        if type(self).set is not LocalStore.set:
+            return await super().set_if_not_exists(key, value)  # through the override
+        self._check_writable()
+        await asyncio.to_thread(self._write, key, value, True)
+
     async def set_many(self, items: Sequence[tuple[str, bytes]]) -> None:
         if type(self).set is not LocalStore.set:
             return await super().set_many(items)
@@ -1078,9 +1106,46 @@ class LocalStore(Store):
 
     async def delete_dir(self, prefix: str) -> None:
         self._check_writable()
+        if prefix.startswith("/"):
+            return  # no key starts with "/": "/" names no directory (as zarr-python)
         prefix = prefix.strip("/")
-        path = self._path(prefix) if prefix else self._root_str
-        await asyncio.to_thread(shutil.rmtree, path, True)
+        await asyncio.to_thread(self._delete_dir_sync, prefix)
+
+    def _delete_dir_sync(self, prefix: str) -> None:
+        """Remove the directory ``prefix`` ("" = the root, which stays, empty). A
+        symlinked directory (inside the root) keeps its link and target, emptied.
+        Errors other than a missing directory propagate: a failed delete must not
+        pass for a done one (an overwrite would then show old chunks)."""
+        if not prefix:
+            self._empty_dir(self._root_str)
+            return
+        path = self._path(prefix)
+        self._check_dir(prefix, path)  # never delete through a symlink out of the root
+        if os.path.islink(path):
+            if os.path.isdir(path):
+                self._empty_dir(path)
+            return
+        try:
+            shutil.rmtree(path)
+        except FileNotFoundError:
+            pass
+        except NotADirectoryError:
+            pass  # a key, not a directory: nothing below it
+
+    @staticmethod
+    def _empty_dir(path: str) -> None:
+        try:
+            entries = list(os.scandir(path))
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        for e in entries:
+            try:
+                if e.is_dir(follow_symlinks=False):
+                    shutil.rmtree(e.path)
+                else:
+                    os.unlink(e.path)
+            except FileNotFoundError:
+                pass
 
     def _dir_path(self, prefix: str) -> str:
         """The directory ``prefix`` names, refused (``StoreKeyError``) if it is, or
@@ -1133,8 +1198,9 @@ class LocalStore(Store):
 
     async def clear(self) -> None:
         self._check_writable()
-        if os.path.isdir(self._root_str):
-            await asyncio.to_thread(shutil.rmtree, self._root_str)
+        # the root stays (empty), as in zarr-python: it may be a mount point or a
+        # directory with permissions of its own
+        await asyncio.to_thread(self._empty_dir, self._root_str)
 
     @staticmethod
     def _cleanup_dir(directory: str) -> int:

@@ -123,6 +123,8 @@ class WrapperStore(Store):
         return await self._store.exists(key)
 
     async def getsize(self, key: str) -> int:
+        if not self._plain("get"):
+            return await super().getsize(key)
         return await self._store.getsize(key)
 
     async def getsize_prefix(self, prefix: str) -> int:
@@ -133,6 +135,8 @@ class WrapperStore(Store):
         await self._store.set(key, value)
 
     async def set_if_not_exists(self, key: str, value: Any) -> None:
+        if not self._plain("set"):
+            return await super().set_if_not_exists(key, value)
         await self._store.set_if_not_exists(key, value)
 
     async def set_many(self, items: Sequence[tuple[str, Any]]) -> None:
@@ -154,6 +158,8 @@ class WrapperStore(Store):
         await self._store.delete_dir(prefix)
 
     async def clear(self) -> None:
+        if not self._plain("delete"):
+            return await super().clear()
         await self._store.clear()
 
     # -- listing -----------------------------------------------------------------

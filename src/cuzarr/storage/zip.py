@@ -208,6 +208,11 @@ class _ZipHandle:
             return [n for n in seen if n not in self.deleted]
 
     # -- writes ------------------------------------------------------------------
+    def write_if_absent(self, key: str, value: bytes) -> None:
+        with self.lock:  # the check and the write as one step for every store object
+            if key not in self.names():
+                self.write_many([(key, value)])
+
     def write_many(self, items: Sequence[tuple[str, bytes]]) -> None:
         with self.lock:
             zf = self._open(True)
@@ -355,6 +360,7 @@ class ZipStore(Store):
         super().__init__(read_only=bool(read_only) or mode == "r")
         self.path = os.path.abspath(os.fspath(path))
         self.mode = mode
+        self.compression = compression
         if mode == "x" and os.path.exists(self.path):
             raise FileExistsError(f"{self.path} already exists")
         self._h = _handle_for(self.path, compression)
@@ -379,7 +385,7 @@ class ZipStore(Store):
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self._h = _handle_for(self.path, zipfile.ZIP_STORED)
+        self._h = _handle_for(self.path, state.get("compression", zipfile.ZIP_STORED))
 
     def close(self) -> None:
         """Flush, compact away superseded entries, and close the file."""
@@ -419,6 +425,12 @@ class ZipStore(Store):
     # -- writes ------------------------------------------------------------------
     async def set(self, key: str, value: bytes) -> None:
         await self.set_many([(key, value)])
+
+    async def set_if_not_exists(self, key: str, value: bytes) -> None:
+        if type(self).set is not ZipStore.set:
+            return await super().set_if_not_exists(key, value)  # through the override
+        self._check_writable()
+        await asyncio.to_thread(self._h.write_if_absent, normalize_key(key), value)
 
     async def set_many(self, items: Sequence[tuple[str, bytes]]) -> None:
         self._check_writable()
