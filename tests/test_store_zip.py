@@ -204,3 +204,35 @@ def test_read_only_new_archive_mode_is_refused(tmp_path):
         with pytest.raises((ValueError, FileExistsError)):
             ZipStore(path, mode=mode, read_only=True)
     np.testing.assert_array_equal(cuzarr.open_array(str(path), mode="r")[:], [1, 1, 1, 1])
+
+
+def test_file_object_archives_read_as_in_zarr_python(tmp_path):
+    import io
+    import pickle
+
+    path = tmp_path / "f.zip"
+    z = zarr.storage.ZipStore(path, mode="w")
+    za = zarr.create_array(z, shape=(6, 5), chunks=(4, 4), dtype="i2")
+    za[...] = np.arange(30, dtype="i2").reshape(6, 5)
+    z.close()
+    buf = io.BytesIO(path.read_bytes())
+    store = ZipStore(buf)
+    assert store.read_only
+    np.testing.assert_array_equal(
+        cuzarr.open_array(store, mode="r")[...], np.arange(30, dtype="i2").reshape(6, 5)
+    )
+    assert sync(store.get("zarr.json", byte_range=cuzarr.storage.RangeByteRequest(0, 1))) == b"{"
+    with pytest.raises(ReadOnlyError):
+        sync(store.set("k", b"v"))
+    store.close()
+    assert not buf.closed  # the caller's object
+    with open(path, "rb") as f:
+        assert sorted(cuzarr.open_array(ZipStore(f), mode="r")[0, :]) == [0, 1, 2, 3, 4]
+    with pytest.raises(TypeError, match="reading"):
+        ZipStore(io.BytesIO(), mode="a")
+    with pytest.raises(TypeError, match="read/seek/tell"):
+        ZipStore(42)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="pickled"):
+        pickle.dumps(ZipStore(io.BytesIO(path.read_bytes())))
+    with pytest.raises(cuzarr.storage.ZipStoreError):
+        sync(ZipStore(io.BytesIO(b"not a zip")).get("zarr.json"))

@@ -28,7 +28,7 @@ import weakref
 import zipfile
 import zlib
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from typing import IO, Any
 
 from cuzarr.errors import ChecksumError, CodecError, CuzarrError
 from cuzarr.storage.base import (
@@ -297,6 +297,34 @@ class _ZipHandle:
                 self.zf = None
 
 
+class _FileObjectHandle(_ZipHandle):
+    """A zip archive in a caller's open binary file object, read-only: the caller
+    owns the object (closing the store does not close it)."""
+
+    def __init__(self, fileobj: Any) -> None:
+        super().__init__(f"<{type(fileobj).__name__}>", zipfile.ZIP_STORED)
+        self.fileobj = fileobj
+
+    def _open(self, write: bool) -> zipfile.ZipFile | None:
+        if write:  # the store is read-only: nothing should ask
+            raise ZipStoreError("a ZipStore over a file object is read-only")
+        if self.zf is None:
+            try:
+                self.zf = zipfile.ZipFile(self.fileobj, mode="r")
+            except zipfile.BadZipFile as e:
+                raise ZipStoreError(f"{self.path} is not a readable zip archive ({e})") from e
+        return self.zf
+
+    def recover_if_damaged(self) -> None:
+        pass
+
+    def close(self) -> None:
+        with self.lock:
+            if self.zf is not None:
+                self.zf.close()  # leaves the caller's file object open
+                self.zf = None
+
+
 _handles: weakref.WeakValueDictionary[str, _ZipHandle] = weakref.WeakValueDictionary()
 _handles_lock = threading.Lock()
 _all_handles: weakref.WeakSet[_ZipHandle] = weakref.WeakSet()
@@ -325,7 +353,10 @@ class ZipStore(Store):
     Parameters
     ----------
     path
-        The zip file; created on the first write when missing.
+        The zip file; created on the first write when missing. Or an open binary
+        file object (``read``, ``seek``, ``tell``; an ``io.BytesIO``, an opened
+        file) holding an archive, read in mode ``"r"`` only; the caller keeps it
+        open while the store is in use and closes it.
     mode
         ``"r"`` (read-only, the default, as in zarr-python), ``"a"`` (read and write), ``"w"``
         (start a new, empty archive) or ``"x"`` (like ``"w"``, but the file must
@@ -345,7 +376,7 @@ class ZipStore(Store):
 
     def __init__(
         self,
-        path: str | os.PathLike[str],
+        path: str | os.PathLike[str] | IO[bytes],
         *,
         mode: str = "r",
         compression: int = zipfile.ZIP_STORED,
@@ -358,6 +389,20 @@ class ZipStore(Store):
             raise ValueError(f"mode {mode!r} starts a new archive and cannot be read-only")
         # as zarr-python: mode "r" (the default) is read-only whatever read_only says
         super().__init__(read_only=bool(read_only) or mode == "r")
+        if not isinstance(path, (str, os.PathLike)):
+            if not all(callable(getattr(path, a, None)) for a in ("read", "seek", "tell")):
+                raise TypeError(
+                    "expected a path or an open binary file object supporting "
+                    f"read/seek/tell, got {type(path).__name__}"
+                )
+            if mode != "r":
+                raise TypeError(f"a file object opens only for reading (mode 'r'), not {mode!r}")
+            self.path = None
+            self.mode = mode
+            self.compression = compression
+            self._h = _FileObjectHandle(path)
+            self.supports_deletes = False
+            return
         self.path = os.path.abspath(os.fspath(path))
         self.mode = mode
         self.compression = compression
@@ -371,14 +416,20 @@ class ZipStore(Store):
         self.supports_deletes = not self.read_only
 
     def __repr__(self) -> str:
-        return f"ZipStore({self.path!r})"
+        return f"ZipStore({self.path if self.path is not None else self._h.path!r})"
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, ZipStore) and other.path == self.path
+        if not isinstance(other, ZipStore):
+            return False
+        if self.path is None or other.path is None:
+            return self._h is other._h
+        return other.path == self.path
 
     __hash__ = object.__hash__
 
     def __getstate__(self) -> dict[str, Any]:
+        if self.path is None:
+            raise TypeError("a ZipStore over a file object cannot be pickled; open it by path")
         state = self.__dict__.copy()
         state.pop("_h", None)
         return state
