@@ -592,3 +592,25 @@ def test_orthogonal_selection_landing_on_scattered_output_rows():
     a.oindex[sel] = np.array([[10, 11], [12, 13], [14, 15]], dtype="i4")
     data[np.ix_(*sel)] = [[10, 11], [12, 13], [14, 15]]
     np.testing.assert_array_equal(a[...], data)
+
+
+def test_growing_rectilinear_shards_refuses_partial_inner_chunks_before_saving(tmp_path, zflag):
+    """zarr-python refuses a new shard edge that holds no whole number of inner
+    chunks; so does cuzarr, before anything changes (the append's data was lost,
+    or the grid was saved and could no longer be opened)."""
+    s = str(tmp_path / "g")
+    a = cuzarr.create_array(s, shape=(8,), dtype="i4", chunks=(4,), shards=[[4, 4]], fill_value=0)
+    a[:] = np.arange(8)
+    with pytest.raises(cuzarr.errors.MetadataError, match="not divisible"):
+        a.append(np.array([7, 7, 7], "i4"))
+    assert a.shape == (8,) and a.shards == ((4, 4),)
+    b = cuzarr.open_array(s)
+    assert b.shape == (8,)
+    np.testing.assert_array_equal(b[...], np.arange(8))
+    a.append(np.full(4, 7, "i4"))  # a whole inner chunk: fine
+    assert a.shards == ((4, 4, 4),)
+    np.testing.assert_array_equal(zarr.open_array(s, mode="r")[...], np.r_[np.arange(8), [7] * 4])
+    c = cuzarr.create_array({}, shape=(2,), chunks=(2,), shards=[[2]], dtype="i1")
+    with pytest.raises(cuzarr.errors.MetadataError):
+        c.resize((5,))
+    assert c.shape == (2,) and cuzarr.open_array(c.store).shape == (2,)

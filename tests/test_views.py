@@ -666,3 +666,44 @@ def test_read_only_out_is_refused_before_io():
             call()
     assert store.chunk_gets() == []
     assert raw == bytes(512 * 512 * 8)
+
+
+def test_read_many_treats_handles_of_one_stored_array_as_one():
+    store = CountingMemoryStore()
+    a, data = make((16, 16), (8, 8), store=store)
+    b = cuzarr.open_array(store, mode="r")  # another handle on the same stored array
+    store.gets.clear()
+    got = cuzarr.read_many([a.lazy[0:2], b.lazy[0:2, 0:3], a.lazy[4:9, 9:]])
+    keys = [k for k, _ in store.gets if "/" in k]
+    assert sorted(keys) == ["c/0/0", "c/0/1", "c/1/1"]
+    for g, s in zip(got, [np.s_[0:2], np.s_[0:2, 0:3], np.s_[4:9, 9:]], strict=True):
+        np.testing.assert_array_equal(g, data[s])
+    # a handle whose metadata differs (opened before a resize) is its own array
+    c = cuzarr.open_array(store)
+    c.resize((16, 8))
+    store.gets.clear()
+    got = cuzarr.read_many([a.lazy[0:2, 0:4], c.lazy[0:2, 0:4]])
+    assert len([k for k, _ in store.gets if k == "c/0/0"]) == 2
+    np.testing.assert_array_equal(got[1], data[0:2, 0:4])
+
+
+def test_huge_steps_over_one_element_compose_with_index_arrays():
+    a, data = make((10, 4), (3, 4))
+    for chain in (
+        lambda x: x[:: 2**70][[0, 0]],
+        lambda x: x[3 :: 2**64, :: -(2**65)][[0, 0], [0, 0]],
+    ):
+        np.testing.assert_array_equal(chain(a.lazy).read(), chain(data))
+    got = a.lazy[:: 2**63].vindex[[0, 0], [1, 3]].read()
+    np.testing.assert_array_equal(got, data[:: 2**63][[0, 0], [1, 3]])
+    np.testing.assert_array_equal(a[5:6:-3], data[5:6:-3])
+    np.testing.assert_array_equal(a[:: -(2**70)], data[:: -(2**70)])
+
+
+def test_scalar_booleans_in_orthogonal_selections_of_0d_arrays_say_why():
+    z = cuzarr.create_array({}, shape=(), dtype="i4")
+    for sel in (True, np.False_, np.array(True)):
+        with pytest.raises(IndexError, match=r"too many indices .* scalar boolean"):
+            z.oindex[sel]
+        with pytest.raises(IndexError, match="too many indices"):
+            z.lazy.oindex[sel]

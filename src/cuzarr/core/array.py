@@ -901,7 +901,7 @@ class AsyncArray:
     async def resize(self, new_shape: Any, delete_outside_chunks: bool = True) -> None:
         """Change the shape; chunks wholly outside the new shape are deleted
         (unless ``delete_outside_chunks`` is False, as in zarr-python)."""
-        from cuzarr.metadata.array import normalize_shape
+        from cuzarr.metadata.array import check_sharded_edges, normalize_shape
 
         self._check_writable()
         new_shape = normalize_shape(new_shape)
@@ -914,6 +914,10 @@ class AsyncArray:
             shape=new_shape,
             chunk_grid=self.metadata.chunk_grid.resized(self.shape, new_shape),
         )
+        if new_meta.chunk_grid is not self.metadata.chunk_grid:
+            # a grown rectilinear grid gets a new edge: refuse one that cannot hold
+            # whole inner chunks before anything is saved (as zarr-python)
+            check_sharded_edges(new_meta, new_meta.make_pipeline())
         new_grid = new_meta.chunk_grid.grid_shape(new_shape)
         stale: list[str] = []
         if delete_outside_chunks and any(n < o for n, o in zip(new_grid, old_grid, strict=True)):

@@ -238,23 +238,28 @@ async def read_many_async(views: Iterable[LazyArray], prototype: Any = None) -> 
     for v in views:
         if not isinstance(v, LazyArray):
             raise TypeError(f"read_many takes lazy views (a.lazy[...]), got {type(v).__name__}")
-    # Group by array, and de-duplicate identical views within an array.
-    groups: dict[int, tuple[Any, list[IndexTransform], dict[Any, int]]] = {}
+    # Group by array (array objects over the same stored array are one), and
+    # de-duplicate identical views within an array.
+    groups: list[tuple[Any, list[IndexTransform], dict[Any, int]]] = []
+    group_of: dict[int, int] = {}  # id(array object) -> index in groups
     slot: list[tuple[int, int]] = []
     for v in views:
         arr = v._async
-        g = groups.setdefault(id(arr), (arr, [], {}))
+        gi = group_of.get(id(arr))
+        if gi is None:
+            gi = next((i for i, g in enumerate(groups) if _same_array(g[0], arr)), len(groups))
+            if gi == len(groups):
+                groups.append((arr, [], {}))
+            group_of[id(arr)] = gi
+        g = groups[gi]
         key = v._transform.key()
         j = g[2].get(key)
         if j is None:
             j = g[2][key] = len(g[1])
             g[1].append(v._transform)
-        slot.append((id(arr), j))
-    order = list(groups)
-    results = await asyncio.gather(
-        *(_read_same_array(groups[k][0], groups[k][1], prototype) for k in order)
-    )
-    by_group = dict(zip(order, results, strict=True))
+        slot.append((gi, j))
+    results = await asyncio.gather(*(_read_same_array(g[0], g[1], prototype) for g in groups))
+    by_group = dict(enumerate(results))
     out: list[np.ndarray] = []
     used: set[tuple[int, int]] = set()
     for s in slot:
@@ -262,6 +267,21 @@ async def read_many_async(views: Iterable[LazyArray], prototype: Any = None) -> 
         out.append(r.copy() if s in used else r)
         used.add(s)
     return out
+
+
+def _same_array(a: Any, b: Any) -> bool:
+    """Whether two array objects read the same stored array the same way: the same
+    kind of store over the same location, the same path, the same metadata (a
+    handle opened before a resize is not the same)."""
+    if a is b:
+        return True
+    sa, sb = a.store_path.store, b.store_path.store
+    return (
+        type(sa) is type(sb)
+        and sa == sb
+        and a.store_path.path == b.store_path.path
+        and a.metadata.to_dict() == b.metadata.to_dict()
+    )
 
 
 def read_many(views: Iterable[LazyArray], prototype: Any = None) -> list[Any]:

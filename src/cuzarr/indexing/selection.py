@@ -119,11 +119,18 @@ def _slice_indices(s: slice, size: int, dim: int) -> tuple[int, int, int]:
         for v in (s.start, s.stop, s.step):
             if v is not None:
                 operator.index(v)
-        return s.indices(size)
+        start, stop, step = s.indices(size)
     except TypeError as e:
         raise IndexTypeError(f"dimension {dim}: slice bounds must be integers, got {s}") from e
     except ValueError as e:
         raise SliceStepError(f"dimension {dim}: {e}") from e
+    if step != 1:
+        n = len(range(start, stop, step))
+        if n <= 1:
+            # one element or none: the step adds nothing, and a huge one would
+            # overflow the int64 index arithmetic of views (numpy takes it)
+            return (start, start + 1, 1) if n else (0, 0, 1)
+    return start, stop, step
 
 
 def _expand(selection: Any, ndim: int, allow_newaxis: bool = True) -> list[Any]:
@@ -351,6 +358,13 @@ def classify_orthogonal(selection: Any, shape: tuple[int, ...]) -> list[tuple[st
     (1-d masks become their ``flatnonzero`` positions)."""
     items = [s for s in _expand(selection, len(shape), allow_newaxis=False) if s is not Ellipsis]
     kinds: list[tuple[str, Any]] = []
+    if len(items) > len(shape):
+        # scalar booleans consume no dimension in _expand (numpy's rule for basic
+        # indexing); orthogonal indexing has no place for them
+        raise IndexError(
+            f"too many indices for an array of {len(shape)} dimension(s): "
+            f"{len(items)} orthogonal indices (a scalar boolean is not one)"
+        )
     for d, s in enumerate(items):
         i = _as_int(s)
         if i is not None:
