@@ -100,6 +100,21 @@ def test_store_interface(tmp_path):
         sync(store.set("c", b"1"))
 
 
+def test_missing_target_names_the_key_and_is_not_read_as_fill(tmp_path):
+    data, path, blocks = _archive(tmp_path)
+    refs = {".zgroup": '{"zarr_format": 2}', "x/.zarray": _zarray([8, 6], [4, 3])}
+    for k, (off, n) in blocks.items():
+        refs[f"x/{k}"] = [str(path), off, n]
+    refs["x/1.1"] = [str(tmp_path / "gone.bin"), 0, 48]
+    store = ReferenceStore(refs)
+    with pytest.raises(FileNotFoundError, match=r"'x/1\.1'.*gone\.bin"):
+        sync(store.get("x/1.1"))
+    a = cuzarr.open_array(store, path="x", mode="r")
+    np.testing.assert_array_equal(a[:4, :], data[:4, :])  # other chunks still read
+    with pytest.raises(FileNotFoundError, match="gone"):
+        a[...]
+
+
 def test_http_targets(tmp_path):
     """Targets behind a URL go through the fsspec/HTTP stores."""
     import functools

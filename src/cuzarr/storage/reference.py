@@ -205,13 +205,18 @@ class ReferenceStore(Store):
         if isinstance(ref, bytes):
             return slice_bytes(ref, byte_range)
         url, offset, length = ref
-        if byte_range is not None and offset is not None and length is not None:
-            # Narrow the request instead of fetching the whole referenced range.
-            start, stop = range_bounds(byte_range, length)
-            if stop <= start:
-                return b""
-            return await self._read_target(url, offset + start, stop - start)
-        data = await self._read_target(url, offset, length)
+        try:
+            if byte_range is not None and offset is not None and length is not None:
+                # Narrow the request instead of fetching the whole referenced range.
+                start, stop = range_bounds(byte_range, length)
+                if stop <= start:
+                    return b""
+                return await self._read_target(url, offset + start, stop - start)
+            data = await self._read_target(url, offset, length)
+        except FileNotFoundError as e:
+            # a listed key whose bytes are gone is an error, not a missing chunk
+            # (which would read as the fill value): say which key
+            raise FileNotFoundError(f"key {key!r}: reference target {url} is missing ({e})") from e
         return slice_bytes(data, byte_range)
 
     async def exists(self, key: str) -> bool:
