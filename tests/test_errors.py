@@ -750,6 +750,12 @@ def test_out_of_range_oindex_vindex_blocks():
         a.blocks[0, -4]
     with pytest.raises(IndexError):
         a.get_block_selection((0, 3))
+    # stepped block slices are refused as written, also where they select one block
+    # (zarr-python refuses them too)
+    for sl in (slice(0, 1, 2), slice(1, 0, -1), slice(2, 3, 100), slice(0, 3, 2)):
+        with pytest.raises(IndexError, match="step 1"):
+            a.blocks[sl]
+    assert a.blocks[0:1:1].shape == a.blocks[0:1].shape == (2, 7)
 
 
 @pytest.mark.parametrize(

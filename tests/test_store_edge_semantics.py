@@ -202,3 +202,77 @@ def test_zip_store_keeps_its_compression_through_pickling(tmp_path):
             "a": zipfile.ZIP_DEFLATED,
             "b": zipfile.ZIP_DEFLATED,
         }
+
+
+def test_delete_dir_checks_symlinks_afresh_and_refuses_links_to_parents(tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep").write_bytes(b"precious")
+    root = tmp_path / "root"
+    store = LocalStore(root)
+    sync(store.set("a/x", b"1"))
+    sync(store.set("b/y", b"2"))
+    # a directory the store object has already checked, swapped for a link out
+    (root / "a" / "x").unlink()
+    (root / "a").rmdir()
+    os.symlink(outside, root / "a")
+    with pytest.raises(StoreKeyError):
+        sync(store.delete_dir("a"))
+    assert (outside / "keep").read_bytes() == b"precious"
+    os.symlink(root, root / "loop")
+    with pytest.raises(StoreKeyError):
+        sync(store.delete_dir("loop"))
+    assert sync(store.get("b/y")) == b"2"
+
+
+def test_delete_dir_goes_on_past_entries_that_vanish(tmp_path, monkeypatch):
+    store = LocalStore(tmp_path / "v")
+    for i in range(20):
+        sync(store.set(f"g/c/{i}", b"x"))
+    real_unlink = os.unlink
+    gone = []
+
+    def racing_unlink(path, *a, **kw):
+        if not gone:  # another deleter got there first
+            gone.append(path)
+            real_unlink(path, *a, **kw)
+        return real_unlink(path, *a, **kw)
+
+    monkeypatch.setattr(os, "unlink", racing_unlink)
+    sync(store.delete_dir("g"))
+    monkeypatch.undo()
+    assert gone and sync(_keys(store)) == [] and not (tmp_path / "v" / "g").exists()
+
+
+@pytest.mark.parametrize("err", ["EPERM", "ENOSYS", "EXDEV"])
+def test_set_if_not_exists_without_hard_links(tmp_path, monkeypatch, err):
+    import errno
+
+    def no_link(*a, **kw):
+        raise OSError(getattr(errno, err), "no hard links here")
+
+    monkeypatch.setattr(os, "link", no_link)
+    store = LocalStore(tmp_path / "n")
+    sync(store.set_if_not_exists("k", b"first"))
+    sync(store.set_if_not_exists("k", b"second"))
+    assert sync(store.get("k")) == b"first"
+    assert os.listdir(tmp_path / "n") == ["k"]  # no temporaries left
+
+
+def test_file_object_zip_store_copies_stay_read_only(tmp_path):
+    import io
+
+    from cuzarr.storage import LoggingStore, ZipStore, ZipStoreError
+
+    path = tmp_path / "f.zip"
+    with ZipStore(path, mode="w") as w:
+        cuzarr.create_array(w, shape=(3,), dtype="i1")[...] = 4
+    store = ZipStore(io.BytesIO(path.read_bytes()))
+    ro = store.with_read_only(True)
+    np.testing.assert_array_equal(cuzarr.open_array(ro, mode="r")[...], [4, 4, 4])
+    with pytest.raises(ZipStoreError):
+        store.with_read_only(False)
+    log = LoggingStore(store, log_level="WARNING")
+    np.testing.assert_array_equal(cuzarr.open_array(log, mode="r")[...], [4, 4, 4])
+    with pytest.raises(ZipStoreError):
+        store._h.compact()

@@ -700,8 +700,8 @@ class AsyncArray:
                 i = i + n if i < 0 else i
                 out.append(slice(dim.offset(i), dim.offset(i) + dim.data_len(i)))
             elif isinstance(s, slice):
-                start, stop, step = _slice_indices(s, n, d)
-                if step != 1:
+                start, stop, _ = _slice_indices(s, n, d)
+                if s.step not in (None, 1):  # checked as given: one-block slices drop steps
                     raise IndexError(f"dimension {d}: block slices must have step 1")
                 if stop <= start:
                     out.append(slice(0, 0))

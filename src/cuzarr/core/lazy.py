@@ -271,15 +271,26 @@ async def read_many_async(views: Iterable[LazyArray], prototype: Any = None) -> 
 
 def _same_array(a: Any, b: Any) -> bool:
     """Whether two array objects read the same stored array the same way: the same
-    kind of store over the same location, the same path, the same metadata (a
-    handle opened before a resize is not the same)."""
+    store (one object, or equal stores of one of cuzarr's own store classes other
+    than wrappers: a subclass or wrapper may count or change reads per object),
+    the same path, the same metadata (a handle opened before a resize is not the
+    same), the same memory order and buffer prototype of results."""
     if a is b:
         return True
+    from cuzarr.storage.wrapper import WrapperStore
+
     sa, sb = a.store_path.store, b.store_path.store
+    if sa is not sb and (
+        type(sa) is not type(sb)
+        or not type(sa).__module__.startswith("cuzarr.storage.")
+        or isinstance(sa, WrapperStore)
+        or sa != sb
+    ):
+        return False
     return (
-        type(sa) is type(sb)
-        and sa == sb
-        and a.store_path.path == b.store_path.path
+        a.store_path.path == b.store_path.path
+        and a.order == b.order
+        and a._prototype == b._prototype
         and a.metadata.to_dict() == b.metadata.to_dict()
     )
 

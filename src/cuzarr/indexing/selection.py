@@ -358,12 +358,16 @@ def classify_orthogonal(selection: Any, shape: tuple[int, ...]) -> list[tuple[st
     (1-d masks become their ``flatnonzero`` positions)."""
     items = [s for s in _expand(selection, len(shape), allow_newaxis=False) if s is not Ellipsis]
     kinds: list[tuple[str, Any]] = []
-    if len(items) > len(shape):
+    if any(
+        isinstance(s, (bool, np.bool_))
+        or (isinstance(s, np.ndarray) and s.ndim == 0 and s.dtype == bool)
+        for s in items
+    ):
         # scalar booleans consume no dimension in _expand (numpy's rule for basic
         # indexing); orthogonal indexing has no place for them
         raise IndexError(
-            f"too many indices for an array of {len(shape)} dimension(s): "
-            f"{len(items)} orthogonal indices (a scalar boolean is not one)"
+            "a scalar boolean is not an orthogonal index: use a 1-d boolean mask "
+            "for a dimension"
         )
     for d, s in enumerate(items):
         i = _as_int(s)

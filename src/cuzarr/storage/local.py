@@ -29,6 +29,7 @@ import secrets
 import shutil
 import stat
 import struct
+import sys
 import tempfile
 import threading
 import time
@@ -514,6 +515,21 @@ class _KeyLocks:
         self._release()
 
 
+def _skip_missing(exc: BaseException) -> None:
+    if not isinstance(exc, FileNotFoundError):
+        raise exc
+
+
+def _rmtree(path: str) -> None:
+    """``shutil.rmtree`` that goes on past entries already gone (a concurrent
+    deleter, a temporary renamed away) instead of stopping there, and raises
+    every other error."""
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(path, onexc=lambda _f, _p, e: _skip_missing(e))
+    else:  # pragma: no cover - Python 3.11
+        shutil.rmtree(path, onerror=lambda _f, _p, ei: _skip_missing(ei[1]))
+
+
 class LocalStore(Store):
     """Keys map to files below ``root`` ('/' in a key is a directory level).
 
@@ -937,7 +953,9 @@ class LocalStore(Store):
         except FileExistsError:
             pass
         except OSError as e:
-            if e.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV):
+            if e.errno not in (
+                errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.ENOSYS
+            ):
                 raise
             # no hard links on this file system: a check, then the move (not atomic
             # against another writer of the same key in that window)
@@ -1012,7 +1030,7 @@ class LocalStore(Store):
         path = self._path(key)
         try:
             if os.path.isdir(path) and not os.path.islink(path):
-                shutil.rmtree(path)
+                _rmtree(path)
             else:
                 os.unlink(path)
         except FileNotFoundError:
@@ -1114,23 +1132,29 @@ class LocalStore(Store):
     def _delete_dir_sync(self, prefix: str) -> None:
         """Remove the directory ``prefix`` ("" = the root, which stays, empty). A
         symlinked directory (inside the root) keeps its link and target, emptied.
-        Errors other than a missing directory propagate: a failed delete must not
+        Errors other than entries already gone propagate: a failed delete must not
         pass for a done one (an overwrite would then show old chunks)."""
         if not prefix:
             self._empty_dir(self._root_str)
             return
         path = self._path(prefix)
-        self._check_dir(prefix, path)  # never delete through a symlink out of the root
+        # Resolved afresh, not from the cache of checked directories: a directory
+        # swapped for a symlink since would otherwise lead a delete out of the root.
+        real = os.path.realpath(path)
+        root = os.path.realpath(self._root_str)
+        if not real.startswith(os.path.join(root, "")):
+            raise StoreKeyError(f"directory {prefix!r} resolves outside the store root (symlink)")
         if os.path.islink(path):
-            if os.path.isdir(path):
-                self._empty_dir(path)
+            if os.path.join(os.path.realpath(os.path.dirname(path)), "").startswith(
+                os.path.join(real, "")
+            ):
+                # a link to an ancestor of itself: emptying it would delete siblings
+                raise StoreKeyError(f"directory {prefix!r} is a symlink to one of its parents")
+            if os.path.isdir(real):
+                self._empty_dir(real)
             return
-        try:
-            shutil.rmtree(path)
-        except FileNotFoundError:
-            pass
-        except NotADirectoryError:
-            pass  # a key, not a directory: nothing below it
+        if os.path.isdir(path):
+            _rmtree(path)
 
     @staticmethod
     def _empty_dir(path: str) -> None:
@@ -1141,7 +1165,7 @@ class LocalStore(Store):
         for e in entries:
             try:
                 if e.is_dir(follow_symlinks=False):
-                    shutil.rmtree(e.path)
+                    _rmtree(e.path)
                 else:
                     os.unlink(e.path)
             except FileNotFoundError:

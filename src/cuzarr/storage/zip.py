@@ -318,6 +318,11 @@ class _FileObjectHandle(_ZipHandle):
     def recover_if_damaged(self) -> None:
         pass
 
+    def _refuse(self, *args: Any) -> None:
+        raise ZipStoreError(f"{self.path}: a ZipStore over a file object is read-only")
+
+    write_many = delete_many = write_if_absent = compact = clear = _refuse  # type: ignore[assignment]
+
     def close(self) -> None:
         with self.lock:
             if self.zf is not None:
@@ -426,6 +431,18 @@ class ZipStore(Store):
         return other.path == self.path
 
     __hash__ = object.__hash__
+
+    def __copy__(self) -> ZipStore:
+        # a copy (with_read_only) shares the open handle: no pickling round trip,
+        # which a store over a file object refuses
+        other = object.__new__(type(self))
+        other.__dict__.update(self.__dict__)
+        return other
+
+    def with_read_only(self, read_only: bool = False) -> ZipStore:
+        if self.path is None and not read_only:
+            raise ZipStoreError("a ZipStore over a file object is read-only")
+        return super().with_read_only(read_only)  # type: ignore[return-value]
 
     def __getstate__(self) -> dict[str, Any]:
         if self.path is None:
