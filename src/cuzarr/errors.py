@@ -21,6 +21,7 @@ __all__ = [
     "ContainsGroupError",
     "CuzarrError",
     "DataTypeValidationError",
+    "DeadlockError",
     "GroupFoundError",
     "GroupNotFoundError",
     "IndexTypeError",
@@ -141,6 +142,12 @@ class StoreKeyError(BaseZarrError):
 class ByteRangeError(BaseZarrError):
     """A byte request with a negative offset, end or length: the store API gives
     them no meaning (a range whose end is at or before its start is just empty)."""
+
+
+class DeadlockError(CuzarrError, RuntimeError):
+    """A synchronous call made from inside a running event loop needs chunks that
+    an async operation of that same loop is writing: the loop cannot go on while
+    the call blocks it, so the call would wait forever. Await the async API there."""
 
 
 class BoundsCheckError(CuzarrError, IndexError):

@@ -207,12 +207,20 @@ def sync(coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
     state = [False, False]
     state_lock = threading.Lock()
     ended = threading.Event()
+    try:
+        blocked = asyncio.get_running_loop()  # this call blocks the caller's loop
+    except RuntimeError:
+        blocked = None
 
     async def run() -> T:
         with state_lock:
             if state[1]:
                 raise asyncio.CancelledError
             state[0] = True
+        if blocked is not None:
+            from cuzarr.storage import keylocks
+
+            keylocks.BLOCKED_LOOP.set(blocked)  # this task's context and its children's
         try:
             return await coro
         finally:

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from cuzarr.errors import StoreKeyError
+from cuzarr.storage import keylocks
 from cuzarr.storage.base import (
     ByteRequest,
     Concat,
@@ -445,6 +446,7 @@ class _KeyLocks:
             if type(k) is not str or k not in store._paths:
                 store._key_path(k)
         self.base = _lock_base(store)
+        self.keys = keys
         self.wanted = _lock_runs(keys)
         self.fd: int | None = None
         self.held: list[tuple[str, int]] = []
@@ -476,11 +478,13 @@ class _KeyLocks:
                 # Non-blocking tries polled from the loop: a blocked lock call in a
                 # worker thread could starve the threads the holder needs.
                 while not self._try(run):
+                    keylocks.check_waiter(self.base, self.keys)
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, 0.02)
         except BaseException:
             self._release()
             raise
+        keylocks.held_by_running_loop(self.base, self.keys)
         return self
 
     def try_acquire(self) -> bool:
@@ -512,6 +516,7 @@ class _KeyLocks:
             self.fd = None
 
     async def __aexit__(self, *exc: object) -> None:
+        keylocks.released(self.base, self.keys)
         self._release()
 
 

@@ -7,6 +7,7 @@ import threading
 from collections.abc import AsyncIterator, Iterable, MutableMapping, Sequence
 from typing import Any
 
+from cuzarr.storage import keylocks
 from cuzarr.storage.base import ByteRequest, Store, SyncIO, normalize_key, slice_bytes
 
 __all__ = ["MemoryStore"]
@@ -53,11 +54,14 @@ class _KeyLocks:
     async def __aenter__(self) -> _KeyLocks:
         delay = 0.0005
         while not self.try_acquire():
+            keylocks.check_waiter(self.mid, self.wanted)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 0.02)
+        keylocks.held_by_running_loop(self.mid, self.wanted)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        keylocks.released(self.mid, self.wanted)
         self.release()
 
 

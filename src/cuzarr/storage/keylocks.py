@@ -1,0 +1,67 @@
+"""Who holds a store's per-key write locks, so that a wait that can never end is
+refused instead of hanging.
+
+A synchronous call made from a thread that runs an event loop (a coroutine in
+Jupyter, a web handler) blocks that loop until cuzarr's own loop has done the
+work. If an async write of that blocked loop holds the lock of a chunk the call
+must also lock, the holder cannot run again until the call returns, and the call
+cannot return until the holder lets go. ``core.sync.sync`` marks the operations it
+runs with the loop it blocks (``BLOCKED_LOOP``); the stores' ``lock_keys`` note
+the loop of each holder, and a waiter working for a blocked loop that finds its
+key held by that very loop raises ``DeadlockError`` at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import threading
+from collections.abc import Iterable
+from typing import Any
+
+from cuzarr.errors import DeadlockError
+
+__all__ = ["BLOCKED_LOOP", "check_waiter", "held_by_running_loop", "released"]
+
+# the event loop the synchronous call being served blocks (None: none)
+BLOCKED_LOOP: contextvars.ContextVar[asyncio.AbstractEventLoop | None] = contextvars.ContextVar(
+    "cuzarr_blocked_loop", default=None
+)
+
+_owners: dict[tuple[Any, str], asyncio.AbstractEventLoop] = {}
+_guard = threading.Lock()
+
+
+def held_by_running_loop(space: Any, keys: Iterable[str]) -> None:
+    """Note that a task of the running loop took the locks of ``keys`` in ``space``
+    (one store's lock namespace)."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    with _guard:
+        for k in keys:
+            _owners[(space, k)] = loop
+
+
+def released(space: Any, keys: Iterable[str]) -> None:
+    with _guard:
+        for k in keys:
+            _owners.pop((space, k), None)
+
+
+def check_waiter(space: Any, keys: Iterable[str]) -> None:
+    """Raise ``DeadlockError`` if this waiter serves a synchronous call that blocks
+    the loop holding one of ``keys``."""
+    blocked = BLOCKED_LOOP.get()
+    if blocked is None:
+        return
+    with _guard:
+        stuck = [k for k in keys if _owners.get((space, k)) is blocked]
+    if stuck:
+        raise DeadlockError(
+            f"a synchronous cuzarr call made from inside a running event loop must lock "
+            f"{stuck[0]!r}, which an async operation of that same loop holds (it is "
+            "writing that chunk); the loop cannot run while the call blocks it. Await "
+            "the async API (cuzarr.api.asynchronous) in coroutines instead"
+        )
