@@ -30,7 +30,8 @@ from cuzarr.errors import (
     ReadOnlyError,
 )
 from cuzarr.metadata.array import ArrayMetadata
-from cuzarr.storage.common import make_store_path
+from cuzarr.storage.base import Store
+from cuzarr.storage.common import StorePath, make_store_path
 
 __all__ = [
     "AsyncArray",
@@ -70,6 +71,16 @@ _MODES = ("r", "r+", "a", "w", "w-")
 def _check_mode(mode: str) -> None:
     if mode not in _MODES:
         raise ValueError(f"mode must be one of {_MODES}, got {mode!r}")
+
+
+def _resolve_mode(mode: str | None, store: Any) -> str:
+    """``mode``, checked; ``None`` (zarr-python's default) is ``"r"`` for a read-only
+    store object and ``"a"`` otherwise, as in zarr-python."""
+    if mode is None:
+        st = store.store if isinstance(store, StorePath) else store
+        return "r" if isinstance(st, Store) and st.read_only else "a"
+    _check_mode(mode)
+    return mode
 
 
 def _format(zarr_format: int | None) -> int:
@@ -184,7 +195,7 @@ async def open_array(
     **kwargs: Any,
 ) -> AsyncArray:
     """Open an array (creating it in modes ``w``/``w-``, or ``a`` with ``shape=``)."""
-    _check_mode(mode)
+    mode = _resolve_mode(mode, store)
     sp = make_store_path(store, path, mode=mode, storage_options=storage_options)
     if mode in ("w", "w-"):
         if "shape" not in kwargs:
@@ -250,7 +261,7 @@ async def open_group(
 
     ``use_consolidated``: None uses consolidated metadata when there is some, True
     requires it, False ignores it (as in zarr-python)."""
-    _check_mode(mode)
+    mode = _resolve_mode(mode, store)
     sp = make_store_path(store, path, mode=mode, storage_options=storage_options)
     if mode == "w":
         return await AsyncGroup.create(
@@ -282,7 +293,7 @@ async def open(
     **kwargs: Any,
 ) -> AsyncArray | AsyncGroup:
     """Open whatever node is at ``path``: an array or a group."""
-    _check_mode(mode)
+    mode = _resolve_mode(mode, store)
     sp = make_store_path(store, path, mode=mode, storage_options=storage_options)
     if mode in ("w", "w-"):
         if "shape" in kwargs:

@@ -163,7 +163,7 @@ def create_array(
 def open_array(
     store: Any = None,
     *,
-    mode: str = "a",
+    mode: str | None = "a",
     path: str | None = None,
     zarr_format: int | None = None,
     storage_options: dict[str, Any] | None = None,
@@ -217,7 +217,7 @@ def create_group(
 
 def open_group(
     store: Any = None,
-    mode: str = "a",
+    mode: str | None = "a",
     path: str | None = None,
     zarr_format: int | None = None,
     storage_options: dict[str, Any] | None = None,
@@ -245,7 +245,7 @@ def open_group(
 
 def open(
     store: Any = None,
-    mode: str = "a",
+    mode: str | None = "a",
     path: str | None = None,
     storage_options: dict[str, Any] | None = None,
     zarr_format: int | None = None,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -529,9 +529,18 @@ class AsyncArray:
         return result[()] if isinstance(result, np.ndarray) and result.ndim == 0 else result
 
     async def get_orthogonal_selection(
-        self, selection: Any, *, out: np.ndarray | None = None, prototype: Any = None
+        self,
+        selection: Any,
+        *,
+        out: np.ndarray | None = None,
+        prototype: Any = None,
+        fields: Any = None,
     ) -> Any:
         """Read with orthogonal (outer) indexing semantics."""
+        if fields is not None:
+            return await self._get_fields(
+                lambda: self.get_orthogonal_selection(selection, prototype=prototype), fields, out
+            )
         plan = normalize_orthogonal(host_selection(selection), self.shape, self._dims())
         if out is not None and tuple(out.shape) != plan.result_shape:
             raise ValueError(
@@ -542,9 +551,18 @@ class AsyncArray:
         return result[()] if result.ndim == 0 and out is None else result
 
     async def get_coordinate_selection(
-        self, selection: Any, *, out: np.ndarray | None = None, prototype: Any = None
+        self,
+        selection: Any,
+        *,
+        out: np.ndarray | None = None,
+        prototype: Any = None,
+        fields: Any = None,
     ) -> Any:
         """Read points (``vindex``): integer coordinate arrays or one boolean mask."""
+        if fields is not None:
+            return await self._get_fields(
+                lambda: self.get_coordinate_selection(selection, prototype=prototype), fields, out
+            )
         coords, shape = normalize_coordinate(host_selection(selection), self.shape)
         n = math.prod(shape)
         if out is not None and math.prod(out.shape) != n:
@@ -576,11 +594,13 @@ class AsyncArray:
         prototype: Any = None,
     ) -> Any:
         """Read the elements where the boolean ``mask`` (the array's shape) is True."""
-        return await self.get_coordinate_selection(_as_mask(mask), out=out, prototype=prototype)
+        return await self.get_coordinate_selection(
+            _as_mask(mask), out=out, prototype=prototype, fields=fields
+        )
 
     async def set_mask_selection(self, mask: Any, value: Any, *, fields: Any = None) -> None:
         """Write ``value`` where the boolean ``mask`` (the array's shape) is True."""
-        await self.set_coordinate_selection(_as_mask(mask), value)
+        await self.set_coordinate_selection(_as_mask(mask), value, fields=fields)
 
     async def get_basic_selection(
         self,
@@ -591,11 +611,60 @@ class AsyncArray:
         fields: Any = None,
     ) -> Any:
         """Read ``selection`` (ints, slices, Ellipsis, newaxis)."""
+        if fields is not None:
+            return await self._get_fields(
+                lambda: self.getitem(selection, prototype=prototype), fields, out
+            )
         return await self.getitem(selection, out=out, prototype=prototype)
 
     async def set_basic_selection(self, selection: Any, value: Any, *, fields: Any = None) -> None:
         """Write ``value`` into ``selection`` (ints, slices, Ellipsis, newaxis)."""
+        if fields is not None:
+            await self._set_fields(
+                lambda: self.getitem(selection), lambda v: self.setitem(selection, v), fields, value
+            )
+            return
         await self.setitem(selection, value)
+
+    # -- fields of structured data types ------------------------------------------
+    def _field_names(self, fields: Any) -> str | list[str]:
+        names = self.dtype.names
+        if not names:
+            raise IndexError(
+                f"invalid 'fields' argument: the array's data type {self.dtype} has no fields"
+            )
+        wanted = [fields] if isinstance(fields, str) else list(fields)
+        bad = [f for f in wanted if not isinstance(f, str) or f not in names]
+        if bad or not wanted:
+            raise IndexError(f"invalid 'fields' argument {fields!r}: the fields are {names}")
+        return fields if isinstance(fields, str) else wanted
+
+    async def _get_fields(self, read: Callable[[], Any], fields: Any, out: Any) -> Any:
+        """The ``fields`` of what ``read()`` returns (one field: its values; a list:
+        records of just those fields, packed), into ``out`` if given."""
+        f = self._field_names(fields)
+        records = await read()
+        sub = np.asarray(records)[f]
+        if not isinstance(f, str):
+            from numpy.lib import recfunctions
+
+            sub = recfunctions.repack_fields(sub)
+        if out is not None:
+            out[...] = sub
+            return out
+        return sub[()] if sub.ndim == 0 else sub
+
+    async def _set_fields(
+        self, read: Callable[[], Any], write: Callable[[Any], Any], fields: Any, value: Any
+    ) -> None:
+        """Write ``value`` into ``fields`` of the selected records: the records are
+        read, changed in those fields and written back (not atomic against another
+        writer of the same records)."""
+        self._check_writable()
+        f = self._field_names(fields)
+        records = np.array(await read(), copy=True)
+        records[f] = await _materialize(value)
+        await write(records)
 
     @property
     def oindex(self) -> _AsyncIndexer:
@@ -659,11 +728,16 @@ class AsyncArray:
         return info
 
     async def get_block_selection(
-        self, selection: Any, *, out: np.ndarray | None = None, prototype: Any = None
+        self,
+        selection: Any,
+        *,
+        out: np.ndarray | None = None,
+        prototype: Any = None,
+        fields: Any = None,
     ) -> Any:
         """Read whole chunks by chunk-grid index (``blocks``)."""
         return await self.get_orthogonal_selection(
-            self._block_to_slices(selection), out=out, prototype=prototype
+            self._block_to_slices(selection), out=out, prototype=prototype, fields=fields
         )
 
     def _block_to_slices(self, selection: Any) -> tuple[slice, ...]:
@@ -856,9 +930,17 @@ class AsyncArray:
         )
 
     async def set_orthogonal_selection(
-        self, selection: Any, value: Any, *, _basic: bool = False
+        self, selection: Any, value: Any, *, fields: Any = None, _basic: bool = False
     ) -> None:
         """Write with orthogonal (outer) indexing semantics."""
+        if fields is not None:
+            await self._set_fields(
+                lambda: self.get_orthogonal_selection(selection),
+                lambda v: self.set_orthogonal_selection(selection, v, _basic=_basic),
+                fields,
+                value,
+            )
+            return
         self._check_writable()
         plan = normalize_orthogonal(host_selection(selection), self.shape, self._write_dims())
         v = self._as_value(await _materialize(value), plan.result_shape, basic=_basic).reshape(
@@ -873,8 +955,18 @@ class AsyncArray:
             self.write_empty_chunks,
         )
 
-    async def set_coordinate_selection(self, selection: Any, value: Any) -> None:
+    async def set_coordinate_selection(
+        self, selection: Any, value: Any, *, fields: Any = None
+    ) -> None:
         """Write points (``vindex``); repeated points: the last value wins."""
+        if fields is not None:
+            await self._set_fields(
+                lambda: self.get_coordinate_selection(selection),
+                lambda v: self.set_coordinate_selection(selection, v),
+                fields,
+                value,
+            )
+            return
         self._check_writable()
         coords, shape = normalize_coordinate(host_selection(selection), self.shape)
         # One point by integer coordinates is numpy's element assignment
@@ -893,9 +985,11 @@ class AsyncArray:
             self.store_path, self.metadata, self._pipeline, items, v, self.write_empty_chunks
         )
 
-    async def set_block_selection(self, selection: Any, value: Any) -> None:
+    async def set_block_selection(self, selection: Any, value: Any, *, fields: Any = None) -> None:
         """Write whole chunks by chunk-grid index."""
-        await self.set_orthogonal_selection(self._block_to_slices(selection), value, _basic=True)
+        await self.set_orthogonal_selection(
+            self._block_to_slices(selection), value, fields=fields, _basic=True
+        )
 
     # -- shape changes and attributes -----------------------------------------------
     async def resize(self, new_shape: Any, delete_outside_chunks: bool = True) -> None:
@@ -1319,12 +1413,18 @@ class Array:
         prototype: Any = None,
         fields: Any = None,
     ) -> Any:
+        if fields is not None:
+            return sync(
+                self._async_array.get_basic_selection(
+                    selection, out=out, prototype=prototype, fields=fields
+                )
+            )
         return sync(self._async_array.getitem(selection, out=out, prototype=prototype))
 
     def set_basic_selection(
         self, selection: Any, value: Any, *, fields: Any = None, prototype: Any = None
     ) -> None:
-        sync(self._async_array.setitem(selection, value))
+        sync(self._async_array.set_basic_selection(selection, value, fields=fields))
 
     def get_orthogonal_selection(
         self,
@@ -1335,13 +1435,15 @@ class Array:
         fields: Any = None,
     ) -> Any:
         return sync(
-            self._async_array.get_orthogonal_selection(selection, out=out, prototype=prototype)
+            self._async_array.get_orthogonal_selection(
+                selection, out=out, prototype=prototype, fields=fields
+            )
         )
 
     def set_orthogonal_selection(
         self, selection: Any, value: Any, *, fields: Any = None, prototype: Any = None
     ) -> None:
-        sync(self._async_array.set_orthogonal_selection(selection, value))
+        sync(self._async_array.set_orthogonal_selection(selection, value, fields=fields))
 
     def get_coordinate_selection(
         self,
@@ -1352,23 +1454,27 @@ class Array:
         fields: Any = None,
     ) -> Any:
         return sync(
-            self._async_array.get_coordinate_selection(selection, out=out, prototype=prototype)
+            self._async_array.get_coordinate_selection(
+                selection, out=out, prototype=prototype, fields=fields
+            )
         )
 
     def set_coordinate_selection(
         self, selection: Any, value: Any, *, fields: Any = None, prototype: Any = None
     ) -> None:
-        sync(self._async_array.set_coordinate_selection(selection, value))
+        sync(self._async_array.set_coordinate_selection(selection, value, fields=fields))
 
     def get_mask_selection(
         self, mask: Any, *, out: np.ndarray | None = None, prototype: Any = None, fields: Any = None
     ) -> Any:
-        return sync(self._async_array.get_mask_selection(mask, out=out, prototype=prototype))
+        return sync(
+            self._async_array.get_mask_selection(mask, out=out, prototype=prototype, fields=fields)
+        )
 
     def set_mask_selection(
         self, mask: Any, value: Any, *, fields: Any = None, prototype: Any = None
     ) -> None:
-        sync(self._async_array.set_mask_selection(mask, value))
+        sync(self._async_array.set_mask_selection(mask, value, fields=fields))
 
     def get_block_selection(
         self,
@@ -1378,12 +1484,16 @@ class Array:
         prototype: Any = None,
         fields: Any = None,
     ) -> Any:
-        return sync(self._async_array.get_block_selection(selection, out=out, prototype=prototype))
+        return sync(
+            self._async_array.get_block_selection(
+                selection, out=out, prototype=prototype, fields=fields
+            )
+        )
 
     def set_block_selection(
         self, selection: Any, value: Any, *, fields: Any = None, prototype: Any = None
     ) -> None:
-        sync(self._async_array.set_block_selection(selection, value))
+        sync(self._async_array.set_block_selection(selection, value, fields=fields))
 
     @property
     def oindex(self) -> _Indexer:
