@@ -453,7 +453,7 @@ class AsyncGroup:
         )
 
     async def require_group(
-        self, name: str, *, attributes: dict[str, Any] | None = None, overwrite: bool = False
+        self, name: str, overwrite: bool = False, *, attributes: dict[str, Any] | None = None
     ) -> AsyncGroup:
         if overwrite:
             return await self.create_group(name, attributes=attributes, overwrite=True)
