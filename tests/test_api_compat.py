@@ -621,3 +621,26 @@ def test_whole_axis_chunk_and_shard_spellings(kw):
     z = zarr.create_array(zarr.storage.MemoryStore(), shape=(11, 20), dtype="i4", **kw)
     c = cuzarr.create_array({}, shape=(11, 20), dtype="i4", **kw)
     assert (c.chunks, c.shards) == (z.chunks, z.shards)
+
+
+def test_async_open_takes_any_store_like_as_zarr(tmp_path):
+    import asyncio
+
+    from cuzarr.api import asynchronous as ca
+
+    cuzarr.create_array(str(tmp_path / "a"), shape=(3,), dtype="i2")[:] = 3
+    cuzarr.create_group(str(tmp_path / "g"))
+
+    async def main():
+        a = await cuzarr.AsyncArray.open(str(tmp_path / "a"))
+        f = await cuzarr.AsyncArray.open(tmp_path / "a", config={"order": "F"})
+        g = await cuzarr.AsyncGroup.open(str(tmp_path / "g"))
+        x = await g.require_group("x", True)  # overwrite positionally, as zarr-python
+        return await a.getitem(slice(None)), f.order, x.path
+
+    got, order, path = asyncio.run(main())
+    assert list(got) == [3, 3, 3] and order == "F" and path.endswith("x")
+    assert not hasattr(ca, "copy")  # no stdlib module leaking under zarr-python's name
+    ro = cuzarr.storage.LocalStore(tmp_path / "a", read_only=True)
+    assert cuzarr.open_array(ro, mode=None).read_only  # mode=None: "r" on read-only stores
+    assert not cuzarr.open_array(str(tmp_path / "a"), mode=None).read_only

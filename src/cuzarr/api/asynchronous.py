@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import copy
+import copy as _copy
 import itertools
 import warnings
 from typing import Any
@@ -539,7 +539,7 @@ def _cke_of(src: Any) -> dict[str, Any]:
 def _src_attrs(src: Any) -> dict[str, Any]:
     attrs = src.attrs
     d = attrs.asdict() if hasattr(attrs, "asdict") else dict(attrs)
-    return copy.deepcopy(d)
+    return _copy.deepcopy(d)
 
 
 async def from_array(

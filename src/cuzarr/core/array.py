@@ -46,7 +46,7 @@ from cuzarr.indexing.selection import (
 from cuzarr.metadata.array import ArrayMetadata
 from cuzarr.metadata.chunk_grid import RegularChunkGrid, chunk_sizes
 from cuzarr.metadata.group import GroupMetadata
-from cuzarr.storage.common import StorePath
+from cuzarr.storage.common import StorePath, make_store_path
 
 __all__ = ["Array", "AsyncArray"]
 
@@ -178,14 +178,19 @@ class AsyncArray:
 
     # -- construction ------------------------------------------------------------
     @classmethod
-    async def open(cls, store_path: StorePath, zarr_format: int | None = None) -> AsyncArray:
-        """Open the array at ``store_path``."""
+    async def open(
+        cls, store: Any, zarr_format: int | None = None, *, config: Any = None
+    ) -> AsyncArray:
+        """Open the array at ``store`` (a ``StorePath`` or anything ``open_array``
+        takes as a store), as zarr-python's ``AsyncArray.open``."""
+        store_path = store if isinstance(store, StorePath) else make_store_path(store)
         meta = await load_node_metadata(store_path, zarr_format, want="array")
         if isinstance(meta, GroupMetadata):
             raise GroupFoundError(
                 f"a group, not an array, exists at {store_path.store!r}, path {store_path.path!r}"
             )
-        return cls(meta, store_path)
+        arr = cls(meta, store_path)
+        return arr.with_config(config) if config is not None else arr
 
     @classmethod
     async def create(

@@ -39,7 +39,7 @@ from cuzarr.errors import (
 )
 from cuzarr.metadata.array import ArrayMetadata
 from cuzarr.metadata.group import GroupMetadata
-from cuzarr.storage.common import StorePath, join_path, normalize_path
+from cuzarr.storage.common import StorePath, join_path, make_store_path, normalize_path
 
 __all__ = ["AsyncGroup", "Group"]
 
@@ -144,10 +144,13 @@ class AsyncGroup:
     @classmethod
     async def open(
         cls,
-        store_path: StorePath,
+        store: Any,
         zarr_format: int | None = None,
         use_consolidated: bool | None = None,
     ) -> AsyncGroup:
+        """Open the group at ``store`` (a ``StorePath`` or anything ``open_group``
+        takes as a store), as zarr-python's ``AsyncGroup.open``."""
+        store_path = store if isinstance(store, StorePath) else make_store_path(store)
         meta = await load_node_metadata(store_path, zarr_format, want="group")
         if isinstance(meta, ArrayMetadata):
             raise ArrayFoundError(
