@@ -187,7 +187,7 @@ async def create_array(
 async def open_array(
     store: Any = None,
     *,
-    mode: str = "a",
+    mode: str | None = "a",
     path: str | None = None,
     zarr_format: int | None = None,
     storage_options: dict[str, Any] | None = None,
@@ -250,7 +250,7 @@ async def create_group(
 async def open_group(
     store: Any = None,
     *,
-    mode: str = "a",
+    mode: str | None = "a",
     path: str | None = None,
     zarr_format: int | None = None,
     storage_options: dict[str, Any] | None = None,
@@ -286,7 +286,7 @@ async def open_group(
 async def open(
     store: Any = None,
     *,
-    mode: str = "a",
+    mode: str | None = "a",
     path: str | None = None,
     zarr_format: int | None = None,
     storage_options: dict[str, Any] | None = None,
@@ -336,11 +336,16 @@ async def open_consolidated(
     mode: str = "r",
     zarr_format: int | None = None,
     storage_options: dict[str, Any] | None = None,
+    use_consolidated: bool | None = True,
+    **kwargs: Any,
 ) -> AsyncGroup:
     """Open a group from its consolidated metadata (an error if there is none).
 
     As in zarr-python, this is :func:`open_group` with ``use_consolidated=True``: modes
-    ``w``/``w-`` create a new group and ``a`` creates a missing one."""
+    ``w``/``w-`` create a new group and ``a`` creates a missing one; other keyword
+    arguments (``attributes``...) go to :func:`open_group`."""
+    if use_consolidated is False:
+        raise TypeError("open_consolidated needs use_consolidated=True (or None)")
     return await open_group(
         store,
         mode=mode,
@@ -348,6 +353,7 @@ async def open_consolidated(
         zarr_format=zarr_format,
         storage_options=storage_options,
         use_consolidated=True,
+        **kwargs,
     )
 
 

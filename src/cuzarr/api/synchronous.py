@@ -290,16 +290,21 @@ def open_consolidated(
     zarr_format: int | None = None,
     storage_options: dict[str, Any] | None = None,
     use_consolidated: bool | None = True,
+    **kwargs: Any,
 ) -> Group:
     """Open a group from its consolidated metadata; an error if it has none
     (``use_consolidated`` is accepted for zarr-python's signature: it must not be
-    ``False`` here)."""
-    if use_consolidated is False:
-        raise TypeError("open_consolidated needs use_consolidated=True (or None)")
+    ``False`` here). Other keyword arguments go to :func:`open_group`."""
     return Group(
         sync(
             _async.open_consolidated(
-                store, path, mode=mode, zarr_format=zarr_format, storage_options=storage_options
+                store,
+                path,
+                mode=mode,
+                zarr_format=zarr_format,
+                storage_options=storage_options,
+                use_consolidated=use_consolidated,
+                **kwargs,
             )
         )
     )
