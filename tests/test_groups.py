@@ -608,3 +608,13 @@ def test_consolidated_handle_sees_its_members_changes(zarr_format):
     assert "s/y" not in h
     with pytest.raises(KeyError):
         h["s/y"]
+
+
+def test_members_of_another_format_than_the_group_are_refused():
+    """zarr-python cannot see a v2 array under a v3 group (nor the reverse)."""
+    for fmt, other in ((3, 2), (2, 3)):
+        g = cuzarr.create_group({}, zarr_format=fmt)
+        with pytest.raises(ValueError, match="Cannot create"):
+            g.create_array("x", shape=(2,), dtype="i4", zarr_format=other)
+        assert "x" not in g
+        assert g.create_array("y", shape=(2,), dtype="i4", zarr_format=fmt).zarr_format == fmt

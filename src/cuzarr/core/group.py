@@ -427,7 +427,8 @@ class AsyncGroup:
         write_empty = kwargs.pop("write_empty_chunks", None)
         kwargs.pop("storage_options", None)
         meta_array = kwargs.pop("meta_array", None)
-        kwargs.setdefault("zarr_format", self.zarr_format)
+        # a member of another format than its group's is invisible to zarr-python
+        kwargs["zarr_format"] = self._member_zarr_format(kwargs.get("zarr_format"))
         meta = build_array_metadata(**kwargs)
         arr = await AsyncArray.create(
             self._child(name), meta, overwrite=overwrite, write_empty_chunks=write_empty
