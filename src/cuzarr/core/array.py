@@ -125,6 +125,12 @@ class AsyncArray:
     :func:`cuzarr.api.asynchronous.open_array`.
     """
 
+    def __repr__(self) -> str:
+        return (
+            f"<cuzarr.AsyncArray {self.store_path.store!r}{self.name} "
+            f"shape={self.shape} dtype={self.dtype}>"
+        )
+
     def __init__(
         self,
         metadata: ArrayMetadata,

@@ -110,6 +110,9 @@ def _render_tree(root: str, members: list[tuple[str, Any]]) -> _Tree:
 class AsyncGroup:
     """A group in a store; every operation is a coroutine."""
 
+    def __repr__(self) -> str:
+        return f"<cuzarr.AsyncGroup {self.store_path.store!r}{self.name}>"
+
     def __init__(
         self,
         metadata: GroupMetadata,
