@@ -102,3 +102,39 @@ def test_sync_and_async_calls_in_one_loop_without_conflict(store):
 
     got = asyncio.run(asyncio.wait_for(main(), 60))
     np.testing.assert_array_equal(got, np.repeat(np.arange(8), 100).reshape(8, 100))
+
+
+def test_a_holder_of_some_locks_waiting_for_more_counts_as_holding_them(tmp_path):
+    """LocalStore takes a batch's locks run by run: a task that holds the first and
+    waits for the second already holds the first."""
+    from cuzarr.storage import local
+
+    store = cuzarr.storage.LocalStore(tmp_path / "s")
+    keys = ["c/0/0", "c/1/0"]
+    k_first, k_second = sorted(keys, key=lambda k: local._lock_runs([k])[0][0])
+    assert len(local._lock_runs(keys)) == 2
+
+    async def main():
+        await ca.create_array(store, shape=(4, 10), chunks=(1, 10), dtype="f8")
+        sa = cuzarr.open_array(store, mode="r+")
+        held = asyncio.Event()
+
+        async def holds_second():
+            async with store.lock_keys([k_second]):
+                held.set()
+                await asyncio.sleep(0.3)
+
+        async def holds_first_waits_second():
+            await held.wait()
+            async with store.lock_keys(keys):
+                pass
+
+        tasks = [asyncio.create_task(holds_second()),
+                 asyncio.create_task(holds_first_waits_second())]
+        await asyncio.sleep(0.05)
+        with pytest.raises(DeadlockError):
+            sa[int(k_first.split("/")[1]), :3] = -1
+        await asyncio.gather(*tasks)
+
+    with cuzarr.config.set({"async.timeout": 20}):
+        asyncio.run(main())

@@ -118,6 +118,25 @@ async def _materialize(value: Any) -> Any:
     return value
 
 
+def _has_fields(fields: Any) -> bool:
+    """Whether ``fields`` asks for fields (``None``, ``""`` and ``[]`` do not, as in
+    zarr-python)."""
+    return fields is not None and not (isinstance(fields, (str, list, tuple)) and not fields)
+
+
+def _pop_fields(selection: Any) -> tuple[Any, Any]:
+    """Field names written into a selection (``a["x"]``, ``a[0, "x"]``, ``a[:, "x",
+    "y"]``), split from the rest, as zarr-python reads them: (fields or None,
+    selection)."""
+    if isinstance(selection, str):
+        return selection, Ellipsis
+    if not isinstance(selection, tuple) or not any(isinstance(s, str) for s in selection):
+        return None, selection
+    names = [s for s in selection if isinstance(s, str)]
+    rest = tuple(s for s in selection if not isinstance(s, str))
+    return (names[0] if len(names) == 1 else names), (rest if rest else Ellipsis)
+
+
 class AsyncArray:
     """An array in a store; every operation is a coroutine.
 
@@ -479,7 +498,7 @@ class AsyncArray:
         than the read; the plan and the decode are the same as ``getitem``'s.
         """
         store = self.store_path.store
-        if store.sync_io() is None:
+        if store.sync_io() is None or _pop_fields(selection)[0] is not None:
             return NotImplemented
         plan = normalize_numpy(host_selection(selection), self.shape, self._dims())
         if not isinstance(plan, BasicPlan):
@@ -504,7 +523,13 @@ class AsyncArray:
     async def getitem(
         self, selection: Any, *, out: np.ndarray | None = None, prototype: Any = None
     ) -> Any:
-        """Read ``selection`` with numpy semantics."""
+        """Read ``selection`` with numpy semantics (field names in it select fields of
+        a structured data type, as in zarr-python)."""
+        fields, selection = _pop_fields(selection)
+        if fields is not None:
+            return await self._get_fields(
+                lambda: self.getitem(selection, prototype=prototype), fields, out
+            )
         if out is not None:
             _refuse_read_only_out(out)
         plan = normalize_numpy(host_selection(selection), self.shape, self._dims())
@@ -548,7 +573,7 @@ class AsyncArray:
         fields: Any = None,
     ) -> Any:
         """Read with orthogonal (outer) indexing semantics."""
-        if fields is not None:
+        if _has_fields(fields):
             return await self._get_fields(
                 lambda: self.get_orthogonal_selection(selection, prototype=prototype), fields, out
             )
@@ -570,7 +595,7 @@ class AsyncArray:
         fields: Any = None,
     ) -> Any:
         """Read points (``vindex``): integer coordinate arrays or one boolean mask."""
-        if fields is not None:
+        if _has_fields(fields):
             return await self._get_fields(
                 lambda: self.get_coordinate_selection(selection, prototype=prototype), fields, out
             )
@@ -622,7 +647,7 @@ class AsyncArray:
         fields: Any = None,
     ) -> Any:
         """Read ``selection`` (ints, slices, Ellipsis, newaxis)."""
-        if fields is not None:
+        if _has_fields(fields):
             return await self._get_fields(
                 lambda: self.getitem(selection, prototype=prototype), fields, out
             )
@@ -630,7 +655,7 @@ class AsyncArray:
 
     async def set_basic_selection(self, selection: Any, value: Any, *, fields: Any = None) -> None:
         """Write ``value`` into ``selection`` (ints, slices, Ellipsis, newaxis)."""
-        if fields is not None:
+        if _has_fields(fields):
             await self._set_fields(
                 lambda: self.getitem(selection), lambda v: self.setitem(selection, v), fields, value
             )
@@ -644,16 +669,25 @@ class AsyncArray:
             raise IndexError(
                 f"invalid 'fields' argument: the array's data type {self.dtype} has no fields"
             )
-        wanted = [fields] if isinstance(fields, str) else list(fields)
+        if isinstance(fields, str):
+            wanted = [fields]
+        elif isinstance(fields, (list, tuple)):
+            wanted = list(fields)
+        else:
+            raise IndexError(f"invalid 'fields' argument {fields!r}: a name or a list of names")
         bad = [f for f in wanted if not isinstance(f, str) or f not in names]
-        if bad or not wanted:
-            raise IndexError(f"invalid 'fields' argument {fields!r}: the fields are {names}")
+        if bad or len(set(wanted)) != len(wanted):
+            raise IndexError(
+                f"invalid 'fields' argument {fields!r}: the fields are {names}, each at most once"
+            )
         return fields if isinstance(fields, str) else wanted
 
     async def _get_fields(self, read: Callable[[], Any], fields: Any, out: Any) -> Any:
         """The ``fields`` of what ``read()`` returns (one field: its values; a list:
         records of just those fields, packed), into ``out`` if given."""
         f = self._field_names(fields)
+        if out is not None:
+            _refuse_read_only_out(out)
         records = await read()
         sub = np.asarray(records)[f]
         if not isinstance(f, str):
@@ -661,8 +695,12 @@ class AsyncArray:
 
             sub = recfunctions.repack_fields(sub)
         if out is not None:
+            if tuple(out.shape) != sub.shape:
+                raise ValueError(f"out has shape {out.shape}, the selection has shape {sub.shape}")
+            if out.dtype != sub.dtype:
+                raise TypeError(f"out has dtype {out.dtype}, the fields have {sub.dtype}")
             out[...] = sub
-            return out
+            return out[()] if sub.ndim == 0 else out  # a scalar, as without fields
         return sub[()] if sub.ndim == 0 else sub
 
     async def _set_fields(
@@ -674,7 +712,9 @@ class AsyncArray:
         self._check_writable()
         f = self._field_names(fields)
         records = np.array(await read(), copy=True)
-        records[f] = await _materialize(value)
+        value = await _materialize(value)
+        # structured records live on the host: a device value comes over first
+        records[f] = value.get() if is_device_array(value) else value
         await write(records)
 
     @property
@@ -874,6 +914,12 @@ class AsyncArray:
 
         ``prototype`` is accepted for zarr-python compatibility (the value's own
         kind, host or device, decides how it is written)."""
+        fields, selection = _pop_fields(selection)
+        if fields is not None:
+            await self._set_fields(
+                lambda: self.getitem(selection), lambda v: self.setitem(selection, v), fields, value
+            )
+            return
         self._check_writable()
         selection = host_selection(selection)
         plan = normalize_numpy(selection, self.shape, self._write_dims())
@@ -944,7 +990,7 @@ class AsyncArray:
         self, selection: Any, value: Any, *, fields: Any = None, _basic: bool = False
     ) -> None:
         """Write with orthogonal (outer) indexing semantics."""
-        if fields is not None:
+        if _has_fields(fields):
             await self._set_fields(
                 lambda: self.get_orthogonal_selection(selection),
                 lambda v: self.set_orthogonal_selection(selection, v, _basic=_basic),
@@ -970,7 +1016,7 @@ class AsyncArray:
         self, selection: Any, value: Any, *, fields: Any = None
     ) -> None:
         """Write points (``vindex``); repeated points: the last value wins."""
-        if fields is not None:
+        if _has_fields(fields):
             await self._set_fields(
                 lambda: self.get_coordinate_selection(selection),
                 lambda v: self.set_coordinate_selection(selection, v),
@@ -1250,10 +1296,12 @@ class _AsyncIndexer:
         self._set = set_
 
     async def getitem(self, selection: Any) -> Any:
-        return await getattr(self.array, self._get)(selection)
+        fields, selection = _pop_fields(selection)
+        return await getattr(self.array, self._get)(selection, fields=fields)
 
     async def setitem(self, selection: Any, value: Any) -> None:
-        await getattr(self.array, self._set)(selection, value)
+        fields, selection = _pop_fields(selection)
+        await getattr(self.array, self._set)(selection, value, fields=fields)
 
 
 class _Indexer:
@@ -1263,10 +1311,12 @@ class _Indexer:
         self._set = set_
 
     def __getitem__(self, selection: Any) -> Any:
-        return getattr(self._array, self._get)(selection)
+        fields, selection = _pop_fields(selection)  # field names, as zarr-python
+        return getattr(self._array, self._get)(selection, fields=fields)
 
     def __setitem__(self, selection: Any, value: Any) -> None:
-        getattr(self._array, self._set)(selection, value)
+        fields, selection = _pop_fields(selection)
+        getattr(self._array, self._set)(selection, value, fields=fields)
 
 
 class Array:

@@ -14,6 +14,7 @@ key held by that very loop raises ``DeadlockError`` at once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import threading
 from collections.abc import Iterable
@@ -32,7 +33,7 @@ _owners: dict[tuple[Any, str], asyncio.AbstractEventLoop] = {}
 _guard = threading.Lock()
 
 
-def held_by_running_loop(space: Any, keys: Iterable[str]) -> None:
+def held_by_running_loop(space: Any, keys: Iterable[Any]) -> None:
     """Note that a task of the running loop took the locks of ``keys`` in ``space``
     (one store's lock namespace)."""
     try:
@@ -44,24 +45,32 @@ def held_by_running_loop(space: Any, keys: Iterable[str]) -> None:
             _owners[(space, k)] = loop
 
 
-def released(space: Any, keys: Iterable[str]) -> None:
+def released(space: Any, keys: Iterable[Any]) -> None:
+    """Forget the holders of ``keys``; called only by the holder that noted them
+    (locks are exclusive: nobody else holds them meanwhile)."""
+    loop = None
+    with contextlib.suppress(RuntimeError):
+        loop = asyncio.get_running_loop()
     with _guard:
         for k in keys:
-            _owners.pop((space, k), None)
+            if _owners.get((space, k)) is loop:
+                del _owners[(space, k)]
 
 
-def check_waiter(space: Any, keys: Iterable[str]) -> None:
+def check_waiter(space: Any, keys: Iterable[Any], wanted: Any = None) -> None:
     """Raise ``DeadlockError`` if this waiter serves a synchronous call that blocks
-    the loop holding one of ``keys``."""
+    the loop holding one of ``keys`` (lock names: store keys, or a store's lock
+    offsets, with ``wanted`` the store keys they lock, for the message)."""
     blocked = BLOCKED_LOOP.get()
     if blocked is None:
         return
     with _guard:
         stuck = [k for k in keys if _owners.get((space, k)) is blocked]
     if stuck:
+        what = repr(stuck[0]) if wanted is None else f"one of {list(wanted)[:4]!r}"
         raise DeadlockError(
             f"a synchronous cuzarr call made from inside a running event loop must lock "
-            f"{stuck[0]!r}, which an async operation of that same loop holds (it is "
-            "writing that chunk); the loop cannot run while the call blocks it. Await "
-            "the async API (cuzarr.api.asynchronous) in coroutines instead"
+            f"{what}, which an async operation of that same loop holds (it is writing "
+            "that chunk); the loop cannot run while the call blocks it. Await the async "
+            "API (cuzarr.api.asynchronous) in coroutines instead"
         )

@@ -473,19 +473,26 @@ class _KeyLocks:
         if fcntl is None:
             return self
         try:
-            for run in self.wanted:
+            for start, length in self.wanted:
                 delay = 0.0005
                 # Non-blocking tries polled from the loop: a blocked lock call in a
                 # worker thread could starve the threads the holder needs.
-                while not self._try(run):
-                    keylocks.check_waiter(self.base, self.keys)
+                while not self._try((start, length)):
+                    keylocks.check_waiter(self.base, range(start, start + length), self.keys)
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, 0.02)
+                # noted run by run: a holder of some runs that waits for the next
+                # one holds those already
+                keylocks.held_by_running_loop(self.base, range(start, start + length))
         except BaseException:
+            self._forget_owners()
             self._release()
             raise
-        keylocks.held_by_running_loop(self.base, self.keys)
         return self
+
+    def _forget_owners(self) -> None:
+        for start, length in self.wanted:
+            keylocks.released(self.base, range(start, start + length))
 
     def try_acquire(self) -> bool:
         """Take every lock now without waiting (for worker threads, which must
@@ -516,7 +523,7 @@ class _KeyLocks:
             self.fd = None
 
     async def __aexit__(self, *exc: object) -> None:
-        keylocks.released(self.base, self.keys)
+        self._forget_owners()
         self._release()
 
 
