@@ -614,3 +614,21 @@ def test_growing_rectilinear_shards_refuses_partial_inner_chunks_before_saving(t
     with pytest.raises(cuzarr.errors.MetadataError):
         c.resize((5,))
     assert c.shape == (2,) and cuzarr.open_array(c.store).shape == (2,)
+
+
+def test_metadata_that_would_overflow_or_explode_is_refused():
+    """Found by the metadata fuzzer: a v2 ZEP0003 edge of 2**70 raised OverflowError;
+    a run-length count of 10**9 would expand into gigabytes of edges."""
+    from cuzarr.metadata.array import parse_array_metadata_v2
+    from cuzarr.metadata.chunk_grid import MAX_EDGES, parse_chunk_grid
+
+    v2 = {"zarr_format": 2, "shape": [10, 10], "dtype": "<i4", "fill_value": 0,
+          "order": "C", "compressor": None, "filters": None}
+    for chunks in ([[2**70], 4], [[2**63], 4], [[2**61, 2**61, 2**61], 4]):
+        with pytest.raises(cuzarr.errors.MetadataError, match="2\\*\\*62"):
+            parse_array_metadata_v2({**v2, "chunks": chunks})
+    for count in (10**9, MAX_EDGES + 1):
+        grid = {"name": "rectilinear",
+                "configuration": {"kind": "inline", "chunk_shapes": [[[1, count]]]}}
+        with pytest.raises(cuzarr.errors.MetadataError, match="chunk edges"):
+            parse_chunk_grid(grid, 1, (10,))

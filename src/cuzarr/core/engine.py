@@ -157,7 +157,16 @@ async def _run_ranges(ranges: Sequence[tuple[int, int]], work: Callable[[int, in
         async with limit:
             await work(lo, hi)
 
-    await asyncio.gather(*(one(lo, hi) for lo, hi in ranges))
+    tasks = [asyncio.ensure_future(one(lo, hi)) for lo, hi in ranges]
+    try:
+        await asyncio.gather(*tasks)
+    except BaseException:
+        # Stop the other ranges and wait for them: once this call has raised, none
+        # of its writes may still land (nor an unseen error be left behind).
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
 
 
 def keyed(e: CodecError, key: str) -> CodecError:

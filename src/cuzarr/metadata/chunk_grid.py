@@ -141,9 +141,15 @@ class RectilinearDimGrid:
         return np.searchsorted(self.offsets, positions, side="right") - 1
 
 
+_MAX_EXTENT = 2**62  # sizes and offsets are int64 arithmetic: room for sums and products
+MAX_EDGES = 2**24  # chunk edges of one dimension of a rectilinear grid
+
+
 def _positive_int(value: Any, what: str) -> int:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1:
         raise MetadataError(f"{what} must be a positive integer, got {value!r}")
+    if value > _MAX_EXTENT:
+        raise MetadataError(f"{what} {value} is too large (at most 2**62)")
     return int(value)
 
 
@@ -161,6 +167,11 @@ def expand_rle(spec: Any, axis: int) -> tuple[int, ...]:
                 )
             size = _positive_int(item[0], f"chunk edge length (dimension {axis})")
             count = _positive_int(item[1], f"run-length count (dimension {axis})")
+            if len(out) + count > MAX_EDGES:
+                # a few bytes of JSON must not expand into gigabytes of edges
+                raise MetadataError(
+                    f"rectilinear chunk_shapes[{axis}] has more than {MAX_EDGES} chunk edges"
+                )
             out.extend([size] * count)
         else:
             out.append(_positive_int(item, f"chunk edge length (dimension {axis})"))
@@ -207,6 +218,10 @@ class RectilinearChunkGrid:
                 edges = tuple(_positive_int(e, f"chunk edge length (dimension {d})") for e in spec)
                 if not edges:
                     raise MetadataError(f"dimension {d} of a rectilinear grid has no chunk edges")
+                if sum(edges) > _MAX_EXTENT:
+                    raise MetadataError(
+                        f"the chunk edges of dimension {d} add up to more than 2**62"
+                    )
                 shapes.append(edges)
                 offs = np.zeros(len(edges) + 1, dtype=np.int64)
                 np.cumsum(edges, out=offs[1:])
