@@ -138,3 +138,28 @@ def test_a_holder_of_some_locks_waiting_for_more_counts_as_holding_them(tmp_path
 
     with cuzarr.config.set({"async.timeout": 20}):
         asyncio.run(main())
+
+
+def test_no_write_of_a_failed_call_lands_after_it_raised():
+    """One failing batch cancels the call's other batches and waits for them."""
+    import time
+
+    landed: list[float] = []
+
+    class Flaky(cuzarr.storage.MemoryStore):
+        async def set(self, key, value):
+            if key == "c/0":
+                raise OSError("disk on fire")
+            if key.startswith("c/"):
+                await asyncio.sleep(0.2)
+            await super().set(key, value)
+            landed.append(time.monotonic())
+
+    store = Flaky()
+    a = cuzarr.create_array(store, shape=(40,), chunks=(1,), dtype="i4")
+    landed.clear()
+    with pytest.raises(OSError, match="fire"):
+        a[...] = 1
+    raised = time.monotonic()
+    time.sleep(0.5)
+    assert all(t <= raised for t in landed), (len(landed), raised)

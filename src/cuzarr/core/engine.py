@@ -35,7 +35,7 @@ from cuzarr.indexing.projection import (
 )
 from cuzarr.metadata.array import ArrayMetadata
 from cuzarr.metadata.chunk_grid import RegularChunkGrid
-from cuzarr.storage.base import joined
+from cuzarr.storage.base import gather_or_cancel, joined
 from cuzarr.storage.common import StorePath
 
 __all__ = [
@@ -144,6 +144,16 @@ def _large_chunks(meta: ArrayMetadata) -> bool:
     return math.prod(meta.chunk_shape) * max(1, meta.dtype.item_size) >= (512 << 10)
 
 
+async def _finished(fut: Any) -> Any:
+    """Await a pool job; if cancelled meanwhile, still wait for the job (a thread
+    cannot be stopped) before the cancellation goes on."""
+    try:
+        return await asyncio.shield(fut)
+    except asyncio.CancelledError:
+        await asyncio.wait([fut])
+        raise
+
+
 async def _run_batches(n: int, size: int, work: Callable[[int, int], Any]) -> None:
     await _run_ranges([(lo, min(n, lo + size)) for lo in range(0, n, size)], work)
 
@@ -157,16 +167,8 @@ async def _run_ranges(ranges: Sequence[tuple[int, int]], work: Callable[[int, in
         async with limit:
             await work(lo, hi)
 
-    tasks = [asyncio.ensure_future(one(lo, hi)) for lo, hi in ranges]
-    try:
-        await asyncio.gather(*tasks)
-    except BaseException:
-        # Stop the other ranges and wait for them: once this call has raised, none
-        # of its writes may still land (nor an unseen error be left behind).
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
+    # one failing range stops the others, and is reported once they have unwound
+    await gather_or_cancel(*(one(lo, hi) for lo, hi in ranges))
 
 
 def keyed(e: CodecError, key: str) -> CodecError:
@@ -785,7 +787,8 @@ async def write_items(
             # for on the loop; the batch's read, encode and write then run in one hop.
             async with lock_keys(keys[lo:hi]):
                 if sio is not None:
-                    await loop.run_in_executor(pool, rmw_sync, lo, hi, need_old(lo, hi))
+                    # waited for even when cancelled: the locks must outlast the write
+                    await _finished(loop.run_in_executor(pool, rmw_sync, lo, hi, need_old(lo, hi)))
                 else:
                     await rmw(lo, hi, need_old(lo, hi))
         else:

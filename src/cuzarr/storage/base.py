@@ -26,6 +26,8 @@ __all__ = [
     "Store",
     "SuffixByteRequest",
     "SyncIO",
+    "gather_or_cancel",
+    "in_thread",
     "normalize_key",
 ]
 
@@ -100,6 +102,33 @@ class SuffixByteRequest(metaclass=_ByteRequestMeta):
 
 
 ByteRequest = RangeByteRequest | OffsetByteRequest | SuffixByteRequest
+
+
+async def gather_or_cancel(*aws: Any) -> list[Any]:
+    """``asyncio.gather``, except that when one fails, the others are cancelled
+    and waited for before the error propagates: once an operation has raised, none
+    of its writes may still land, nor an error be left unseen."""
+    tasks = [asyncio.ensure_future(a) for a in aws]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+
+
+async def in_thread(fn: Any, *args: Any) -> Any:
+    """``asyncio.to_thread(fn, *args)`` that, when cancelled, still waits for the
+    thread to finish (a thread cannot be stopped): a caller that has unwound
+    knows its blocking I/O is over."""
+    fut = asyncio.ensure_future(asyncio.to_thread(fn, *args))
+    try:
+        return await asyncio.shield(fut)
+    except asyncio.CancelledError:
+        await asyncio.wait([fut])
+        raise
+
 
 
 @dataclass(frozen=True)
@@ -241,7 +270,7 @@ class Store(ABC):
             async with sem:
                 return await self.get(key, prototype, rng)
 
-        return list(await asyncio.gather(*(one(k, r) for k, r in key_ranges)))
+        return await gather_or_cancel(*(one(k, r) for k, r in key_ranges))
 
     async def get_many(self, keys: Sequence[str], prototype: Any = None) -> list[bytes | None]:
         """Fetch whole values for many keys; ``None`` where a key is absent."""
@@ -302,7 +331,7 @@ class Store(ABC):
             async with sem:
                 await self.set(key, value)
 
-        await asyncio.gather(*(one(k, v) for k, v in items))
+        await gather_or_cancel(*(one(k, v) for k, v in items))
 
     @abstractmethod
     async def delete(self, key: str) -> None:
@@ -318,7 +347,7 @@ class Store(ABC):
             async with sem:
                 await self.delete(key)
 
-        await asyncio.gather(*(one(k) for k in keys))
+        await gather_or_cancel(*(one(k) for k in keys))
 
     async def delete_dir(self, prefix: str) -> None:
         """Remove every key under ``prefix`` (a '/'-terminated directory)."""

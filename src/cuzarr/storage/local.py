@@ -48,6 +48,8 @@ from cuzarr.storage.base import (
     SuffixByteRequest,
     SyncIO,
     check_byte_range,
+    gather_or_cancel,
+    in_thread,
     normalize_key,
 )
 
@@ -1116,11 +1118,13 @@ class LocalStore(Store):
 
         async def batch(part: Sequence[tuple[str, bytes]]) -> None:
             async with sem:
-                await asyncio.to_thread(self._write_batch, part)
+                await in_thread(self._write_batch, part)
 
         # Big values get their own thread hop so large writes overlap.
         size = _BATCH if sum(len(v) for _, v in items[:8]) < (1 << 20) else 1
-        await asyncio.gather(*(batch(items[i : i + size]) for i in range(0, len(items), size)))
+        await gather_or_cancel(
+            *(batch(items[i : i + size]) for i in range(0, len(items), size))
+        )
 
     async def delete(self, key: str) -> None:
         self._check_writable()
