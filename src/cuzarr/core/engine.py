@@ -35,7 +35,7 @@ from cuzarr.indexing.projection import (
 )
 from cuzarr.metadata.array import ArrayMetadata
 from cuzarr.metadata.chunk_grid import RegularChunkGrid
-from cuzarr.storage.base import gather_or_cancel, joined
+from cuzarr.storage.base import gather_or_cancel, joined, run_job
 from cuzarr.storage.common import StorePath
 
 __all__ = [
@@ -142,16 +142,6 @@ def _large_chunks(meta: ArrayMetadata) -> bool:
     chunk's decode dwarfs the loop's per-batch cost, and its compressed bytes
     are still in cache when it is decoded."""
     return math.prod(meta.chunk_shape) * max(1, meta.dtype.item_size) >= (512 << 10)
-
-
-async def _finished(fut: Any) -> Any:
-    """Await a pool job; if cancelled meanwhile, still wait for the job (a thread
-    cannot be stopped) before the cancellation goes on."""
-    try:
-        return await asyncio.shield(fut)
-    except asyncio.CancelledError:
-        await asyncio.wait([fut])
-        raise
 
 
 async def _run_batches(n: int, size: int, work: Callable[[int, int], Any]) -> None:
@@ -788,7 +778,7 @@ async def write_items(
             async with lock_keys(keys[lo:hi]):
                 if sio is not None:
                     # waited for even when cancelled: the locks must outlast the write
-                    await _finished(loop.run_in_executor(pool, rmw_sync, lo, hi, need_old(lo, hi)))
+                    await run_job(pool, rmw_sync, lo, hi, need_old(lo, hi))
                 else:
                     await rmw(lo, hi, need_old(lo, hi))
         else:

@@ -218,6 +218,9 @@ class RectilinearChunkGrid:
                 edges = tuple(_positive_int(e, f"chunk edge length (dimension {d})") for e in spec)
                 if not edges:
                     raise MetadataError(f"dimension {d} of a rectilinear grid has no chunk edges")
+                if len(edges) > MAX_EDGES:
+                    # also for plain lists: what cuzarr writes it must read back
+                    raise MetadataError(f"dimension {d} has more than {MAX_EDGES} chunk edges")
                 if sum(edges) > _MAX_EXTENT:
                     raise MetadataError(
                         f"the chunk edges of dimension {d} add up to more than 2**62"

@@ -11,6 +11,9 @@ overrides ``get`` still sees every read.
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import os
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
@@ -29,6 +32,7 @@ __all__ = [
     "gather_or_cancel",
     "in_thread",
     "normalize_key",
+    "run_job",
 ]
 
 
@@ -104,30 +108,90 @@ class SuffixByteRequest(metaclass=_ByteRequestMeta):
 ByteRequest = RangeByteRequest | OffsetByteRequest | SuffixByteRequest
 
 
+async def _wait_out(futures: Iterable[Any]) -> bool:
+    """Wait until every one of ``futures`` is done, however often this task is
+    cancelled meanwhile; whether a cancellation arrived."""
+    cancelled = False
+    pending = {f for f in futures if not f.done()}
+    while pending:
+        try:
+            _, pending = await asyncio.wait(pending)
+        except asyncio.CancelledError:
+            cancelled = True
+    return cancelled
+
+
 async def gather_or_cancel(*aws: Any) -> list[Any]:
-    """``asyncio.gather``, except that when one fails, the others are cancelled
-    and waited for before the error propagates: once an operation has raised, none
-    of its writes may still land, nor an error be left unseen."""
+    """``asyncio.gather``, except that when one fails (or this call is cancelled),
+    the others are cancelled and waited for before the error propagates: once an
+    operation has raised, none of its writes may still land, nor an error be left
+    unseen. (Not built on ``gather``: cancelling that cancels the children a
+    second time, which would cut short their own waits for threads.)"""
     tasks = [asyncio.ensure_future(a) for a in aws]
+    if not tasks:
+        return []
     try:
-        return list(await asyncio.gather(*tasks))
-    except BaseException:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    except asyncio.CancelledError:
         for t in tasks:
             t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await _wait_out(tasks)
         raise
+    if all(t.done() and not t.cancelled() and t.exception() is None for t in tasks):
+        return [t.result() for t in tasks]
+    failed = next(
+        (t for t in tasks if t.done() and not t.cancelled() and t.exception() is not None), None
+    )
+    for t in tasks:
+        t.cancel()
+    cancelled = await _wait_out(tasks)
+    for t in tasks:  # every error retrieved: none reported as "never retrieved"
+        if not t.cancelled():
+            t.exception()
+    if cancelled or failed is None:
+        raise asyncio.CancelledError
+    raise failed.exception()  # type: ignore[misc]
 
 
-async def in_thread(fn: Any, *args: Any) -> Any:
-    """``asyncio.to_thread(fn, *args)`` that, when cancelled, still waits for the
-    thread to finish (a thread cannot be stopped): a caller that has unwound
-    knows its blocking I/O is over."""
-    fut = asyncio.ensure_future(asyncio.to_thread(fn, *args))
+async def run_job(executor: Any, fn: Any, *args: Any) -> Any:
+    """Run ``fn(*args)`` on ``executor`` (in a copy of this context). Cancelled
+    before the job started, the job never runs; cancelled while it runs, this
+    waits for it to end (a thread cannot be stopped), however often cancelled,
+    before the cancellation goes on: a caller that has unwound knows its blocking
+    work is over."""
+    job = executor.submit(contextvars.copy_context().run, fn, *args)
+    fut = asyncio.wrap_future(job)
     try:
         return await asyncio.shield(fut)
     except asyncio.CancelledError:
-        await asyncio.wait([fut])
+        if not job.cancel():
+            await _wait_out([fut])
         raise
+
+
+_io_pool: Any = None
+_io_pool_pid: int | None = None
+_io_pool_lock = threading.Lock()
+
+
+def _io_executor() -> Any:
+    """The thread pool of ``in_thread``: one that keeps serving while the
+    interpreter waits for user threads at exit (``core.sync._Pool``), made anew in
+    a forked child, whose copy of the parent's pool has no threads."""
+    from cuzarr.core.sync import _Pool
+
+    global _io_pool, _io_pool_pid
+    with _io_pool_lock:
+        if _io_pool is None or _io_pool_pid != os.getpid():
+            _io_pool = _Pool(min(32, (os.cpu_count() or 1) + 4), "cuzarr-store-io")
+            _io_pool_pid = os.getpid()
+        return _io_pool
+
+
+async def in_thread(fn: Any, *args: Any) -> Any:
+    """``asyncio.to_thread(fn, *args)`` with ``run_job``'s cancellation: a job not
+    yet started never runs, a running one is waited for."""
+    return await run_job(_io_executor(), fn, *args)
 
 
 

@@ -46,8 +46,8 @@ def held_by_running_loop(space: Any, keys: Iterable[Any]) -> None:
 
 
 def released(space: Any, keys: Iterable[Any]) -> None:
-    """Forget the holders of ``keys``; called only by the holder that noted them
-    (locks are exclusive: nobody else holds them meanwhile)."""
+    """Forget the holders of ``keys``: called by a holder for exactly the keys it
+    noted (so no other task holds them meanwhile: locks are exclusive)."""
     loop = None
     with contextlib.suppress(RuntimeError):
         loop = asyncio.get_running_loop()

@@ -450,6 +450,7 @@ class _KeyLocks:
         self.base = _lock_base(store)
         self.keys = keys
         self.wanted = _lock_runs(keys)
+        self.noted: list[tuple[int, int]] = []
         self.fd: int | None = None
         self.held: list[tuple[str, int]] = []
 
@@ -486,6 +487,7 @@ class _KeyLocks:
                 # noted run by run: a holder of some runs that waits for the next
                 # one holds those already
                 keylocks.held_by_running_loop(self.base, range(start, start + length))
+                self.noted.append((start, length))
         except BaseException:
             self._forget_owners()
             self._release()
@@ -493,8 +495,10 @@ class _KeyLocks:
         return self
 
     def _forget_owners(self) -> None:
-        for start, length in self.wanted:
+        # only the runs this object took: another task may hold the others
+        for start, length in self.noted:
             keylocks.released(self.base, range(start, start + length))
+        self.noted.clear()
 
     def try_acquire(self) -> bool:
         """Take every lock now without waiting (for worker threads, which must
