@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import os
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -129,12 +130,17 @@ def cmd_consolidate(args: argparse.Namespace) -> int:
 
 
 def _parse_ints(text: str | None) -> tuple[int, ...] | None:
-    if not text:
+    if text is None:
         return None
     try:
-        return tuple(int(x) for x in text.replace("x", ",").split(",") if x.strip())
+        out = tuple(int(x) for x in text.replace("x", ",").split(",") if x.strip())
     except ValueError:
-        raise ValueError(f"expected integers like 256,256, got {text!r}") from None
+        out = ()
+    if not out or any(v == 0 or v < -1 for v in out):
+        raise ValueError(
+            f"expected positive integers like 256,256 (-1: the whole extent), got {text!r}"
+        )
+    return out
 
 
 def source_compressors(src: Any) -> Any:
@@ -162,27 +168,31 @@ def _parse_compressor(text: str | None, zarr_format: int) -> Any:
 
     try:
         if name == "zstd":
-            return numcodecs.Zstd(level=int(arg or 1))
+            level = int(arg or 1)
+            if not -131072 <= level <= 22:
+                raise ValueError
+            return numcodecs.Zstd(level=level)
         if name == "gzip":
-            return numcodecs.GZip(level=int(arg or 5))
+            level = int(arg or 5)
+            if not 0 <= level <= 9:
+                raise ValueError
+            return numcodecs.GZip(level=level)
     except ValueError:
-        raise ValueError(f"compressor {text!r}: the level must be an integer") from None
+        raise ValueError(
+            f"compressor {text!r}: the level must be an integer (zstd -131072..22, gzip 0..9)"
+        ) from None
     if name == "blosc":
-        return numcodecs.Blosc(cname=arg or "lz4", clevel=5, shuffle=numcodecs.Blosc.SHUFFLE)
+        from numcodecs import blosc
+
+        cname = arg or "lz4"
+        if cname not in blosc.list_compressors():
+            raise ValueError(
+                f"compressor {text!r}: blosc compressors are {', '.join(blosc.list_compressors())}"
+            )
+        return numcodecs.Blosc(cname=cname, clevel=5, shuffle=numcodecs.Blosc.SHUFFLE)
     raise ValueError(
         f"unknown compressor {text!r} (zstd[:level], gzip[:level], blosc[:cname], none)"
     )
-
-
-def _blocks(shape: tuple[int, ...], block: tuple[int, ...]) -> Iterator[tuple[slice, ...]]:
-    if not shape:
-        yield ()
-        return
-    counts = [max(1, -(-s // b)) for s, b in zip(shape, block, strict=True)]
-    for idx in np.ndindex(*counts):
-        yield tuple(
-            slice(i * b, min((i + 1) * b, s)) for i, b, s in zip(idx, block, shape, strict=True)
-        )
 
 
 def copy_array(
@@ -209,6 +219,8 @@ def copy_array(
     import cuzarr
 
     fmt = zarr_format or src.zarr_format
+    if shards and fmt != 3:
+        raise ValueError("--shards needs a Zarr v3 destination (v2 has no sharding)")
     attrs = dict(src.attrs)
     fill = src.fill_value
     if fmt != src.zarr_format:
@@ -233,20 +245,47 @@ def copy_array(
         if fmt == 3:
             attrs.pop("_ARRAY_DIMENSIONS", None)
     dst = cuzarr.create_array(dst_store, path, **kw)
-    unit = dst.shards or dst.chunks
-    itemsize = max(1, dst.dtype.itemsize)
-    # Whole destination shards/chunks per block, grown along leading axes while
-    # the block stays under the memory budget.
-    block = list(unit)
-    for d in range(len(block)):
-        while block[d] < dst.shape[d] and math.prod(block) * 2 * itemsize <= max_block_bytes:
-            block[d] = min(block[d] * 2, dst.shape[d])
-    blocks = list(_blocks(dst.shape, tuple(block)))
-    bar = Progress(len(blocks), "copy", force=progress)
+    blocks = _copy_blocks(dst, max_block_bytes)
+    bar = Progress(len(blocks), "copy") if progress else None
     for sel in blocks:
         dst[sel] = src[sel]
-        bar.update()
+        if bar is not None:
+            bar.update()
     return dst
+
+
+def _copy_blocks(dst: Any, max_block_bytes: int) -> list[tuple[slice, ...]]:
+    """Blocks of whole destination shards/chunks (regular or rectilinear), grown
+    along leading axes while a block stays under the memory budget."""
+    unit = dst.shards or dst.chunks
+    # per dimension: where its shards/chunks start (their edges, for rectilinear)
+    starts: list[list[int]] = []
+    for n, u in zip(dst.shape, unit, strict=True):
+        if isinstance(u, tuple):
+            cuts = [0, *itertools.accumulate(u)]
+            starts.append([c for c in cuts if c < n] or [0])
+        else:
+            starts.append(list(range(0, max(n, 1), u)))
+    widest = [
+        max(max(u) if isinstance(u, tuple) else u, 1) for u in unit
+    ]  # bytes of a block are bounded with each dimension's widest unit
+    group = [1] * len(starts)
+    itemsize = max(1, dst.dtype.itemsize)
+    for d in range(len(group)):
+        while (
+            group[d] < len(starts[d])
+            and math.prod(w * g for w, g in zip(widest, group, strict=True)) * 2 * itemsize
+            <= max_block_bytes
+        ):
+            group[d] = min(group[d] * 2, len(starts[d]))
+    if not dst.shape:
+        return [()]
+    axes = []
+    for d, n in enumerate(dst.shape):
+        st = starts[d]
+        edges = [*st[:: group[d]], n]
+        axes.append([slice(a, b) for a, b in itertools.pairwise(edges) if a < b] or [slice(0, 0)])
+    return list(itertools.product(*axes))
 
 
 def _convert_xarray_fill(src: Any, fmt: int, fill: Any, attrs: dict[str, Any]) -> tuple[Any, dict]:
@@ -281,17 +320,46 @@ def _convert_xarray_fill(src: Any, fmt: int, fill: Any, attrs: dict[str, Any]) -
 
 
 def _overlaps(src: Any, dst: Any, dst_path: str | None) -> bool:
-    """Whether the destination is the source node, inside it, or holds it."""
+    """Whether the destination is the source node, inside it, or holds it: in the
+    same store, or (local directories) on the same files, however spelled
+    (``a.zarr`` and ``a.zarr/inner``, a symlink)."""
+    from cuzarr.storage import LocalStore
     from cuzarr.storage.common import make_store_path
 
     try:
         sp = make_store_path(dst, dst_path, mode="r")
     except Exception:
         return False
+    if isinstance(sp.store, LocalStore) and isinstance(src.store, LocalStore):
+        a = os.path.realpath(os.path.join(str(src.store.root), src.path))
+        b = os.path.realpath(os.path.join(str(sp.store.root), sp.path))
+        return a == b or a.startswith(b + os.sep) or b.startswith(a + os.sep)
     if sp.store != src.store:
         return False
     a, b = src.path, sp.path
     return not a or not b or a == b or a.startswith(b + "/") or b.startswith(a + "/")
+
+
+def _check_destination_format(dst: Any, dst_path: str | None, fmt: int) -> None:
+    """Refuse a node of one Zarr format inside a hierarchy of the other (readers
+    of that hierarchy could not see it)."""
+    import cuzarr
+    from cuzarr.errors import NodeNotFoundError
+
+    parts = [p for p in (dst_path or "").split("/") if p]
+    for i in range(len(parts) - 1, -1, -1):
+        parent = "/".join(parts[:i]) or None
+        try:
+            g = cuzarr.open_group(dst, path=parent, mode="r")
+        except (NodeNotFoundError, FileNotFoundError):
+            continue
+        if g.zarr_format != fmt:
+            raise ValueError(
+                f"the destination {parent or '/'!r} is a Zarr v{g.zarr_format} group: a "
+                f"v{fmt} node inside it would be invisible to its readers (use "
+                f"--zarr-format {g.zarr_format})"
+            )
+        return
 
 
 def cmd_copy(args: argparse.Namespace) -> int:
@@ -304,15 +372,31 @@ def cmd_copy(args: argparse.Namespace) -> int:
             "copy to another path or store"
         )
     fmt = args.zarr_format
+    # Every option checked before anything is written: a failed copy leaves nothing.
+    chunks, shards = _parse_ints(args.chunks), _parse_ints(args.shards)
+    compressor = _parse_compressor(args.compressor, fmt or src.zarr_format)
+    if shards and (fmt or src.zarr_format) != 3:
+        raise ValueError("--shards needs a Zarr v3 destination (v2 has no sharding)")
+    arrays = [src] if isinstance(src, cuzarr.Array) else [
+        n for _, n in src.members(max_depth=None) if isinstance(n, cuzarr.Array)
+    ]
+    for a in arrays:
+        for opt, v in (("--chunks", chunks), ("--shards", shards)):
+            if v is not None and len(v) != a.ndim:
+                raise ValueError(
+                    f"{opt} has {len(v)} value(s), but {a.path or 'the array'} has "
+                    f"{a.ndim} dimension(s)"
+                )
+    _check_destination_format(args.dst, args.dst_path, fmt or src.zarr_format)
     if isinstance(src, cuzarr.Array):
         copy_array(
             src,
             args.dst,
             path=args.dst_path,
             zarr_format=fmt,
-            chunks=_parse_ints(args.chunks),
-            shards=_parse_ints(args.shards),
-            compressor=_parse_compressor(args.compressor, fmt or src.zarr_format),
+            chunks=chunks,
+            shards=shards,
+            compressor=compressor,
             overwrite=args.overwrite,
             max_block_bytes=args.max_block_mib << 20,
             progress=not args.quiet,
@@ -343,9 +427,9 @@ def cmd_copy(args: argparse.Namespace) -> int:
                 args.dst,
                 path=target,
                 zarr_format=dst_root.zarr_format,
-                chunks=_parse_ints(args.chunks),
-                shards=_parse_ints(args.shards),
-                compressor=_parse_compressor(args.compressor, dst_root.zarr_format),
+                chunks=chunks,
+                shards=shards,
+                compressor=compressor,
                 overwrite=True,
                 max_block_bytes=args.max_block_mib << 20,
                 progress=not args.quiet,
@@ -358,7 +442,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     import cuzarr
 
-    shape = (args.size_mib * 256, 1024)  # uint16 rows of 2 KiB
+    shape = (args.size_mib * 512, 1024)  # uint16 rows of 2 KiB: 512 a MiB
     rng = np.random.default_rng(0)
     data = np.cumsum(rng.integers(-2, 3, size=shape, dtype=np.int16), axis=1).astype(np.uint16)
     with tempfile.TemporaryDirectory() as d:
