@@ -83,3 +83,13 @@ def test_progress_only_on_a_terminal_and_bench_size(here, capsys):
     assert "copy [" not in capsys.readouterr().err  # stderr is not a terminal here
     assert main(["bench", "--size-mib", "2"]) == 0
     assert "(2.0 MiB" in capsys.readouterr().out
+
+
+def test_info_json_fill_value_is_the_metadata_encoding(here, capsys):
+    import json
+
+    cuzarr.create_array("nan.zarr", shape=(3,), dtype="f4", fill_value=np.nan)
+    assert main(["info", "nan.zarr", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["fill_value"] == "NaN"
+    assert main(["info", "nan.zarr"]) == 0
+    assert "nan" in capsys.readouterr().out  # the text form shows the value

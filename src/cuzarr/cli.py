@@ -84,7 +84,10 @@ def cmd_info(args: argparse.Namespace) -> int:
             "dtype": str(node.dtype),
             "chunks": list(node.chunks),
             "shards": list(node.shards) if node.shards else None,
-            "fill_value": repr(node.fill_value),
+            # JSON: the fill value as the metadata encodes it ("NaN", base64 bytes...)
+            "fill_value": node.metadata.to_dict().get("fill_value")
+            if args.json
+            else repr(node.fill_value),
             "nchunks": node.nchunks,
             "nchunks_initialized": node.nchunks_initialized,
             "nbytes": node.nbytes,
@@ -471,33 +474,39 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="cuzarr", description="Inspect, copy and benchmark Zarr data.")
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("info", help="metadata, chunking, stored bytes and compression ratio")
-    s.add_argument("store")
-    s.add_argument("--path", default=None)
-    s.add_argument("--json", action="store_true")
+    s.add_argument("store", help="a path or URL (a .zip file, s3://, http(s)://, ...)")
+    s.add_argument("--path", default=None, help="the node inside the store (default: its root)")
+    s.add_argument("--json", action="store_true", help="print one JSON object")
     s.set_defaults(func=cmd_info)
     s = sub.add_parser("tree", help="the hierarchy below a group")
-    s.add_argument("store")
-    s.add_argument("--path", default=None)
+    s.add_argument("store", help="a path or URL")
+    s.add_argument("--path", default=None, help="the group inside the store (default: its root)")
     s.set_defaults(func=cmd_tree)
     s = sub.add_parser("copy", help="copy, rechunk or convert an array or group")
-    s.add_argument("src")
-    s.add_argument("dst")
-    s.add_argument("--src-path", default=None)
-    s.add_argument("--dst-path", default=None)
-    s.add_argument("--zarr-format", type=int, choices=(2, 3), default=None)
-    s.add_argument("--chunks", help="e.g. 256,256")
+    s.add_argument("src", help="the source store (path or URL)")
+    s.add_argument("dst", help="the destination store (path or URL)")
+    s.add_argument("--src-path", default=None, help="the node to copy (default: the root)")
+    s.add_argument("--dst-path", default=None, help="where to put it (default: the root)")
+    s.add_argument(
+        "--zarr-format", type=int, choices=(2, 3), default=None,
+        help="the destination's format (default: the source's)",
+    )
+    s.add_argument("--chunks", help="e.g. 256,256; -1 for a whole dimension (--chunks=-1,256)")
     s.add_argument("--shards", help="e.g. 4096,4096 (v3 only)")
     s.add_argument("--compressor", help="zstd[:level], gzip[:level], blosc[:cname] or none (default: keep the source's)")
-    s.add_argument("--overwrite", action="store_true")
-    s.add_argument("--max-block-mib", type=int, default=64)
-    s.add_argument("--quiet", action="store_true")
+    s.add_argument("--overwrite", action="store_true", help="replace what is at the destination")
+    s.add_argument(
+        "--max-block-mib", type=int, default=64,
+        help="memory per copy step (at least one destination shard or chunk; default 64)",
+    )
+    s.add_argument("--quiet", action="store_true", help="no progress bar, no member list")
     s.set_defaults(func=cmd_copy)
     s = sub.add_parser("consolidate", help="write consolidated metadata for a group")
-    s.add_argument("store")
-    s.add_argument("--path", default=None)
+    s.add_argument("store", help="a path or URL")
+    s.add_argument("--path", default=None, help="the group inside the store (default: its root)")
     s.set_defaults(func=cmd_consolidate)
     s = sub.add_parser("bench", help="quick local write/read throughput check")
-    s.add_argument("--size-mib", type=int, default=64)
+    s.add_argument("--size-mib", type=int, default=64, help="array size (default 64 MiB)")
     s.set_defaults(func=cmd_bench)
     return p
 
@@ -512,6 +521,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\ninterrupted: the destination holds the chunks finished so far", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader of our output went away (``cuzarr info x | head -2``): quietly,
+        # and no second error when Python flushes stdout at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except (CuzarrError, OSError, ValueError, IndexError) as e:
         print(f"cuzarr: error: {e}", file=sys.stderr)
         return 1
