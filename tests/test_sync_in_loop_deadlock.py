@@ -104,9 +104,13 @@ def test_sync_and_async_calls_in_one_loop_without_conflict(store):
     np.testing.assert_array_equal(got, np.repeat(np.arange(8), 100).reshape(8, 100))
 
 
-def test_a_holder_of_some_locks_waiting_for_more_counts_as_holding_them(tmp_path):
-    """LocalStore takes a batch's locks run by run: a task that holds the first and
-    waits for the second already holds the first."""
+@pytest.mark.parametrize("waiter", ["waiting", "cancelled"])
+def test_lock_owner_records_of_multi_run_lockers(tmp_path, waiter):
+    """LocalStore takes a batch's locks run by run. A task B that holds the first
+    run and waits for the second (held by A) already holds the first ("waiting");
+    if B is then cancelled (as gather_or_cancel cancels a sibling batch), A's
+    record of the second must stay ("cancelled": B once erased it, and the sync
+    call hung)."""
     from cuzarr.storage import local
 
     store = cuzarr.storage.LocalStore(tmp_path / "s")
@@ -119,22 +123,26 @@ def test_a_holder_of_some_locks_waiting_for_more_counts_as_holding_them(tmp_path
         sa = cuzarr.open_array(store, mode="r+")
         held = asyncio.Event()
 
-        async def holds_second():
+        async def a_holds_second():
             async with store.lock_keys([k_second]):
                 held.set()
-                await asyncio.sleep(0.3)
+                await asyncio.sleep(0.5)
 
-        async def holds_first_waits_second():
+        async def b_holds_first_waits_second():
             await held.wait()
             async with store.lock_keys(keys):
                 pass
 
-        tasks = [asyncio.create_task(holds_second()),
-                 asyncio.create_task(holds_first_waits_second())]
+        a = asyncio.create_task(a_holds_second())
+        b = asyncio.create_task(b_holds_first_waits_second())
         await asyncio.sleep(0.05)
+        if waiter == "cancelled":
+            b.cancel()
+            await asyncio.gather(b, return_exceptions=True)
+        target = k_first if waiter == "waiting" else k_second
         with pytest.raises(DeadlockError):
-            sa[int(k_first.split("/")[1]), :3] = -1
-        await asyncio.gather(*tasks)
+            sa[int(target.split("/")[1]), :3] = -1
+        await asyncio.gather(a, b, return_exceptions=True)
 
     with cuzarr.config.set({"async.timeout": 20}):
         asyncio.run(main())

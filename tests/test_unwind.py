@@ -1,7 +1,7 @@
 """A call that raises or is cancelled has unwound: its sibling tasks are stopped
 and waited for, threads it started have ended (or never started), however often
-it is cancelled meanwhile; and lock-owner records stay right when a locker is
-cancelled part-way (storage.base.gather_or_cancel / run_job / in_thread)."""
+it is cancelled meanwhile (storage.base.gather_or_cancel / run_job / in_thread).
+Lock-owner records of lockers cancelled part-way: test_sync_in_loop_deadlock.py."""
 
 from __future__ import annotations
 
@@ -13,9 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 import cuzarr
-from cuzarr.api import asynchronous as ca
 from cuzarr.core.engine import _run_ranges
-from cuzarr.errors import DeadlockError, MetadataError
+from cuzarr.errors import MetadataError
 from cuzarr.storage.base import gather_or_cancel, in_thread, run_job
 
 
@@ -103,41 +102,6 @@ def test_jobs_not_started_when_cancelled_never_run():
 
     asyncio.run(main())
     pool.shutdown()
-
-
-def test_a_cancelled_part_way_locker_keeps_the_other_holders_record(tmp_path):
-    from cuzarr.storage import local
-
-    store = cuzarr.storage.LocalStore(tmp_path / "s")
-    keys = ["c/0/0", "c/1/0"]
-    _first, k_second = sorted(keys, key=lambda k: local._lock_runs([k])[0][0])
-
-    async def main():
-        await ca.create_array(store, shape=(4, 10), chunks=(1, 10), dtype="f8")
-        sa = cuzarr.open_array(store, mode="r+")
-        held = asyncio.Event()
-
-        async def holds_second():
-            async with store.lock_keys([k_second]):
-                held.set()
-                await asyncio.sleep(1)
-
-        async def holds_first_waits_second():
-            await held.wait()
-            async with store.lock_keys(keys):
-                pass
-
-        a = asyncio.create_task(holds_second())
-        b = asyncio.create_task(holds_first_waits_second())
-        await asyncio.sleep(0.1)
-        b.cancel()  # as gather_or_cancel cancels a sibling batch
-        await asyncio.gather(b, return_exceptions=True)
-        with pytest.raises(DeadlockError):
-            sa[int(k_second.split("/")[1]), :3] = -1
-        await a
-
-    with cuzarr.config.set({"async.timeout": 20}):
-        asyncio.run(main())
 
 
 def test_what_cuzarr_writes_it_reads_back_under_the_edge_cap(monkeypatch):
