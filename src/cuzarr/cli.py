@@ -129,6 +129,7 @@ def cmd_consolidate(args: argparse.Namespace) -> int:
 
     g = cuzarr.consolidate_metadata(args.store, path=args.path)
     print(f"consolidated metadata of {len(g.members(max_depth=None))} nodes")
+    g.store.close()  # a zip file: compacted to one entry per key
     return 0
 
 
@@ -392,7 +393,7 @@ def cmd_copy(args: argparse.Namespace) -> int:
                 )
     _check_destination_format(args.dst, args.dst_path, fmt or src.zarr_format)
     if isinstance(src, cuzarr.Array):
-        copy_array(
+        dst = copy_array(
             src,
             args.dst,
             path=args.dst_path,
@@ -404,6 +405,7 @@ def cmd_copy(args: argparse.Namespace) -> int:
             max_block_bytes=args.max_block_mib << 20,
             progress=not args.quiet,
         )
+        dst.store.close()  # a zip file: compacted to one entry per key
         return 0
     dst_root = cuzarr.create_group(
         args.dst,
@@ -437,6 +439,7 @@ def cmd_copy(args: argparse.Namespace) -> int:
                 max_block_bytes=args.max_block_mib << 20,
                 progress=not args.quiet,
             )
+    dst_root.store.close()  # a zip file: compacted to one entry per key
     return 0
 
 

@@ -166,6 +166,8 @@ async def run_job(executor: Any, fn: Any, *args: Any) -> Any:
     except asyncio.CancelledError:
         if not job.cancel():
             await _wait_out([fut])
+            if not fut.cancelled():
+                fut.exception()  # retrieved: its error is not logged as unseen
         raise
 
 
