@@ -1474,13 +1474,11 @@ class Array:
         prototype: Any = None,
         fields: Any = None,
     ) -> Any:
-        if fields is not None:
-            return sync(
-                self._async_array.get_basic_selection(
-                    selection, out=out, prototype=prototype, fields=fields
-                )
+        return sync(
+            self._async_array.get_basic_selection(
+                selection, out=out, prototype=prototype, fields=fields
             )
-        return sync(self._async_array.getitem(selection, out=out, prototype=prototype))
+        )
 
     def set_basic_selection(
         self, selection: Any, value: Any, *, fields: Any = None, prototype: Any = None
