@@ -111,3 +111,24 @@ def test_fields_edge_cases(arrays):
     out = np.zeros((), "<f8")
     assert c.get_basic_selection((2, 1), out=out, fields="b") == 4.5  # a scalar, as without
     assert out[()] == 4.5
+
+
+def test_writes_of_several_fields_by_points_keep_the_other_fields(arrays):
+    # Through a view of several fields numpy's fancy-indexed assignment writes the
+    # whole record (the view keeps the record's item size); a write of fields
+    # must change those fields alone, on every selection path.
+    c, data, path = arrays
+    new = np.zeros(3, dtype=[("c", "S3"), ("a", "<i4")])
+    new["c"], new["a"] = [b"p", b"q", b"r"], [-1, -2, -3]
+    rows, cols = np.array([5, 0, 3]), np.array([2, 3, 0])
+    c.set_coordinate_selection((rows, cols), new, fields=["c", "a"])
+    c.vindex[rows, [1, 1, 1], "a", "b"] = np.array([(7, 0.5)] * 3, dtype=[("a", "<i4"), ("b", "<f8")])
+    c[[1, 4], [0, 3], "b"] = [8.5, 9.5]  # numpy advanced indexing, with a field
+    c.oindex[[0, 2], [1, 2], "c", "b"] = np.array([(b"o", 1.0)], dtype=[("c", "S3"), ("b", "<f8")])
+    for name in ("c", "a"):
+        data[name][rows, cols] = new[name]
+    data["a"][rows, 1], data["b"][rows, 1] = 7, 0.5
+    data["b"][[1, 4], [0, 3]] = [8.5, 9.5]
+    data["c"][np.ix_([0, 2], [1, 2])], data["b"][np.ix_([0, 2], [1, 2])] = b"o", 1.0
+    np.testing.assert_array_equal(zarr.open_array(path, mode="r")[...], data)
+    np.testing.assert_array_equal(c[...], data)

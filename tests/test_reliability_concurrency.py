@@ -8,6 +8,7 @@ array engine holds around every chunk write.
 
 from __future__ import annotations
 
+import asyncio
 import multiprocessing as mp
 import sys
 import threading
@@ -16,6 +17,7 @@ import numpy as np
 import pytest
 
 import cuzarr
+from cuzarr.api.asynchronous import open_array as async_open_array
 from cuzarr.storage import LocalStore
 
 pytestmark = [
@@ -285,3 +287,75 @@ def test_fork_while_another_thread_holds_the_loop_lock(tmp_path):
         time.sleep(0.05)
     assert os.waitstatus_to_exitcode(status) == 0
     np.testing.assert_array_equal(a[:], 7)
+
+
+FIELDS = np.dtype([(f"f{p}", "<i4") for p in range(NPROC)])
+def _field_writer(root: str, p: int) -> None:
+    _after_fork()
+    a = cuzarr.open_array(LocalStore(root), path="a")
+    name = f"f{p}"
+    for r in range(ROUNDS):
+        v = p * 100 + r + 1
+        # every record's chunk is shared with the other writers' fields
+        kind = r % 6
+        if kind == 0:
+            a.set_basic_selection(slice(None), v, fields=name)
+        elif kind == 1:
+            a.set_coordinate_selection(np.arange(32)[::-1], v, fields=[name])
+        elif kind == 2:
+            a.set_orthogonal_selection((np.arange(32),), v, fields=name)
+        elif kind == 3:
+            a[:, name] = v
+        elif kind == 4:
+            a[np.arange(32), name] = v  # advanced, with a field
+        else:
+            a.set_mask_selection(np.ones(32, bool), v, fields=name)
+
+
+class _ReadsLag(LocalStore):
+    """A LocalStore whose reads return 20 ms after the bytes were read: the
+    window in which another writer changes the chunk."""
+
+    async def get(self, key, prototype=None, byte_range=None):
+        value = await super().get(key, prototype, byte_range)
+        await asyncio.sleep(0.02)
+        return value
+
+
+@pytest.mark.parametrize("sharded", [False, True])
+def test_pointwise_write_keeps_a_concurrent_write_between_its_points(tmp_path, sharded):
+    # a[[0, 1, 8], [0, 1, 8]] spans (0, 1) and (1, 0) without selecting them: a
+    # write of (0, 1) made meanwhile must survive (it was lost when the elements
+    # between the points were read before the chunk's lock was taken).
+    root = str(tmp_path / "s")
+    _make(root, sharded)
+
+    async def main() -> np.ndarray:
+        a = await async_open_array(_ReadsLag(root), path="a", mode="r+")
+        b = await async_open_array(LocalStore(root), path="a", mode="r+")
+
+        async def other() -> None:
+            await asyncio.sleep(0.005)
+            await b.setitem((0, 1), 7)
+
+        idx = np.array([0, 1, 8])
+        await asyncio.gather(a.setitem((idx, idx), 5), other())
+        return await b.getitem(slice(None))
+
+    got = asyncio.run(main())
+    want = np.zeros((32, 32), dtype="i4")
+    want[[0, 1, 8], [0, 1, 8]] = 5
+    want[0, 1] = 7
+    np.testing.assert_array_equal(got, want)
+
+
+def test_writers_of_different_fields_lose_nothing(tmp_path):
+    root = str(tmp_path / "s")
+    cuzarr.create_array(
+        LocalStore(root), name="a", shape=(32,), chunks=(8,), dtype=FIELDS, zarr_format=2,
+        fill_value=None,
+    )
+    _run(_field_writer, [(root, p) for p in range(NPROC)])
+    got = cuzarr.open_array(root, path="a", mode="r")[...]
+    for p in range(NPROC):
+        np.testing.assert_array_equal(got[f"f{p}"], np.full(32, p * 100 + ROUNDS))

@@ -392,13 +392,17 @@ class ShardingCodec(ArrayBytesCodec):
         value: np.ndarray,
         spec: ChunkSpec,
         write_empty_chunks: bool = False,
+        fields: str | list[str] | None = None,
+        where: np.ndarray | None = None,
     ) -> Concat:
         """Write ``value`` into ``sel`` of an encoded shard (``None``: a shard not
         stored yet), re-encoding only the inner chunks the selection touches; the
         others keep their stored bytes. As in zarr-python, inner chunks the
         selection does not touch are never written, even with
-        ``write_empty_chunks`` (which keeps only touched chunks equal to the fill)."""
-        from cuzarr.core.engine import _is_fill
+        ``write_empty_chunks`` (which keeps only touched chunks equal to the fill).
+        ``fields`` and ``where`` limit the write as in
+        :func:`cuzarr.core.engine.merge_into`."""
+        from cuzarr.core.engine import _is_fill, merge_into
 
         if old is None:
             index = np.full((*self.chunks_per_shard(spec.shape), 2), EMPTY, dtype=np.uint64)
@@ -419,7 +423,10 @@ class ShardingCodec(ArrayBytesCodec):
                 )
 
             self._each(decode_one, len(stored), spec)
-        shard[sel] = value
+        if fields is None and where is None:
+            shard[sel] = value
+        else:
+            merge_into(shard, sel, value, fields, where)
         grid = index.shape[:-1]
         order = morton_order(grid)
         # plain lists: numpy scalar indexing per inner chunk cost ~1 us each

@@ -655,12 +655,9 @@ class AsyncArray:
 
     async def set_basic_selection(self, selection: Any, value: Any, *, fields: Any = None) -> None:
         """Write ``value`` into ``selection`` (ints, slices, Ellipsis, newaxis)."""
-        if _has_fields(fields):
-            await self._set_fields(
-                lambda: self.getitem(selection), lambda v: self.setitem(selection, v), fields, value
-            )
-            return
-        await self.setitem(selection, value)
+        await self._setitem(
+            selection, value, self._field_names(fields) if _has_fields(fields) else None
+        )
 
     # -- fields of structured data types ------------------------------------------
     def _field_names(self, fields: Any) -> str | list[str]:
@@ -703,19 +700,21 @@ class AsyncArray:
             return out[()] if sub.ndim == 0 else out  # a scalar, as without fields
         return sub[()] if sub.ndim == 0 else sub
 
-    async def _set_fields(
-        self, read: Callable[[], Any], write: Callable[[Any], Any], fields: Any, value: Any
-    ) -> None:
-        """Write ``value`` into ``fields`` of the selected records: the records are
-        read, changed in those fields and written back (not atomic against another
-        writer of the same records)."""
-        self._check_writable()
-        f = self._field_names(fields)
-        records = np.array(await read(), copy=True)
-        value = await _materialize(value)
-        # structured records live on the host: a device value comes over first
-        records[f] = value.get() if is_device_array(value) else value
-        await write(records)
+    def _records(self, value: Any, shape: tuple[int, ...], fields: str | list[str]) -> np.ndarray:
+        """``value`` written into the ``fields`` of records of the array's dtype
+        shaped ``shape`` (numpy's broadcasting and casting); the other fields are
+        zero and never stored (the write merges only ``fields``)."""
+        if is_device_array(value):  # structured records live on the host
+            value = value.get()
+        records = np.zeros(shape, dtype=self.dtype)
+        try:
+            records[fields] = value
+        except ValueError as e:
+            raise ValueError(
+                f"cannot write {np.shape(value)} values into field(s) {fields!r} of the "
+                f"selection's shape {shape}: {e}"
+            ) from e
+        return records
 
     @property
     def oindex(self) -> _AsyncIndexer:
@@ -915,17 +914,18 @@ class AsyncArray:
         ``prototype`` is accepted for zarr-python compatibility (the value's own
         kind, host or device, decides how it is written)."""
         fields, selection = _pop_fields(selection)
-        if fields is not None:
-            await self._set_fields(
-                lambda: self.getitem(selection), lambda v: self.setitem(selection, v), fields, value
-            )
-            return
+        await self._setitem(selection, value, None if fields is None else self._field_names(fields))
+
+    async def _setitem(self, selection: Any, value: Any, fields: str | list[str] | None) -> None:
+        """:meth:`setitem` of a selection without field names; ``fields``: write
+        only these (validated) fields of the records."""
         self._check_writable()
         selection = host_selection(selection)
         plan = normalize_numpy(selection, self.shape, self._write_dims())
+        value = await _materialize(value)
         if isinstance(plan, BasicPlan):
             v = self._as_value(
-                await _materialize(value),
+                value if fields is None else self._records(value, plan.result_shape, fields),
                 plan.result_shape,
                 keep_device=True,
                 basic=True,
@@ -938,44 +938,30 @@ class AsyncArray:
                 plan.projections,
                 v,
                 self.write_empty_chunks,
+                fields=fields,
             )
             return
         # Advanced indices: numpy's assignment into the selection's bounding block,
         # written back to the chunks that hold a selected point only (as
         # zarr-python's vindex/oindex: no other chunk is rewritten, so none appears,
-        # vanishes or loses stale elements past a cut edge). Of those chunks, only
-        # what the selection does not cover is read first; write_items then
-        # read-modify-writes the chunks cut by the array's end and the ones the
-        # block does not cover whole, as for any other write.
+        # vanishes or loses stale elements past a cut edge). Only the selected
+        # elements of the block are merged into the stored chunks, each read and
+        # rewritten under the store's key locks (write_items' ``where``), so a
+        # concurrent write of the elements between the selected ones survives.
         selected = np.zeros(plan.buffer_shape, dtype=bool)
-        v = self._as_value(await _materialize(value), selected[plan.post_index].shape)
+        target = selected[plan.post_index].shape
+        v = self._as_value(value if fields is None else self._records(value, target, fields), target)
         if selected.size == 0 or v.size == 0:
             return
         selected[plan.post_index] = True
-        read_plan = normalize_numpy(selection, self.shape, self._dims())
         block = self._out_buffer(plan.buffer_shape, None)
         items = engine.chunk_items(plan.projections)
-        if not plan.projections:  # a 0-d array
-            await self._read_items(engine.chunk_items(read_plan.projections), block)
-        elif not selected.all():
+        everything = bool(selected.all())
+        if plan.projections and not everything:
             labels = [_chunk_labels(p) for p in plan.projections]
             touched = _any_per_chunk(selected, labels)
-            if touched.all():
-                unselected = ~selected
-            else:  # touched and not selected (np.take axis by axis: no np.ix_ gather)
-                unselected = touched
-                for d, lab in enumerate(labels):
-                    unselected = np.take(unselected, lab, axis=d)
-                np.greater(unselected, selected, out=unselected)
-            need: Any = ()
-            if unselected.any():
-                r_labels = [_chunk_labels(p) for p in read_plan.projections]
-                need = np.flatnonzero(_any_per_chunk(unselected, r_labels))
-            del selected, unselected  # a block's worth of bools each: not held while reading
-            if len(need):
-                r_items = engine.chunk_items(read_plan.projections)
-                await self._read_items([r_items[i] for i in need], block)
-            items = [items[i] for i in np.flatnonzero(touched)]
+            if not touched.all():
+                items = [items[i] for i in np.flatnonzero(touched)]
         block[plan.post_index] = v
         await engine.write_items(
             self.store_path,
@@ -984,25 +970,21 @@ class AsyncArray:
             items,
             block,
             self.write_empty_chunks,
+            fields=fields,
+            where=None if everything else selected,
         )
 
     async def set_orthogonal_selection(
         self, selection: Any, value: Any, *, fields: Any = None, _basic: bool = False
     ) -> None:
         """Write with orthogonal (outer) indexing semantics."""
-        if _has_fields(fields):
-            await self._set_fields(
-                lambda: self.get_orthogonal_selection(selection),
-                lambda v: self.set_orthogonal_selection(selection, v, _basic=_basic),
-                fields,
-                value,
-            )
-            return
+        f = self._field_names(fields) if _has_fields(fields) else None
         self._check_writable()
         plan = normalize_orthogonal(host_selection(selection), self.shape, self._write_dims())
-        v = self._as_value(await _materialize(value), plan.result_shape, basic=_basic).reshape(
-            plan.buffer_shape
-        )
+        value = await _materialize(value)
+        if f is not None:
+            value = self._records(value, plan.result_shape, f)
+        v = self._as_value(value, plan.result_shape, basic=_basic).reshape(plan.buffer_shape)
         await engine.write_plan(
             self.store_path,
             self.metadata,
@@ -1010,28 +992,23 @@ class AsyncArray:
             plan.projections,
             v,
             self.write_empty_chunks,
+            fields=f,
         )
 
     async def set_coordinate_selection(
         self, selection: Any, value: Any, *, fields: Any = None
     ) -> None:
         """Write points (``vindex``); repeated points: the last value wins."""
-        if _has_fields(fields):
-            await self._set_fields(
-                lambda: self.get_coordinate_selection(selection),
-                lambda v: self.set_coordinate_selection(selection, v),
-                fields,
-                value,
-            )
-            return
+        f = self._field_names(fields) if _has_fields(fields) else None
         self._check_writable()
         coords, shape = normalize_coordinate(host_selection(selection), self.shape)
         # One point by integer coordinates is numpy's element assignment
         # (``x[np.array(1)] = v``): its scalar rules (no casting NaN into ints).
         point = shape == () and bool(coords)
-        v = self._as_value(
-            await _materialize(value), shape, basic=point, scalar=point
-        ).reshape(-1)
+        value = await _materialize(value)
+        if f is not None:
+            value = self._records(value, shape, f)
+        v = self._as_value(value, shape, basic=point, scalar=point).reshape(-1)
         if not coords:
             # A 0-d array (``vindex[()]``, or a 0-d mask): its one element, or nothing.
             if v.size == 0:
@@ -1039,7 +1016,13 @@ class AsyncArray:
             v = v[-1:].reshape(())
         items = engine.coordinate_items(self._write_dims(), coords)
         await engine.write_items(
-            self.store_path, self.metadata, self._pipeline, items, v, self.write_empty_chunks
+            self.store_path,
+            self.metadata,
+            self._pipeline,
+            items,
+            v,
+            self.write_empty_chunks,
+            fields=f,
         )
 
     async def set_block_selection(self, selection: Any, value: Any, *, fields: Any = None) -> None:

@@ -604,13 +604,51 @@ async def write_plan(
     projections: Sequence[DimProjection],
     value: np.ndarray,
     write_empty_chunks: bool,
+    fields: str | list[str] | None = None,
 ) -> None:
-    """Write ``value`` (shaped like the plan's output) into the selected elements."""
+    """Write ``value`` (shaped like the plan's output) into the selected elements
+    (only their ``fields``, when given: see :func:`write_items`)."""
     if value.size == 0:
         return
     await write_items(
-        store_path, meta, pipeline, chunk_items(projections), value, write_empty_chunks
+        store_path,
+        meta,
+        pipeline,
+        chunk_items(projections),
+        value,
+        write_empty_chunks,
+        fields=fields,
     )
+
+
+def merge_into(
+    chunk: np.ndarray,
+    sel: Any,
+    part: np.ndarray,
+    fields: str | list[str] | None = None,
+    where: np.ndarray | None = None,
+) -> None:
+    """``chunk[sel] = part``, limited to the record ``fields`` of a structured
+    dtype and to the elements where ``where`` (shaped like ``part``) is True."""
+    if isinstance(fields, list):
+        # One name at a time: a view of several fields keeps the whole record's
+        # item size, and a fancy-indexed assignment through it writes the other
+        # fields' bytes too.
+        for name in fields:
+            merge_into(chunk, sel, part, name, where)
+        return
+    if fields is not None:
+        chunk = chunk[fields]
+        part = part[fields]
+    if where is None:
+        chunk[sel] = part
+        return
+    target = chunk[sel]
+    if np.shares_memory(target, chunk):
+        np.copyto(target, part, where=where)
+    else:  # index arrays gave a copy: merged, then put back
+        np.copyto(target, part, where=where)
+        chunk[sel] = target
 
 
 async def write_items(
@@ -620,10 +658,20 @@ async def write_items(
     items: list[ChunkItem],
     value: np.ndarray,
     write_empty_chunks: bool,
+    fields: str | list[str] | None = None,
+    where: np.ndarray | None = None,
 ) -> None:
-    """Write ``value[osel]`` into each chunk item (read-modify-write where partial)."""
+    """Write ``value[osel]`` into each chunk item (read-modify-write where partial).
+
+    ``fields`` (record field names of a structured dtype) writes only those
+    fields of ``value``'s records, and ``where`` (a boolean array shaped like
+    ``value``) only the elements where it is True. Either makes every chunk a
+    read-modify-write (except, for ``where``, the chunks it covers whole), done
+    under the store's key locks like any partial write, so a concurrent writer
+    of the other fields or elements keeps its update."""
     if not items or value.size == 0:
         return
+    merging = fields is not None or where is not None
     keys = chunk_keys(store_path, meta, items)
     store = store_path.store
     fill = meta.read_fill
@@ -635,22 +683,38 @@ async def write_items(
     shard_codec = sharding_codec(pipeline)
     # shards, also under other codecs (sharding_codec: only when it is alone)
     sharded = getattr(getattr(pipeline, "array_bytes", None), "name", None) == "sharding_indexed"
-    device = device_writer_for(
-        pipeline,
-        value,
-        fill,
-        grid.stored_chunk_shape,
-        items,
-        write_empty_chunks,
-        shard_codec is not None,
+    device = (
+        None
+        if merging
+        else device_writer_for(
+            pipeline,
+            value,
+            fill,
+            grid.stored_chunk_shape,
+            items,
+            write_empty_chunks,
+            shard_codec is not None,
+        )
     )
     if device is None and is_device_array(value):
         value = cpu_prototype.to_host(value)  # a write the device path does not take
+    if where is not None and is_device_array(where):
+        where = cpu_prototype.to_host(where)
     blocks = (
         _BlockEncoder.make(items, value, grid, pipeline, fill, dtype, write_empty_chunks)
-        if device is None and shard_codec is None
+        if device is None and shard_codec is None and not merging
         else None
     )
+    # Chunks whose old contents survive the write in part: those the selection
+    # covers in part, all of them for a write of some fields, and those where
+    # ``where`` leaves an element out.
+    partial: set[int] = set()
+    if fields is not None:
+        partial = set(range(len(items)))
+    elif where is not None:
+        partial = {
+            i for i, it in enumerate(items) if it[3] and not where[it[2] if it[2] else ...].all()
+        }
     # As zarr-python (whose sharding codec encodes partially): a shard cut by the
     # array's end is updated in place even when the write covers what is inside
     # the array, so its stale inner chunks past the end survive.
@@ -682,11 +746,12 @@ async def write_items(
             if done is not None and done[j]:
                 continue
             coords, csel, osel, complete = items[lo + j]
-            if cut_shards and lo + j in cut_shards:
+            if (cut_shards and lo + j in cut_shards) or (partial and lo + j in partial):
                 complete = False
             shape = grid.stored_chunk_shape(coords)
             old = olds[j] if olds is not None else None
             part = value[osel] if osel else value
+            mask = None if where is None else (where[osel] if osel else where)
             if shard_codec is not None and not complete and (old is not None or write_empty_chunks):
                 # only the inner chunks the write touches (zarr-python too): with
                 # write_empty_chunks, a new or cut shard gets no fill-valued inner
@@ -695,7 +760,13 @@ async def write_items(
                 # untouched (fill) inner chunks out too, and batches the others.
                 try:
                     encoded = shard_codec.update(
-                        old, csel, part, ChunkSpec(shape, dtype, fill), write_empty_chunks
+                        old,
+                        csel,
+                        part,
+                        ChunkSpec(shape, dtype, fill),
+                        write_empty_chunks,
+                        fields=fields,
+                        where=mask,
                     )
                 except CodecError as e:
                     raise keyed(e, keys[lo + j]) from e
@@ -704,7 +775,7 @@ async def write_items(
                 else:
                     to_set.append((keys[lo + j], encoded))
                 continue
-            if complete and part.shape == tuple(shape):
+            if complete and not merging and part.shape == tuple(shape):
                 chunk = part
             else:
                 if old is not None and not complete:
@@ -716,7 +787,10 @@ async def write_items(
                         chunk = chunk.copy(order=order)
                 else:
                     chunk = dtype.full(shape, fill, order=order)
-                chunk[csel] = part
+                if merging:
+                    merge_into(chunk, csel, part, fields, mask)
+                else:
+                    chunk[csel] = part
             if not write_empty_chunks and _is_fill(chunk, fill, dtype):
                 to_delete.append(keys[lo + j])
                 continue
@@ -751,7 +825,9 @@ async def write_items(
             sio.delete_many(to_delete)
 
     def need_old(lo: int, hi: int) -> list[int]:
-        return [i for i in range(lo, hi) if not items[i][3] or i in cut_shards]
+        return [
+            i for i in range(lo, hi) if not items[i][3] or i in cut_shards or i in partial
+        ]
 
     lock_keys = getattr(store, "lock_keys", None)
 
