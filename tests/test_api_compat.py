@@ -221,12 +221,28 @@ def test_create_array_signature_kept():
 
     sig = inspect.signature(cuzarr.create_array)
     defaults = {k: p.default for k, p in sig.parameters.items()}
-    assert defaults["dtype"] == "float64" and defaults["chunks"] == "auto"
+    assert defaults["dtype"] is None and defaults["chunks"] == "auto"
     assert defaults["compressors"] == "auto" and defaults["zarr_format"] == 3
     assert defaults["overwrite"] is False and defaults["write_empty_chunks"] is None
     assert list(sig.parameters)[:2] == ["store", "name"]
     assert list(sig.parameters)[-3:] == ["data", "config", "write_data"]
     assert (defaults["data"], defaults["config"], defaults["write_data"]) == (None, None, True)
+
+
+def test_dtype_is_required_without_data_as_in_zarr_python():
+    for lib in LIBS.values():
+        g = lib.group()
+        for make, args in (
+            (lib.create_array, ({},)),
+            (g.create_array, ("a",)),
+            (g.require_array, ("b",)),
+        ):
+            with pytest.raises(ValueError, match="dtype was not specified"):
+                make(*args, shape=(3,))
+        # the legacy functions keep their float64 default
+        assert lib.zeros((2,)).dtype == lib.open({}, mode="a", shape=(2,)).dtype == "float64"
+    with pytest.raises(TypeError, match="unexpected keyword argument 'shpe'"):
+        cuzarr.group().create_array("a", shpe=(3,), dtype="i4")
 
 
 @pytest.mark.parametrize("fmt", [2, 3])

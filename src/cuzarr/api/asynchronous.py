@@ -98,7 +98,7 @@ async def create_array(
     name: str | None = None,
     *,
     shape: Any = None,
-    dtype: Any = "float64",
+    dtype: Any = None,
     chunks: Any = "auto",
     shards: Any = None,
     fill_value: Any = DEFAULT_FILL,
@@ -128,7 +128,7 @@ async def create_array(
                 "The data parameter was used, but the shape parameter was also used. "
                 "Either use the data parameter, or the shape parameter, but not both."
             )
-        if dtype is not None and not (isinstance(dtype, str) and dtype == "float64"):
+        if dtype is not None:
             raise ValueError(
                 "The data parameter was used, but the dtype parameter was also used. "
                 "Either use the data parameter, or the dtype parameter, but not both."
@@ -154,6 +154,11 @@ async def create_array(
             write_empty_chunks=write_empty_chunks,
             dimension_separator=dimension_separator,
             meta_array=meta_array,
+        )
+    if dtype is None:
+        raise ValueError(
+            "The data parameter was set to None, but dtype was not specified. Either "
+            "provide an array-like value for data, or specify dtype."
         )
     if shape is None:
         raise ValueError("create_array needs shape= (or data=)")
@@ -304,6 +309,7 @@ async def open(
     except NodeNotFoundError as e:
         if mode == "a":
             if "shape" in kwargs:
+                kwargs.setdefault("dtype", "float64")  # zarr-python's default here
                 return await create_array(sp, zarr_format=_format(zarr_format), **kwargs)
             return await AsyncGroup.create(sp, zarr_format=_format(zarr_format))
         # zarr-python raises GroupNotFoundError here (a NodeNotFoundError too)
@@ -394,6 +400,8 @@ async def _create_like_zarr(shape: Any, store: Any, kwargs: dict[str, Any]) -> A
     )
     if v3_filters or _CREATE_ARRAY_ONLY.intersection(kwargs):
         kwargs["zarr_format"] = _format(kwargs.get("zarr_format"))
+        if kwargs.get("dtype") is None:
+            kwargs["dtype"] = "float64"  # the legacy functions' default
         return await create_array(store, name_of(kwargs), shape=shape, **kwargs)
     return await create(shape, store=store, **kwargs)
 

@@ -44,7 +44,7 @@ def create_array(
     name: str | None = None,
     *,
     shape: Any = None,
-    dtype: Any = "float64",
+    dtype: Any = None,
     chunks: Any = "auto",
     shards: Any = None,
     fill_value: Any = _async._DEFAULT_FILL,
@@ -80,6 +80,8 @@ def create_array(
     dtype : numpy dtype, str, type or v3 JSON
         Element type: numpy dtypes, ``str`` for variable-length UTF-8, ``bytes``
         for variable-length bytes, ml_dtypes types (bfloat16, float8), v3 names.
+        Required unless ``data`` is given (``ValueError`` otherwise, as in
+        zarr-python).
     chunks : int, tuple of int or "auto"
         Chunk shape (the inner chunk shape when ``shards`` is given); "auto"
         picks what zarr-python picks (h5py's rule: 128 KiB to 64 MiB, growing
@@ -318,6 +320,8 @@ def array(data: Any, store: Any = None, **kwargs: Any) -> Array:
 def full(shape: Any, fill_value: Any, store: Any = None, **kwargs: Any) -> Array:
     """An array whose elements all read as ``fill_value`` (nothing is written)."""
     kwargs["zarr_format"] = _async._format(kwargs.get("zarr_format"))
+    if kwargs.get("dtype") is None:
+        kwargs["dtype"] = "float64"  # zarr-python's default for the legacy functions
     return create_array(
         store, _async.name_of(kwargs), shape=shape, fill_value=fill_value, **kwargs
     )
@@ -333,6 +337,8 @@ def ones(shape: Any, store: Any = None, **kwargs: Any) -> Array:
 
 def empty(shape: Any, store: Any = None, **kwargs: Any) -> Array:
     kwargs["zarr_format"] = _async._format(kwargs.get("zarr_format"))
+    if kwargs.get("dtype") is None:
+        kwargs["dtype"] = "float64"
     return create_array(store, _async.name_of(kwargs), shape=shape, **kwargs)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -11,7 +12,7 @@ import numpy as np
 
 from cuzarr.core.array import Array, AsyncArray
 from cuzarr.core.attributes import Attributes
-from cuzarr.core.build import build_array_metadata
+from cuzarr.core.build import DEFAULT_FILL
 from cuzarr.core.consolidated import (
     ZMETADATA,
     build_consolidated,
@@ -417,27 +418,69 @@ class AsyncGroup:
                     out.extend((f"{name}/{k}", v) for k, v in sub)
         return out
 
-    async def create_array(self, name: str, **kwargs: Any) -> AsyncArray:
+    async def create_array(
+        self,
+        name: str,
+        *,
+        shape: Any = None,
+        dtype: Any = None,
+        data: Any = None,
+        chunks: Any = "auto",
+        shards: Any = None,
+        filters: Any = "auto",
+        compressors: Any = "auto",
+        compressor: Any = "unset",
+        serializer: Any = "auto",
+        fill_value: Any = DEFAULT_FILL,
+        order: str | None = None,
+        attributes: dict[str, Any] | None = None,
+        chunk_key_encoding: Any = None,
+        dimension_names: Any = None,
+        storage_options: dict[str, Any] | None = None,
+        overwrite: bool = False,
+        config: Any = None,
+        write_data: bool = True,
+        zarr_format: int | None = None,
+        write_empty_chunks: bool | None = None,
+        dimension_separator: str | None = None,
+        meta_array: Any = None,
+    ) -> AsyncArray:
+        """Create the array ``name`` in this group; the arguments are those of
+        :func:`cuzarr.create_array` (zarr-python's ``AsyncGroup.create_array``).
+        ``zarr_format`` defaults to the group's, and no other is accepted;
+        ``storage_options`` are ignored (the group's store is already open)."""
+        from cuzarr.api import asynchronous as api
+
         self.consolidated = None  # a new node makes the consolidated view stale
         if self.read_only:
             raise ReadOnlyError(f"group {self.name!r} is read-only")
-        if any(k in kwargs for k in ("data", "config", "write_data")):
-            from cuzarr.api import asynchronous as api
-
-            fmt = self._member_zarr_format(kwargs.pop("zarr_format", None))
-            return await api.create_array(self.store_path, name, zarr_format=fmt, **kwargs)
-        overwrite = kwargs.pop("overwrite", False)
-        write_empty = kwargs.pop("write_empty_chunks", None)
-        kwargs.pop("storage_options", None)
-        meta_array = kwargs.pop("meta_array", None)
-        # a member of another format than its group's is invisible to zarr-python
-        kwargs["zarr_format"] = self._member_zarr_format(kwargs.get("zarr_format"))
-        meta = build_array_metadata(**kwargs)
-        arr = await AsyncArray.create(
-            self._child(name), meta, overwrite=overwrite, write_empty_chunks=write_empty
+        del storage_options
+        return await api.create_array(
+            self.store_path,
+            name,
+            shape=shape,
+            dtype=dtype,
+            data=data,
+            chunks=chunks,
+            shards=shards,
+            filters=filters,
+            compressors=compressors,
+            compressor=compressor,
+            serializer=serializer,
+            fill_value=fill_value,
+            order=order,
+            attributes=attributes,
+            chunk_key_encoding=chunk_key_encoding,
+            dimension_names=dimension_names,
+            overwrite=overwrite,
+            config=config,
+            write_data=write_data,
+            # a member of another format than its group's is invisible to zarr-python
+            zarr_format=self._member_zarr_format(zarr_format),
+            write_empty_chunks=write_empty_chunks,
+            dimension_separator=dimension_separator,
+            meta_array=meta_array,
         )
-        arr.set_prototype(meta_array)
-        return arr
 
     async def setitem(self, name: str, value: Any) -> None:
         """Store the array-like ``value`` as the array ``name`` with default
@@ -480,9 +523,7 @@ class AsyncGroup:
         try:
             node = await self._getitem_live(name)
         except KeyError:
-            return await self.create_array(
-                name, shape=shape, dtype=dtype if dtype is not None else "float64", **kwargs
-            )
+            return await self.create_array(name, shape=shape, dtype=dtype, **kwargs)
         if isinstance(node, AsyncGroup):
             raise _GroupInTheWay(f"a group exists at {node.path!r}, not an array")
         shape_t = (shape,) if isinstance(shape, int) else tuple(shape)
@@ -814,7 +855,9 @@ class Group:
             yield k
 
     def create_array(self, name: str, **kwargs: Any) -> Array:
-        """Create an array named ``name`` in this group (``create_array`` arguments)."""
+        """Create an array named ``name`` in this group: the keyword arguments of
+        :meth:`AsyncGroup.create_array` (those of :func:`cuzarr.create_array`;
+        ``dtype`` is required unless ``data`` is given)."""
         return Array(sync(self._async_group.create_array(name, **kwargs)))
 
     def create_group(self, name: str, **kwargs: Any) -> Group:
@@ -1166,3 +1209,9 @@ class GroupInfo:
         return "\n".join(f"{k:<12}: {v}" for k, v in rows)
 
     __str__ = __repr__
+
+
+# help() and signature-reading tools see the keywords the sync method forwards
+Group.create_array.__signature__ = inspect.signature(AsyncGroup.create_array).replace(  # type: ignore[attr-defined]
+    return_annotation="Array"
+)
