@@ -660,3 +660,62 @@ def test_async_open_takes_any_store_like_as_zarr(tmp_path):
     ro = cuzarr.storage.LocalStore(tmp_path / "a", read_only=True)
     assert cuzarr.open_array(ro, mode=None).read_only  # mode=None: "r" on read-only stores
     assert not cuzarr.open_array(str(tmp_path / "a"), mode=None).read_only
+
+
+def test_handles_compare_by_node_as_in_zarr_python(tmp_path):
+    # Two handles of one node are equal (zarr-python's dataclass equality), and
+    # print as zarr-python prints them: the store's URL and the node's path.
+    for lib in LIBS.values():
+        root = tmp_path / lib.__name__
+        a = lib.create_array(str(root), name="g/a", shape=(3,), dtype="i4")
+        b = lib.open_array(str(root), path="g/a")
+        g1, g2 = lib.open_group(str(root), path="g"), lib.open_group(str(root), path="g")
+        assert a == b and g1 == g2 and a.async_array == b.async_array
+        assert a != g1 and g1 != lib.open_group(str(root))
+        other = lib.create_array(str(root), name="g/b", shape=(3,), dtype="i4")
+        assert a != other
+        a.resize((4,))
+        assert a != b  # b still holds the old shape
+        url = f"file://{root}"
+        assert str(a.store) == url and str(a.store_path) == f"{url}/g/a"
+        assert repr(a) == f"<Array {url}/g/a shape=(4,) dtype=int32>"
+        assert repr(g1) == f"<Group {url}/g>"
+        assert repr(a.async_array).startswith(f"<AsyncArray {url}/g/a ")
+        assert str(lib.group().store).startswith("memory://")
+    # still usable as dict keys and in sets (equal handles hash alike)
+    a, b = cuzarr.open_array(str(tmp_path / "cuzarr"), path="g/a"), cuzarr.open_array(
+        str(tmp_path / "cuzarr"), path="g/a"
+    )
+    assert len({a, b}) == 1 and len({a.store, b.store}) == 1
+
+
+def test_group_method_parameter_names_as_in_zarr_python():
+    import inspect
+
+    pairs = [
+        (zarr.AsyncGroup, cuzarr.AsyncGroup, ["get", "getitem", "setitem", "contains", "delitem"]),
+        (zarr.Group, cuzarr.Group, ["get", "__getitem__", "__contains__", "__delitem__", "__setitem__"]),
+    ]
+    for theirs, ours, names in pairs:
+        for n in names:
+            want = list(inspect.signature(getattr(theirs, n)).parameters)[:2]
+            assert list(inspect.signature(getattr(ours, n)).parameters)[:2] == want, n
+
+
+def test_open_group_takes_the_legacy_keywords_with_zarr_pythons_warning(tmp_path):
+    for lib in LIBS.values():
+        for kw in ({"cache_attrs": True}, {"synchronizer": object()}, {"chunk_store": {}}):
+            with pytest.warns(RuntimeWarning, match="not yet implemented"):
+                g = lib.open_group(str(tmp_path / lib.__name__), mode="a", **kw)
+            assert isinstance(g, lib.Group)
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_create_group_follows_the_configured_default_format(tmp_path, fmt):
+    for lib in LIBS.values():
+        with lib.config.set({"default_zarr_format": fmt}):
+            g = lib.create_group(str(tmp_path / lib.__name__))
+            ag = asyncio.run(
+                lib.api.asynchronous.create_group(store=str(tmp_path / lib.__name__ / "x"))
+            )
+        assert g.metadata.zarr_format == ag.metadata.zarr_format == fmt

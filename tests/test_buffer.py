@@ -52,3 +52,27 @@ def test_gpu_requested_without_a_device_says_so(no_device):
     # np.asarray always reads to the host, GPU enabled or not
     with cuzarr.config.enable_gpu():
         np.testing.assert_array_equal(np.asarray(a), np.arange(40).reshape(10, 4))
+
+
+def test_group_meta_array_reaches_every_array_got_through_it(no_device):
+    # open_group(meta_array=...) chooses where the member arrays' reads land, as
+    # open_array(meta_array=...) does for one array: here the GPU, which is missing
+    store: dict = {}
+    g = cuzarr.open_group(store, mode="w")
+    g.create_group("sub").create_array("b", shape=(4,), dtype="i4")[...] = 1
+    g.create_array("a", shape=(4,), dtype="i4")[...] = 2
+    gpu = cuzarr.open_group(store, meta_array="gpu")
+    made = gpu.create_array("c", shape=(2,), dtype="i4")
+    reached = [
+        gpu["a"],
+        gpu["sub"]["b"],
+        gpu["sub/b"],
+        made,
+        gpu.create_group("d").create_array("e", shape=(1,), dtype="u1"),
+    ]
+    reached += [m for _, m in gpu.members(max_depth=None) if isinstance(m, cuzarr.Array)]
+    assert len(reached) == 9  # a, c, sub/b, d/e got from the store too
+    for a in reached:
+        with pytest.raises(RuntimeError, match="no usable CUDA device"):
+            a[0:1]
+    np.testing.assert_array_equal(cuzarr.open_group(store)["a"][...], [2, 2, 2, 2])

@@ -240,7 +240,7 @@ async def create_group(
     store: Any = None,
     *,
     path: str | None = None,
-    zarr_format: int | None = 3,
+    zarr_format: int | None = None,
     attributes: dict[str, Any] | None = None,
     overwrite: bool = False,
     storage_options: dict[str, Any] | None = None,
@@ -261,11 +261,37 @@ async def open_group(
     storage_options: dict[str, Any] | None = None,
     attributes: dict[str, Any] | None = None,
     use_consolidated: bool | None = None,
+    meta_array: Any = None,
+    cache_attrs: bool | None = None,
+    synchronizer: Any = None,
+    chunk_store: Any = None,
 ) -> AsyncGroup:
     """Open a group; modes ``a``/``w``/``w-`` create it when missing or asked to.
 
     ``use_consolidated``: None uses consolidated metadata when there is some, True
-    requires it, False ignores it (as in zarr-python)."""
+    requires it, False ignores it (as in zarr-python). ``meta_array``: where the
+    reads of the arrays got through the group land (numpy or CuPy). zarr-python's
+    legacy ``cache_attrs``, ``synchronizer`` and ``chunk_store`` are accepted with
+    the warning zarr-python gives: they have no effect."""
+    _warn_unimplemented(
+        cache_attrs=cache_attrs, synchronizer=synchronizer, chunk_store=chunk_store
+    )
+    group = await _open_group(
+        store, mode, path, zarr_format, storage_options, attributes, use_consolidated
+    )
+    group.set_prototype(meta_array)
+    return group
+
+
+async def _open_group(
+    store: Any,
+    mode: str | None,
+    path: str | None,
+    zarr_format: int | None,
+    storage_options: dict[str, Any] | None,
+    attributes: dict[str, Any] | None,
+    use_consolidated: bool | None,
+) -> AsyncGroup:
     mode = _resolve_mode(mode, store)
     sp = make_store_path(store, path, mode=mode, storage_options=storage_options)
     if mode == "w":
@@ -850,13 +876,8 @@ async def group(
     attributes: dict[str, Any] | None = None,
     storage_options: dict[str, Any] | None = None,
 ) -> AsyncGroup:
-    """Open a group, creating it if missing (replacing any node if ``overwrite``)."""
-    _warn_unimplemented(
-        chunk_store=chunk_store,
-        cache_attrs=cache_attrs,
-        synchronizer=synchronizer,
-        meta_array=meta_array,
-    )
+    """Open a group, creating it if missing (replacing any node if ``overwrite``);
+    ``meta_array`` as in :func:`open_group`."""
     return await open_group(
         store,
         mode="w" if overwrite else "a",
@@ -864,6 +885,10 @@ async def group(
         zarr_format=zarr_format,
         storage_options=storage_options,
         attributes=attributes,
+        meta_array=meta_array,
+        cache_attrs=cache_attrs,
+        synchronizer=synchronizer,
+        chunk_store=chunk_store,
     )
 
 

@@ -197,12 +197,13 @@ def open_array(
 def create_group(
     store: Any = None,
     path: str | None = None,
-    zarr_format: int | None = 3,
+    zarr_format: int | None = None,
     attributes: dict[str, Any] | None = None,
     overwrite: bool = False,
     storage_options: dict[str, Any] | None = None,
 ) -> Group:
-    """Create a new group (and any missing parent groups)."""
+    """Create a new group (and any missing parent groups); ``zarr_format`` None
+    means the config's ``default_zarr_format`` (3), as in zarr-python."""
     return Group(
         sync(
             _async.create_group(
@@ -225,11 +226,19 @@ def open_group(
     storage_options: dict[str, Any] | None = None,
     attributes: dict[str, Any] | None = None,
     use_consolidated: bool | None = None,
+    *,
+    meta_array: Any = None,
+    cache_attrs: bool | None = None,
+    synchronizer: Any = None,
+    chunk_store: Any = None,
 ) -> Group:
     """Open a group; in mode ``a`` a missing group is created.
 
     ``use_consolidated``: None uses consolidated metadata when there is some, True
-    requires it, False ignores it (as in zarr-python)."""
+    requires it, False ignores it (as in zarr-python). ``meta_array`` (a numpy or
+    CuPy array): where the reads of the arrays got through the group land.
+    zarr-python's legacy ``cache_attrs``, ``synchronizer`` and ``chunk_store`` are
+    accepted with zarr-python's warning; they have no effect."""
     return Group(
         sync(
             _async.open_group(
@@ -240,6 +249,10 @@ def open_group(
                 storage_options=storage_options,
                 attributes=attributes,
                 use_consolidated=use_consolidated,
+                meta_array=meta_array,
+                cache_attrs=cache_attrs,
+                synchronizer=synchronizer,
+                chunk_store=chunk_store,
             )
         )
     )

@@ -145,10 +145,17 @@ class AsyncArray:
     """
 
     def __repr__(self) -> str:
-        return (
-            f"<cuzarr.AsyncArray {self.store_path.store!r}{self.name} "
-            f"shape={self.shape} dtype={self.dtype}>"
-        )
+        return f"<AsyncArray {self.store_path} shape={self.shape} dtype={self.dtype}>"
+
+    def __eq__(self, other: object) -> bool:
+        # zarr-python's value equality: the same node of the same store, with the
+        # same metadata (two handles opened separately are equal)
+        if not isinstance(other, AsyncArray):
+            return NotImplemented
+        return self.store_path == other.store_path and self.metadata == other.metadata
+
+    def __hash__(self) -> int:
+        return hash(("array", self.store_path.path))
 
     def __init__(
         self,
@@ -1318,7 +1325,16 @@ class Array:
         return self._async_array
 
     def __repr__(self) -> str:
-        return f"<cuzarr.Array {self.store!r}{self.name} shape={self.shape} dtype={self.dtype}>"
+        a = self._async_array
+        return f"<Array {a.store_path} shape={a.shape} dtype={a.dtype}>"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Array):
+            return NotImplemented
+        return self._async_array == other._async_array
+
+    def __hash__(self) -> int:
+        return hash(self._async_array)
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Pickle by reference (store + path), never the data: dask workers and

@@ -112,7 +112,16 @@ class AsyncGroup:
     """A group in a store; every operation is a coroutine."""
 
     def __repr__(self) -> str:
-        return f"<cuzarr.AsyncGroup {self.store_path.store!r}{self.name}>"
+        return f"<AsyncGroup {self.store_path}>"
+
+    def __eq__(self, other: object) -> bool:
+        # zarr-python's value equality: the same node, with the same metadata
+        if not isinstance(other, AsyncGroup):
+            return NotImplemented
+        return self.store_path == other.store_path and self.metadata == other.metadata
+
+    def __hash__(self) -> int:
+        return hash(("group", self.store_path.path))
 
     def __init__(
         self,
@@ -241,6 +250,35 @@ class AsyncGroup:
             sinks.insert(0, (self.consolidated, key))
         return sinks
 
+    # Where the reads of member arrays land by default (``open_group(meta_array=)``):
+    # handed to every array and group got through this one.
+    _prototype: Any = None
+
+    def _node(
+        self,
+        meta: ArrayMetadata | GroupMetadata,
+        sp: StorePath,
+        consolidated: dict[str, ArrayMetadata | GroupMetadata] | None = None,
+    ) -> AsyncArray | AsyncGroup:
+        """The member handle for ``meta`` at ``sp``, with this group's prototype."""
+        node: AsyncArray | AsyncGroup
+        if isinstance(meta, ArrayMetadata):
+            node = AsyncArray(meta, sp)
+            if self._prototype is not None:
+                node.set_prototype(self._prototype)
+        else:
+            node = AsyncGroup(meta, sp, consolidated)
+            node._prototype = self._prototype
+        return node
+
+    def set_prototype(self, prototype: Any) -> None:
+        """Make ``prototype`` (a buffer prototype, its name, or an array like the
+        outputs wanted: ``meta_array``) where the reads of the arrays got through
+        this group land by default."""
+        from cuzarr.buffer import prototype_for
+
+        self._prototype = None if prototype is None else prototype_for(prototype)
+
     def _adopt(self, node: Any, name: str) -> Any:
         """Link a member got from consolidated metadata to the dicts that hold it."""
         node._meta_sinks = self._member_sinks(name)
@@ -254,22 +292,19 @@ class AsyncGroup:
         prefix = normalize_path(name) + "/"
         return {k[len(prefix) :]: v for k, v in self.consolidated.items() if k.startswith(prefix)}
 
-    async def getitem(self, name: str) -> AsyncArray | AsyncGroup:
-        sp = self._child(name)
+    async def getitem(self, key: str) -> AsyncArray | AsyncGroup:
+        sp = self._child(key)
         if self.consolidated is not None:
-            cmeta = self.consolidated.get(normalize_path(name))
+            cmeta = self.consolidated.get(normalize_path(key))
             if cmeta is None:
-                raise KeyError(name)
-            if isinstance(cmeta, ArrayMetadata):
-                return self._adopt(AsyncArray(cmeta, sp), name)
-            return self._adopt(AsyncGroup(cmeta, sp, self._sub_consolidated(name)), name)
+                raise KeyError(key)
+            sub = None if isinstance(cmeta, ArrayMetadata) else self._sub_consolidated(key)
+            return self._adopt(self._node(cmeta, sp, sub), key)
         try:
             meta = await load_node_metadata(sp)
         except NodeNotFoundError:
-            raise KeyError(name) from None
-        if isinstance(meta, ArrayMetadata):
-            return AsyncArray(meta, sp)
-        return AsyncGroup(meta, sp)
+            raise KeyError(key) from None
+        return self._node(meta, sp)
 
     async def _getitem_live(self, name: str) -> AsyncArray | AsyncGroup:
         """``getitem`` from the store itself, not from consolidated metadata (a
@@ -294,9 +329,9 @@ class AsyncGroup:
                 d[k] = node.metadata
         return node
 
-    async def contains(self, name: str) -> bool:
+    async def contains(self, member: str) -> bool:
         try:
-            await self.getitem(name)
+            await self.getitem(member)
         except KeyError:
             return False
         return True
@@ -408,14 +443,11 @@ class AsyncGroup:
         for name, sp, meta in zip(names, sps, metas, strict=True):
             if meta is None:
                 continue
-            if isinstance(meta, ArrayMetadata):
-                out.append((name, AsyncArray(meta, sp)))
-            else:
-                g = AsyncGroup(meta, sp)
-                out.append((name, g))
-                if max_depth is None or max_depth > 0:
-                    sub = await g._members(None if max_depth is None else max_depth - 1)
-                    out.extend((f"{name}/{k}", v) for k, v in sub)
+            node = self._node(meta, sp)
+            out.append((name, node))
+            if isinstance(node, AsyncGroup) and (max_depth is None or max_depth > 0):
+                sub = await node._members(None if max_depth is None else max_depth - 1)
+                out.extend((f"{name}/{k}", v) for k, v in sub)
         return out
 
     async def create_array(
@@ -479,15 +511,15 @@ class AsyncGroup:
             zarr_format=self._member_zarr_format(zarr_format),
             write_empty_chunks=write_empty_chunks,
             dimension_separator=dimension_separator,
-            meta_array=meta_array,
+            meta_array=meta_array if meta_array is not None else self._prototype,
         )
 
-    async def setitem(self, name: str, value: Any) -> None:
-        """Store the array-like ``value`` as the array ``name`` with default
-        settings, replacing any node there (zarr-python's ``group[name] = data``)."""
+    async def setitem(self, key: str, value: Any) -> None:
+        """Store the array-like ``value`` as the array ``key`` with default
+        settings, replacing any node there (zarr-python's ``group[key] = data``)."""
         if not (hasattr(value, "shape") and hasattr(value, "dtype")):
             value = np.asarray(value)
-        await self.create_array(name, data=value, overwrite=True)
+        await self.create_array(key, data=value, overwrite=True)
 
     async def create_group(
         self, name: str, *, attributes: dict[str, Any] | None = None, overwrite: bool = False
@@ -495,12 +527,14 @@ class AsyncGroup:
         self.consolidated = None
         if self.read_only:
             raise ReadOnlyError(f"group {self.name!r} is read-only")
-        return await AsyncGroup.create(
+        group = await AsyncGroup.create(
             self._child(name),
             zarr_format=self.zarr_format,
             attributes=attributes,
             overwrite=overwrite,
         )
+        group._prototype = self._prototype
+        return group
 
     async def require_group(
         self, name: str, overwrite: bool = False, *, attributes: dict[str, Any] | None = None
@@ -567,22 +601,22 @@ class AsyncGroup:
             await patch_consolidated_attrs_v2(self.store_path, meta.attributes)
         return self
 
-    async def delitem(self, name: str) -> None:
+    async def delitem(self, key: str) -> None:
         if self.read_only:
             raise ReadOnlyError(f"group {self.name!r} is read-only")
-        sp = self._child(name)
-        if not await self.contains(name) and not (
+        sp = self._child(key)
+        if not await self.contains(key) and not (
             # consolidated metadata may predate the member: ask the store
             self.consolidated is not None
-            and await AsyncGroup(self.metadata, self.store_path).contains(name)
+            and await AsyncGroup(self.metadata, self.store_path).contains(key)
         ):
-            raise KeyError(name)
+            raise KeyError(key)
         if self.consolidated is None:
             await sp.store.delete_dir(sp.path)
             return
         # As zarr-python: the member (and everything below it) leaves the
         # consolidated metadata too, else listings keep showing a deleted node.
-        key = normalize_path(name)
+        key = normalize_path(key)
         remaining = [
             (p, m)
             for p, m in self.consolidated.items()
@@ -605,10 +639,10 @@ class AsyncGroup:
             yield name
 
     # -- zarr-python compatibility --------------------------------------------------
-    async def get(self, path: str, default: Any = None) -> AsyncArray | AsyncGroup | Any:
-        """The member at ``path`` (may contain ``/``), or ``default`` if there is none."""
+    async def get(self, key: str, default: Any = None) -> AsyncArray | AsyncGroup | Any:
+        """The member at ``key`` (may contain ``/``), or ``default`` if there is none."""
         try:
-            return await self.getitem(path)
+            return await self.getitem(key)
         except KeyError:
             return default
 
@@ -778,7 +812,15 @@ class Group:
         self._async_group = async_group
 
     def __repr__(self) -> str:
-        return f"<cuzarr.Group {self.store!r}{self.name}>"
+        return f"<Group {self._async_group.store_path}>"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Group):
+            return NotImplemented
+        return self._async_group == other._async_group
+
+    def __hash__(self) -> int:
+        return hash(self._async_group)
 
     @property
     def async_group(self) -> AsyncGroup:
@@ -809,19 +851,19 @@ class Group:
     def _wrap(node: AsyncArray | AsyncGroup) -> Array | Group:
         return Array(node) if isinstance(node, AsyncArray) else Group(node)
 
-    def __getitem__(self, name: str) -> Array | Group:
-        return self._wrap(sync(self._async_group.getitem(name)))
+    def __getitem__(self, path: str) -> Array | Group:
+        return self._wrap(sync(self._async_group.getitem(path)))
 
-    def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and sync(self._async_group.contains(name))
+    def __contains__(self, member: object) -> bool:
+        return isinstance(member, str) and sync(self._async_group.contains(member))
 
-    def __delitem__(self, name: str) -> None:
-        sync(self._async_group.delitem(name))
+    def __delitem__(self, key: str) -> None:
+        sync(self._async_group.delitem(key))
 
-    def __setitem__(self, name: str, value: Any) -> None:
-        """``group[name] = data``: a new array ``name`` holding ``data``, with default
+    def __setitem__(self, key: str, value: Any) -> None:
+        """``group[key] = data``: a new array ``key`` holding ``data``, with default
         settings (use :meth:`create_array` for others); replaces any node there."""
-        sync(self._async_group.setitem(name, value))
+        sync(self._async_group.setitem(key, value))
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.keys())

@@ -44,6 +44,10 @@ class StorePath:
     def __truediv__(self, other: str) -> StorePath:
         return StorePath(self.store, join_path(self.path, other))
 
+    def __str__(self) -> str:
+        # zarr-python's form: the store's URL, then the path
+        return f"{self.store}/{self.path}" if self.path else str(self.store)
+
 
 StoreLike = Store | str | os.PathLike | dict | StorePath | None
 

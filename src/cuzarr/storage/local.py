@@ -590,10 +590,14 @@ class LocalStore(Store):
     def __repr__(self) -> str:
         return f"LocalStore({str(self.root)!r})"
 
+    def __str__(self) -> str:
+        return f"file://{self._root_str}"
+
     def __eq__(self, other: object) -> bool:
         return isinstance(other, LocalStore) and other._root_str == self._root_str
 
-    __hash__ = object.__hash__
+    def __hash__(self) -> int:
+        return hash(self._root_str)
 
     def _path(self, key: str) -> str:
         path = self._paths.get(key) if type(key) is str else None

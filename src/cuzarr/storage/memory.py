@@ -86,6 +86,9 @@ class MemoryStore(Store):
     def __repr__(self) -> str:
         return f"MemoryStore(<{len(self._store_dict)} keys>)"
 
+    def __str__(self) -> str:
+        return f"memory://{id(self._store_dict)}"
+
     def __eq__(self, other: object) -> bool:
         return isinstance(other, MemoryStore) and other._store_dict is self._store_dict
 

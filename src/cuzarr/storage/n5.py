@@ -288,7 +288,8 @@ class N5Store(Store):
     def __eq__(self, other: object) -> bool:
         return isinstance(other, N5Store) and other.inner == self.inner
 
-    __hash__ = object.__hash__
+    def __hash__(self) -> int:  # equal stores hash alike
+        return hash(self.inner)
 
     def with_read_only(self, read_only: bool = False) -> Store:
         other = super().with_read_only(read_only)

@@ -189,7 +189,8 @@ class WrapperStore(Store):
     def __eq__(self, other: object) -> bool:
         return type(self) is type(other) and self._store == other._store  # type: ignore[attr-defined]
 
-    __hash__ = object.__hash__
+    def __hash__(self) -> int:  # equal stores hash alike
+        return hash((type(self), self._store))
 
     def __str__(self) -> str:
         return f"wrapping-{self._store}"
