@@ -108,6 +108,25 @@ class SuffixByteRequest(metaclass=_ByteRequestMeta):
 ByteRequest = RangeByteRequest | OffsetByteRequest | SuffixByteRequest
 
 
+def as_bytes_like(value: Any) -> Any:
+    """``value`` as something the stores can write: objects with the buffer
+    protocol (bytes, bytearray, memoryview, numpy arrays) as they are,
+    zarr-python ``Buffer`` objects (``to_bytes()``) as their bytes."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return value
+    try:
+        memoryview(value)
+    except TypeError:
+        to_bytes = getattr(value, "to_bytes", None)
+        if callable(to_bytes):
+            return to_bytes()
+        raise TypeError(
+            f"a store value must be bytes-like (or a zarr-python Buffer), not "
+            f"{type(value).__name__}"
+        ) from None
+    return value
+
+
 async def _wait_out(futures: Iterable[Any]) -> bool:
     """Wait until every one of ``futures`` is done, however often this task is
     cancelled meanwhile; whether a cancellation arrived."""
@@ -480,6 +499,76 @@ class Store(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook, no-op by default
         """Release resources held by the store."""
+
+    # -- zarr-python's conveniences ----------------------------------------------
+    @property
+    def supports_consolidated_metadata(self) -> bool:
+        """Whether consolidated metadata may be written to this store (it may)."""
+        return True
+
+    def get_sync(
+        self, key: str, *, prototype: Any = None, byte_range: ByteRequest | None = None
+    ) -> bytes | None:
+        """:meth:`get`, blocking (on cuzarr's event-loop thread)."""
+        from cuzarr.core.sync import sync
+
+        return sync(self.get(key, prototype, byte_range))
+
+    def set_sync(self, key: str, value: Any) -> None:
+        """:meth:`set`, blocking."""
+        from cuzarr.core.sync import sync
+
+        sync(self.set(key, value))
+
+    def delete_sync(self, key: str) -> None:
+        """:meth:`delete`, blocking."""
+        from cuzarr.core.sync import sync
+
+        sync(self.delete(key))
+
+    async def get_ranges(
+        self,
+        key: str,
+        byte_ranges: Sequence[ByteRequest | None],
+        *,
+        prototype: Any = None,
+        max_concurrency: int = 10,
+        max_gap_bytes: int = 1 << 20,
+        max_coalesced_bytes: int = 16 << 20,
+    ) -> AsyncIterator[list[tuple[int, bytes | None]]]:
+        """Many byte ranges of ``key`` (``None``: the whole value), as zarr-python's
+        ``Store.get_ranges``: batches of ``(input index, bytes)``; here one batch,
+        fetched by :meth:`get_partial_values` (which merges nearby ranges where the
+        store can). A missing ``key`` raises ``FileNotFoundError`` inside an
+        ``ExceptionGroup``, as zarr-python reports it. The tuning arguments are
+        accepted for compatibility; the store's own settings apply."""
+        del max_concurrency, max_gap_bytes, max_coalesced_bytes
+        values = await self.get_partial_values(prototype, [(key, r) for r in byte_ranges])
+        if any(v is None for v in values):
+            raise ExceptionGroup(
+                f"reading ranges of {key!r}", [FileNotFoundError(f"no value at key {key!r}")]
+            )
+        yield list(enumerate(values))
+
+    def get_ranges_sync(
+        self,
+        key: str,
+        byte_ranges: Sequence[ByteRequest | None],
+        *,
+        prototype: Any = None,
+        max_gap_bytes: int = 1 << 20,
+        max_coalesced_bytes: int = 16 << 20,
+    ) -> list[tuple[int, bytes | None]]:
+        """:meth:`get_ranges`, blocking: every ``(input index, bytes)`` pair."""
+        from cuzarr.core.sync import sync
+
+        async def collect() -> list[tuple[int, bytes | None]]:
+            out: list[tuple[int, bytes | None]] = []
+            async for batch in self.get_ranges(key, byte_ranges, prototype=prototype):
+                out.extend(batch)
+            return out
+
+        return sync(collect())
 
     @classmethod
     async def open(cls, *args: Any, **kwargs: Any) -> Store:

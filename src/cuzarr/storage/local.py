@@ -47,6 +47,7 @@ from cuzarr.storage.base import (
     Store,
     SuffixByteRequest,
     SyncIO,
+    as_bytes_like,
     check_byte_range,
     gather_or_cancel,
     in_thread,
@@ -1105,13 +1106,29 @@ class LocalStore(Store):
 
     async def set(self, key: str, value: bytes) -> None:
         self._check_writable()
-        await asyncio.to_thread(self._write, key, value)
+        await asyncio.to_thread(self._write, key, as_bytes_like(value))
 
     async def set_if_not_exists(self, key: str, value: bytes) -> None:
         if type(self).set is not LocalStore.set:
             return await super().set_if_not_exists(key, value)  # through the override
         self._check_writable()
-        await asyncio.to_thread(self._write, key, value, True)
+        await asyncio.to_thread(self._write, key, as_bytes_like(value), True)
+
+    async def move(self, dest_root: str | os.PathLike[str]) -> None:
+        """Move the store's directory to ``dest_root`` (which must not exist) and
+        use it from now on, as zarr-python's ``LocalStore.move``."""
+        self._check_writable()
+        dest = Path(dest_root).expanduser().absolute()
+
+        def move() -> None:
+            if dest.exists():
+                raise FileExistsError(f"Destination root {dest} already exists.")
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(self._root_str, dest)
+
+        await asyncio.to_thread(move)
+        # every cached path and check was made for the old root
+        LocalStore.__init__(self, dest, read_only=self.read_only)
 
     async def set_many(self, items: Sequence[tuple[str, bytes]]) -> None:
         if type(self).set is not LocalStore.set:

@@ -8,7 +8,14 @@ from collections.abc import AsyncIterator, Iterable, MutableMapping, Sequence
 from typing import Any
 
 from cuzarr.storage import keylocks
-from cuzarr.storage.base import ByteRequest, Store, SyncIO, normalize_key, slice_bytes
+from cuzarr.storage.base import (
+    ByteRequest,
+    Store,
+    SyncIO,
+    as_bytes_like,
+    normalize_key,
+    slice_bytes,
+)
 
 __all__ = ["MemoryStore"]
 
@@ -137,10 +144,20 @@ class MemoryStore(Store):
         except TypeError:
             return len(value)
 
-    async def set(self, key: str, value: bytes) -> None:
+    async def set(self, key: str, value: Any, byte_range: tuple[int, int] | None = None) -> None:
+        """Store ``value`` at ``key``; with ``byte_range`` (start, end), replace
+        those bytes of the value already there (zarr-python's ``MemoryStore``)."""
         self._check_writable()
         normalize_key(key)
-        self._store_dict[key] = bytes(value)
+        value = bytes(as_bytes_like(value))
+        if byte_range is not None:
+            old = self._store_dict.get(key)
+            if old is None:
+                raise KeyError(key)
+            start, end = byte_range
+            old = self._as_bytes(old)
+            value = old[:start] + value + old[end:]
+        self._store_dict[key] = value
 
     async def set_many(self, items: Sequence[tuple[str, bytes]]) -> None:
         if type(self).set is not MemoryStore.set:

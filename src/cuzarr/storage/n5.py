@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from cuzarr.errors import MetadataError
-from cuzarr.storage.base import ByteRequest, Store, slice_bytes
+from cuzarr.storage.base import ByteRequest, Store, as_bytes_like, slice_bytes
 
 __all__ = ["N5Store", "decode_block", "encode_block"]
 
@@ -461,6 +461,7 @@ class N5Store(Store):
     # -- writes ------------------------------------------------------------------------
     async def set(self, key: str, value: bytes) -> None:
         self._check_writable()
+        value = as_bytes_like(value)
         path, name = _split(key)
         if name in ("zarr.json", ".zmetadata"):
             raise MetadataError(
