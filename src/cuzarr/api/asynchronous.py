@@ -6,6 +6,7 @@ import asyncio
 import copy as _copy
 import itertools
 import warnings
+from collections.abc import AsyncIterator
 from typing import Any
 
 import numpy as np
@@ -42,6 +43,7 @@ __all__ = [
     "create",
     "create_array",
     "create_group",
+    "create_hierarchy",
     "empty",
     "empty_like",
     "from_array",
@@ -997,6 +999,40 @@ async def load(
         if isinstance(child, AsyncArray):
             out[name] = await child.getitem(Ellipsis)
     return out
+
+
+async def create_hierarchy(
+    *, store: Any, nodes: dict[str, Any], overwrite: bool = False
+) -> AsyncIterator[tuple[str, AsyncArray | AsyncGroup]]:
+    """Create a hierarchy from metadata alone, as zarr-python's ``create_hierarchy``.
+
+    Parameters
+    ----------
+    store : store-like
+        Where (a path, URL, dict or store).
+    nodes : dict
+        Path (relative to the store's root; ``''`` is the root) to metadata:
+        cuzarr's or zarr-python's ``GroupMetadata`` / array metadata objects, or
+        metadata documents as dicts. One Zarr format for all.
+    overwrite : bool
+        Replace existing nodes named in ``nodes`` (else ``ContainsArrayError`` /
+        ``ContainsGroupError`` before anything is written). Existing groups
+        where ``nodes`` only implies one are kept as they are.
+
+    Yields
+    ------
+    (str, AsyncArray or AsyncGroup)
+        Every node of the hierarchy, explicit or implied (missing ancestors are
+        created as groups, up to the root).
+    """
+    from cuzarr.core.hierarchy import create_hierarchy as make
+
+    sp = make_store_path(store, None, mode="a")
+    async for path, meta, node_sp in make(sp, nodes, overwrite):
+        if isinstance(meta, ArrayMetadata):
+            yield path, AsyncArray(meta, node_sp)
+        else:
+            yield path, AsyncGroup(meta, node_sp)
 
 
 async def tree(grp: AsyncGroup, expand: bool | None = None, level: int | None = None) -> Any:

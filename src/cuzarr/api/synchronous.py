@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterator
 from typing import Any
 
 from cuzarr.api import asynchronous as _async
@@ -16,6 +17,7 @@ __all__ = [
     "create",
     "create_array",
     "create_group",
+    "create_hierarchy",
     "empty",
     "empty_like",
     "from_array",
@@ -802,6 +804,24 @@ def load(store: Any, path: str | None = None, zarr_format: int | None = None) ->
         If nothing is stored at ``path`` (nothing is created).
     """
     return sync(_async.load(store=store, path=path, zarr_format=zarr_format))
+
+
+def create_hierarchy(
+    *, store: Any, nodes: dict[str, Any], overwrite: bool = False
+) -> Iterator[tuple[str, Array | Group]]:
+    """Create a hierarchy from metadata alone (zarr-python's ``create_hierarchy``):
+    every node of ``nodes`` (path to metadata) and every missing ancestor group,
+    written concurrently; yields ``(path, Array | Group)`` for each. As in
+    zarr-python this is a generator: the nodes are made when it is iterated.
+    See :func:`cuzarr.api.asynchronous.create_hierarchy`."""
+
+    async def collect() -> list[tuple[str, Any]]:
+        return [
+            x async for x in _async.create_hierarchy(store=store, nodes=nodes, overwrite=overwrite)
+        ]
+
+    for path, node in sync(collect()):
+        yield path, Array(node) if isinstance(node, AsyncArray) else Group(node)
 
 
 def tree(grp: Group, expand: bool | None = None, level: int | None = None) -> Any:

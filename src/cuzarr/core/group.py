@@ -514,6 +514,22 @@ class AsyncGroup:
             meta_array=meta_array if meta_array is not None else self._prototype,
         )
 
+    async def create_hierarchy(
+        self, nodes: dict[str, Any], *, overwrite: bool = False
+    ) -> AsyncIterator[tuple[str, AsyncArray | AsyncGroup]]:
+        """Create the nodes ``nodes`` (paths relative to this group, to metadata)
+        and every missing group between them and this group; yields ``(path,
+        node)`` for each. See :func:`cuzarr.api.asynchronous.create_hierarchy`."""
+        from cuzarr.core.hierarchy import create_hierarchy
+
+        self.consolidated = None  # new nodes make the consolidated view stale
+        if self.read_only:
+            raise ReadOnlyError(f"group {self.name!r} is read-only")
+        made = create_hierarchy(self.store_path, nodes, overwrite)
+        async for path, meta, sp in made:
+            if path:  # this group itself is the caller's handle, not a member
+                yield path, self._node(meta, sp)
+
     async def setitem(self, key: str, value: Any) -> None:
         """Store the array-like ``value`` as the array ``key`` with default
         settings, replacing any node there (zarr-python's ``group[key] = data``)."""
@@ -910,6 +926,21 @@ class Group:
 
     def require_array(self, name: str, **kwargs: Any) -> Array:
         return Array(sync(self._async_group.require_array(name, **kwargs)))
+
+    def create_hierarchy(
+        self, nodes: dict[str, Any], *, overwrite: bool = False
+    ) -> Iterator[tuple[str, Array | Group]]:
+        """Create the nodes ``nodes`` (paths relative to this group, to metadata)
+        and the missing groups between; yields ``(path, Array | Group)`` for each
+        (a generator, as zarr-python's: the nodes are made when it is iterated).
+        See :func:`cuzarr.create_hierarchy`."""
+
+        async def collect() -> list[tuple[str, Any]]:
+            made = self._async_group.create_hierarchy(nodes, overwrite=overwrite)
+            return [x async for x in made]
+
+        for path, node in sync(collect()):
+            yield path, self._wrap(node)
 
     # -- zarr-python compatibility --------------------------------------------------
     def get(self, path: str, default: Any = None) -> Array | Group | Any:

@@ -21,7 +21,7 @@ from cuzarr.metadata.array import (
 from cuzarr.metadata.group import GroupMetadata, parse_group_metadata_v2, parse_group_metadata_v3
 from cuzarr.storage.common import StorePath
 
-__all__ = ["load_node_metadata", "node_kind", "save_metadata"]
+__all__ = ["load_node_metadata", "node_kind", "parse_documents", "save_metadata"]
 
 _V3 = "zarr.json"
 _V2_ARRAY, _V2_GROUP, _V2_ATTRS = ".zarray", ".zgroup", ".zattrs"
@@ -46,26 +46,38 @@ async def load_node_metadata(
     """
     docs = await _fetch_docs(sp, zarr_format)
     where = f"{sp.store!r}, path {sp.path!r}"
-    if _V3 in docs:
-        d = json_loads(docs[_V3], sp.key(_V3))
-        if not isinstance(d, dict):
-            raise MetadataError(f"{sp.key(_V3)}: must hold a JSON object")
-        kind = d.get("node_type")
-        if kind == "array":
-            return parse_array_metadata_v3(d)
-        if kind == "group":
-            return parse_group_metadata_v3(d)
-        raise MetadataError(f"{sp.key(_V3)}: node_type must be 'array' or 'group', got {kind!r}")
-    attrs = json_loads(docs[_V2_ATTRS], sp.key(_V2_ATTRS)) if _V2_ATTRS in docs else None
-    if _V2_ARRAY in docs:
-        return parse_array_metadata_v2(json_loads(docs[_V2_ARRAY], sp.key(_V2_ARRAY)), attrs)
-    if _V2_GROUP in docs:
-        return parse_group_metadata_v2(json_loads(docs[_V2_GROUP], sp.key(_V2_GROUP)), attrs)
+    meta = parse_documents(docs, sp.key)
+    if meta is not None:
+        return meta
     if want == "array":
         raise ArrayNotFoundError(f"no array found at {where}")
     if want == "group":
         raise GroupNotFoundError(f"no group found at {where}")
     raise NodeNotFoundError(f"no array or group found at {where}")
+
+
+def parse_documents(
+    docs: dict[str, Any], key: Any = lambda name: name
+) -> ArrayMetadata | GroupMetadata | None:
+    """The node the metadata documents ``docs`` (by name: ``zarr.json``, ``.zarray``,
+    ``.zgroup``, ``.zattrs``; JSON bytes) describe, or None when they name none;
+    ``key(name)`` names a document in errors."""
+    if _V3 in docs:
+        d = json_loads(docs[_V3], key(_V3))
+        if not isinstance(d, dict):
+            raise MetadataError(f"{key(_V3)}: must hold a JSON object")
+        kind = d.get("node_type")
+        if kind == "array":
+            return parse_array_metadata_v3(d)
+        if kind == "group":
+            return parse_group_metadata_v3(d)
+        raise MetadataError(f"{key(_V3)}: node_type must be 'array' or 'group', got {kind!r}")
+    attrs = json_loads(docs[_V2_ATTRS], key(_V2_ATTRS)) if _V2_ATTRS in docs else None
+    if _V2_ARRAY in docs:
+        return parse_array_metadata_v2(json_loads(docs[_V2_ARRAY], key(_V2_ARRAY)), attrs)
+    if _V2_GROUP in docs:
+        return parse_group_metadata_v2(json_loads(docs[_V2_GROUP], key(_V2_GROUP)), attrs)
+    return None
 
 
 async def node_kind(sp: StorePath, zarr_format: int | None = None) -> str | None:
