@@ -177,11 +177,14 @@ def test_dead_endpoint_is_not_retried_on_top_of_botocore(client_retries, attempt
 
     port = free_port()  # nothing listens there
     opts = {
-        "endpoint_url": f"http://127.0.0.1:{port}", "key": "x", "secret": "x",
+        "endpoint_url": f"http://127.0.0.1:{port}",
+        "key": "x",
+        "secret": "x",
         "config_kwargs": {"retries": {"total_max_attempts": client_retries}},
     }
     store = FsspecStore.from_url(
-        "s3://bucket/x.zarr", storage_options=opts,
+        "s3://bucket/x.zarr",
+        storage_options=opts,
         retry=RetryPolicy(retries=2, backoff=0.001, max_backoff=0.002),
     )
     with pytest.raises(RemoteStoreError, match="EndpointConnectionError") as info:
@@ -258,7 +261,6 @@ def test_nbytes_stored_asks_sizes_and_reads_no_chunk(counted, s3):
     assert not any(m == "GET" and "/c/" in path for m, path in seen)
 
 
-
 @pytest.mark.parametrize(
     "req",
     [
@@ -282,3 +284,185 @@ def test_empty_and_past_the_end_ranges_are_sliced(s3, req):
     assert sync(store.get("k", byte_range=req)) == slice_bytes(data, req)
     assert sync(store.get("empty", byte_range=req)) == b""
     assert sync(store.get("missing", byte_range=req)) is None
+
+
+# -- a missing bucket --------------------------------------------------------------
+
+MISSING = "cuzarr-test-no-such-bucket"
+
+
+def test_missing_bucket_reads_and_lists_raise_bucket_not_found(s3):
+    """A missing bucket used to list and read as an empty store: open_group said "no
+    group found" (as zarr-python still does) and writes failed late. Reads, listings
+    and checks now raise BucketNotFoundError (a FileNotFoundError naming the bucket);
+    a missing key in an existing bucket is still just missing."""
+    import pickle
+
+    from cuzarr.errors import GroupNotFoundError, NodeNotFoundError
+    from cuzarr.storage import RemoteStoreError
+    from cuzarr.storage.fsspec import BucketNotFoundError
+
+    url = f"s3://{MISSING}/x.zarr"
+    store = FsspecStore.from_url(url, storage_options=s3["opts"])
+    calls = {
+        "get": lambda: sync(store.get("zarr.json")),
+        "get range": lambda: sync(store.get("c/0", byte_range=RangeByteRequest(0, 4))),
+        "get suffix": lambda: sync(store.get("c/0", byte_range=SuffixByteRequest(4))),
+        "get empty range": lambda: sync(store.get("c/0", byte_range=RangeByteRequest(3, 3))),
+        "get_many": lambda: sync(store.get_many(["a", "b"])),
+        "exists": lambda: sync(store.exists("zarr.json")),
+        "getsize": lambda: sync(store.getsize("zarr.json")),
+        "list": lambda: _aiter(store.list()),
+        "list_prefix": lambda: _aiter(store.list_prefix("a/")),
+        "list_dir": lambda: _aiter(store.list_dir("")),
+        "set": lambda: sync(store.set("k", b"v")),
+    }
+    for what, call in calls.items():
+        with pytest.raises(BucketNotFoundError, match=MISSING) as info:
+            call()
+        assert info.value.bucket == MISSING, what
+        assert isinstance(info.value, FileNotFoundError)
+        assert isinstance(info.value, RemoteStoreError)
+    for opener in (cuzarr.open_group, cuzarr.open_array, cuzarr.open):
+        with pytest.raises(BucketNotFoundError, match=f"bucket '{MISSING}' does not exist"):
+            opener(url, mode="r", storage_options=s3["opts"])
+    with pytest.raises(BucketNotFoundError):
+        cuzarr.open_group(url, mode="a", storage_options=s3["opts"])  # not a late write error
+    with pytest.raises(BucketNotFoundError):
+        cuzarr.create_array(url, shape=(2,), dtype="u1", storage_options=s3["opts"], overwrite=True)
+    err = pickle.loads(pickle.dumps(info.value))
+    assert isinstance(err, BucketNotFoundError) and err.bucket == MISSING
+    # a missing key (and prefix) in a bucket that exists is no error
+    here = FsspecStore.from_url(f"s3://{BUCKET}/nothing-here.zarr", storage_options=s3["opts"])
+    assert sync(here.get("zarr.json")) is None
+    assert sync(here.get("c/0", byte_range=SuffixByteRequest(4))) is None
+    assert not sync(here.exists("zarr.json"))
+    assert _aiter(here.list()) == [] and _aiter(here.list_dir("")) == []
+    with pytest.raises(FileNotFoundError) as info:
+        sync(here.getsize("zarr.json"))
+    assert not isinstance(info.value, BucketNotFoundError)
+    with pytest.raises(GroupNotFoundError):
+        cuzarr.open_group(here, mode="r")
+    with pytest.raises(NodeNotFoundError):
+        cuzarr.open(here, mode="r")
+
+
+def test_missing_bucket_check_costs_one_request_per_store(counted):
+    """Reads and listings learn about a missing bucket from the error S3 already sends
+    (NoSuchBucket vs NoSuchKey): no extra request. Only ``exists`` (a HEAD, whose 404
+    has no body) asks once per store, on its first miss: one HeadBucket."""
+    from cuzarr.storage.fsspec import BucketNotFoundError
+
+    opts, seen = counted
+    store = FsspecStore.from_url(f"s3://{BUCKET}/cost.zarr", storage_options=opts)
+    sync(store.set("present", b"1"))
+    seen.clear()
+    assert [sync(store.get(f"missing{i}")) for i in range(3)] == [None] * 3
+    assert sync(store.get("present")) == b"1"
+    assert sum(seen.values()) == 4  # one GET each, nothing else
+    seen.clear()
+    assert sync(store.exists("present"))
+    assert not any(sync(store.exists(f"missing{i}")) for i in range(3))
+    head_bucket = ("HEAD", f"/{BUCKET}")
+    assert seen[head_bucket] == 1  # once, on the first miss
+    seen.clear()
+    gone = FsspecStore.from_url(f"s3://{MISSING}/cost.zarr", storage_options=opts)
+    with pytest.raises(BucketNotFoundError):
+        sync(gone.get("zarr.json"))
+    assert sum(seen.values()) == 1  # the GET alone told
+
+
+# -- zarr-python's constructor signature --------------------------------------------
+
+
+def _params(fn):
+    import inspect
+
+    return [
+        (p.name, p.default)
+        for p in inspect.signature(fn).parameters.values()
+        if p.kind is p.POSITIONAL_OR_KEYWORD
+    ]
+
+
+def test_constructor_and_factories_take_zarr_python_arguments(s3):
+    """FsspecStore(fs, read_only=False, path="/", allowed_exceptions=...) and the
+    from_url/from_mapper/from_upath factories, positionally as in zarr-python; cuzarr's
+    older FsspecStore(fs, path, read_only=...) and its keywords still work."""
+    import fsspec
+
+    from cuzarr.errors import ReadOnlyError
+
+    ours, theirs = _params(FsspecStore), _params(zarr.storage.FsspecStore)
+    assert [n for n, _ in ours] == [n for n, _ in theirs]
+    assert ours[1:] == theirs[1:]  # (fs may be None here: from protocol= and storage_options=)
+    for name in ("from_url", "from_mapper", "from_upath"):
+        ours, theirs = (
+            _params(getattr(FsspecStore, name)),
+            _params(getattr(zarr.storage.FsspecStore, name)),
+        )
+        assert [n for n, _ in ours[1:]] == [n for n, _ in theirs[1:]], name
+        assert [d for _, d in ours[1:]] == [d for _, d in theirs[1:]], name
+
+    url = f"s3://{BUCKET}/signature.zarr"
+    a = cuzarr.create_array(url, shape=(6,), chunks=(3,), dtype="i2", storage_options=s3["opts"])
+    a[:] = np.arange(6)
+    fs, root = s3["fs"], f"{BUCKET}/signature.zarr"
+
+    ro = FsspecStore(fs, True, root)  # zarr-python's positional order
+    assert ro.read_only and ro.path == root and ro.fs is fs
+    np.testing.assert_array_equal(cuzarr.open_array(ro, mode="r")[:], np.arange(6))
+    with pytest.raises(ReadOnlyError):
+        sync(ro.set("k", b"v"))
+    kw = FsspecStore(fs=fs, read_only=False, path=root)
+    assert not kw.read_only and kw.path == root
+    legacy = FsspecStore(fs, root, read_only=True)  # cuzarr's older order
+    assert legacy.read_only and legacy.path == root
+    with pytest.raises(TypeError):
+        FsspecStore(fs, root, False)
+    from pathlib import PurePosixPath
+
+    assert FsspecStore(fs, PurePosixPath(root)).path == root  # never a read_only flag
+
+    # allowed_exceptions: what a read may raise for a missing key
+    strict = FsspecStore(fs, False, root, ())
+    assert strict.allowed_exceptions == ()
+    with pytest.raises(FileNotFoundError):
+        sync(strict.get("no-such-key"))
+    assert sync(kw.get("no-such-key")) is None
+
+    store = FsspecStore.from_url(url, s3["opts"], True)  # positional, as zarr-python
+    assert store.read_only
+    np.testing.assert_array_equal(cuzarr.open_array(store, mode="r")[:], np.arange(6))
+    assert FsspecStore.from_url(url, s3["opts"], False, ()).allowed_exceptions == ()
+
+    mapper = fsspec.get_mapper(url, **s3["opts"])
+    m = FsspecStore.from_mapper(mapper, read_only=True)
+    assert m.read_only and m.path == root
+    np.testing.assert_array_equal(cuzarr.open_array(m, mode="r")[:], np.arange(6))
+    mem = fsspec.get_mapper("memory://cuzarr-from-mapper/x.zarr")
+    cuzarr.create_array(FsspecStore.from_mapper(mem), shape=(3,), dtype="u1")[:] = 7
+    zm = zarr.storage.FsspecStore.from_mapper(
+        fsspec.get_mapper("memory://cuzarr-from-mapper/x.zarr")
+    )
+    np.testing.assert_array_equal(zarr.open_array(zm, mode="r")[:], [7, 7, 7])
+
+
+class _UPathLike:
+    """What ``FsspecStore.from_upath`` reads of a ``upath.UPath`` (its filesystem
+    and path): universal_pathlib is not a dependency of cuzarr's tests."""
+
+    def __init__(self, url: str, **opts):
+        import fsspec
+
+        self.fs = fsspec.filesystem("s3", **opts)
+        self.path = url.removeprefix("s3://")
+
+
+def test_from_upath(s3):
+    url = f"s3://{BUCKET}/upath.zarr"
+    cuzarr.create_array(url, shape=(4,), dtype="f4", storage_options=s3["opts"])[:] = 2.5
+    p = _UPathLike(url, **s3["opts"])
+    store = FsspecStore.from_upath(p, read_only=True)
+    assert store.read_only and store.path == f"{BUCKET}/upath.zarr"
+    np.testing.assert_array_equal(cuzarr.open_array(store, mode="r")[:], [2.5] * 4)

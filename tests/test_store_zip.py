@@ -116,9 +116,9 @@ def test_interface(tmp_path):
     assert sync(ro.get("a/c")) == b"x"
     with pytest.raises(ReadOnlyError):
         sync(ro.set("z", b"1"))
-    # reading a path that does not exist creates nothing
-    none = ZipStore(tmp_path / "none.zip")
-    assert sync(none.get("zarr.json")) is None
+    # a read-only store over a path that does not exist is refused, creating nothing
+    with pytest.raises(FileNotFoundError):
+        ZipStore(tmp_path / "none.zip")
     assert not (tmp_path / "none.zip").exists()
 
 
@@ -228,11 +228,214 @@ def test_file_object_archives_read_as_in_zarr_python(tmp_path):
     assert not buf.closed  # the caller's object
     with open(path, "rb") as f:
         assert sorted(cuzarr.open_array(ZipStore(f), mode="r")[0, :]) == [0, 1, 2, 3, 4]
-    with pytest.raises(TypeError, match="reading"):
-        ZipStore(io.BytesIO(), mode="a")
+
+    class ReadOnlyFile:  # read/seek/tell, no write(): readable only
+        def __init__(self, data):
+            self._b = io.BytesIO(data)
+            self.read, self.seek, self.tell = self._b.read, self._b.seek, self._b.tell
+
+    with pytest.raises(TypeError, match="write"):
+        ZipStore(ReadOnlyFile(path.read_bytes()), mode="a")
+    ro_obj = ZipStore(ReadOnlyFile(path.read_bytes()))
+    assert sorted(cuzarr.open_array(ro_obj, mode="r")[1, :]) == [5, 6, 7, 8, 9]
     with pytest.raises(TypeError, match="read/seek/tell"):
         ZipStore(42)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="pickled"):
         pickle.dumps(ZipStore(io.BytesIO(path.read_bytes())))
     with pytest.raises(cuzarr.storage.ZipStoreError):
         sync(ZipStore(io.BytesIO(b"not a zip")).get("zarr.json"))
+
+
+# -- a missing archive opened read-only ------------------------------------------
+
+
+def test_read_only_store_over_a_missing_file_raises_file_not_found(tmp_path):
+    """zipfile's (and zarr-python's) mode "r" raises for a missing file; cuzarr used
+    to read it as an empty archive, so ``open_array("typo.zip", mode="r")`` said "no
+    array found" instead of naming the missing file."""
+    missing = tmp_path / "missing.zip"
+    with pytest.raises(FileNotFoundError) as info:
+        ZipStore(missing)
+    assert info.value.filename == str(missing)
+    with pytest.raises(FileNotFoundError):
+        ZipStore(missing, mode="a", read_only=True)
+    with pytest.raises(FileNotFoundError):
+        zarr.open_array(zarr.storage.ZipStore(missing, mode="r"), mode="r")  # the oracle
+    for opener in (cuzarr.open_array, cuzarr.open_group, cuzarr.open):
+        with pytest.raises(FileNotFoundError, match=r"missing\.zip") as info:
+            opener(str(missing), mode="r")
+        assert not isinstance(info.value, cuzarr.errors.NodeNotFoundError)
+    (tmp_path / "dir.zip").mkdir()
+    with pytest.raises(IsADirectoryError):
+        ZipStore(tmp_path / "dir.zip")
+    assert not missing.exists()  # nothing was created
+    # a writable store still starts a missing archive on its first write
+    cuzarr.create_array(str(missing), shape=(2,), dtype="i1")[:] = 1
+    np.testing.assert_array_equal(cuzarr.open_array(str(missing), mode="r")[:], [1, 1])
+
+
+# -- writing into a file object --------------------------------------------------
+
+
+def _entries(data: bytes) -> list[str]:
+    import io
+
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        assert zf.testzip() is None
+        return zf.namelist()
+
+
+def _zarr_reads(data: bytes, path: str = "") -> np.ndarray:
+    import io
+
+    z = zarr.storage.ZipStore(io.BytesIO(data), mode="r")
+    try:
+        return zarr.open_array(z, mode="r", path=path)[...]
+    finally:
+        z.close()
+
+
+def test_writes_into_a_seekable_file_object(tmp_path):
+    """Modes "w"/"x" write into an io.BytesIO as zarr-python does; as with a path,
+    the object holds a complete archive after every write call, rewrites and
+    deletes are compacted away, and close() leaves the caller's object open."""
+    import io
+
+    buf = io.BytesIO(b"old bytes that the new archive replaces" * 50)
+    store = ZipStore(buf, mode="w")
+    assert not store.read_only and store.supports_deletes
+    a = cuzarr.create_array(store, shape=(10,), chunks=(4,), dtype="i4", fill_value=0)
+    a[:] = np.arange(1, 11)
+    assert sorted(_entries(buf.getvalue())) == ["c/0", "c/1", "c/2", "zarr.json"]
+    np.testing.assert_array_equal(_zarr_reads(buf.getvalue()), np.arange(1, 11))
+    a[1:3] = 70  # read-modify-write: reads back what it wrote, a superseding entry
+    assert sorted(_entries(buf.getvalue())) == ["c/0", "c/0", "c/1", "c/2", "zarr.json"]
+    store.close()
+    assert not buf.closed
+    assert sorted(_entries(buf.getvalue())) == ["c/0", "c/1", "c/2", "zarr.json"]  # compacted
+    a[4:8] = 0  # all fill value: the chunk is deleted (the archive rewritten at once)
+    expect = np.array([1, 70, 70, 4, 0, 0, 0, 0, 9, 10])
+    assert sorted(_entries(buf.getvalue())) == ["c/0", "c/2", "zarr.json"]
+    np.testing.assert_array_equal(_zarr_reads(buf.getvalue()), expect)
+    store.close()
+    # used again after close(): appends to the archive (mode "w" was the first open)
+    a[9] = 100
+    store.close()
+    expect[9] = 100
+    np.testing.assert_array_equal(_zarr_reads(buf.getvalue()), expect)
+    # copies share the archive; a read-only copy of a writable one can be made writable
+    ro = store.with_read_only(True)
+    with pytest.raises(ReadOnlyError):
+        sync(ro.set("k", b"v"))
+    sync(ro.with_read_only(False).set("k", b"v"))
+    assert sync(store.get("k")) == b"v"
+    # mode "x" is "w" for an object (zipfile has no file to find there)
+    fresh = io.BytesIO()
+    with ZipStore(fresh, mode="x") as x:
+        cuzarr.create_array(x, shape=(3,), dtype="u1")[:] = 5
+    np.testing.assert_array_equal(_zarr_reads(fresh.getvalue()), [5, 5, 5])
+    # a root overwrite clears the archive in place
+    with ZipStore(fresh, mode="a") as again:
+        cuzarr.create_array(again, shape=(2,), dtype="i2", overwrite=True)[:] = 3
+    assert sorted(_entries(fresh.getvalue())) == ["c/0", "zarr.json"]
+    np.testing.assert_array_equal(_zarr_reads(fresh.getvalue()), [3, 3])
+
+
+def test_appends_to_an_archive_in_a_file_object(tmp_path):
+    import io
+
+    path = tmp_path / "z.zip"
+    z = zarr.storage.ZipStore(path, mode="w")
+    zarr.create_array(z, shape=(6,), chunks=(3,), dtype="i8")[:] = 1
+    z.close()
+    with open(path, "r+b") as f:  # a real file, readable and seekable
+        store = ZipStore(f, mode="a")
+        a = cuzarr.open_array(store)
+        a[4:] = 9
+        # the file on disk is a complete archive between write calls
+        np.testing.assert_array_equal(_zarr_reads(path.read_bytes()), [1, 1, 1, 1, 9, 9])
+        store.close()
+        assert not f.closed
+    assert sorted(_entries(path.read_bytes())) == ["c/0", "c/1", "zarr.json"]
+    np.testing.assert_array_equal(_zarr_reads(path.read_bytes()), [1, 1, 1, 1, 9, 9])
+    # an empty object is an empty archive
+    empty = io.BytesIO()
+    with ZipStore(empty, mode="a") as s:
+        sync(s.set("k", b"v"))
+    assert _entries(empty.getvalue()) == ["k"]
+    # bytes that are not an archive: refused untouched (zipfile would append a new
+    # archive after them)
+    junk = io.BytesIO(b"not a zip archive" * 10)
+    with pytest.raises(cuzarr.storage.ZipStoreError):
+        ZipStore(junk, mode="a")
+    assert junk.getvalue() == b"not a zip archive" * 10
+    # a read-only store over an object opened "a" writes nothing
+    ro = ZipStore(io.BytesIO(path.read_bytes()), mode="a", read_only=True)
+    with pytest.raises(ReadOnlyError):
+        sync(ro.set("k", b"v"))
+
+
+def test_writes_into_a_write_only_file(tmp_path):
+    """A file opened "wb" is seekable but not readable: the archive is complete on
+    disk after each write call, but values written cannot be read back."""
+    import io
+
+    path = tmp_path / "w.zip"
+    with open(path, "wb") as f:
+        store = ZipStore(f, mode="w")
+        a = cuzarr.create_array(store, shape=(8,), chunks=(4,), dtype="f4")
+        a[:] = np.arange(8)
+        f.flush()
+        np.testing.assert_array_equal(_zarr_reads(path.read_bytes()), np.arange(8))
+        with pytest.raises(io.UnsupportedOperation, match="read back"):
+            a[1] = 5
+        store.close()
+    np.testing.assert_array_equal(_zarr_reads(path.read_bytes()), np.arange(8))
+
+
+def test_streams_into_a_non_seekable_pipe():
+    """zipfile writes to a non-seekable stream in mode "w"; so does ZipStore now.
+    Entries stream out as they are written, the central directory at close();
+    chunks written cannot be read back, deleted, or reopened. Metadata documents
+    are kept, so a hierarchy can be built (zarr-python fails there)."""
+    import io
+    import os
+    import threading
+
+    rfd, wfd = os.pipe()
+    received = bytearray()
+
+    def drain():
+        with os.fdopen(rfd, "rb") as r:
+            while chunk := r.read(65536):
+                received.extend(chunk)
+
+    reader = threading.Thread(target=drain)
+    reader.start()
+    try:
+        with os.fdopen(wfd, "wb") as pipe:
+            assert not pipe.seekable()
+            store = ZipStore(pipe, mode="w")
+            assert not store.supports_deletes
+            with pytest.raises(io.UnsupportedOperation):
+                ZipStore(pipe, mode="a")
+            g = cuzarr.create_group(store, attributes={"k": 1})
+            a = g.create_array("x", shape=(12,), chunks=(4,), dtype="i2", fill_value=0)
+            a[:] = np.arange(12)  # whole chunks: nothing to read back
+            assert sorted(g.keys()) == ["x"]  # names are known without reading
+            with pytest.raises(io.UnsupportedOperation, match="read back"):
+                a[1] = 7  # read-modify-write of a chunk already streamed out
+            with pytest.raises(io.UnsupportedOperation, match="delete"):
+                a[0:4] = 0  # a chunk of fill values would be deleted
+            store.close()
+            assert not pipe.closed
+            with pytest.raises(io.UnsupportedOperation, match="after close"):
+                sync(store.get("zarr.json"))
+    finally:
+        reader.join(timeout=30)
+    data = bytes(received)
+    assert sorted(_entries(data)) == ["x/c/0", "x/c/1", "x/c/2", "x/zarr.json", "zarr.json"]
+    np.testing.assert_array_equal(_zarr_reads(data, "x"), np.arange(12))
+    np.testing.assert_array_equal(
+        cuzarr.open_array(ZipStore(io.BytesIO(data)), path="x", mode="r")[...], np.arange(12)
+    )

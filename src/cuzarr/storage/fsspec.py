@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 import random
 import re
 import weakref
@@ -46,6 +47,8 @@ from cuzarr.storage.base import (
 )
 
 __all__ = [
+    "ALLOWED_EXCEPTIONS",
+    "BucketNotFoundError",
     "FsspecStore",
     "HTTPStore",
     "RangeMismatchError",
@@ -79,6 +82,24 @@ class RemoteStoreError(CuzarrError, OSError):
 
     The message names the store and the key; ``__cause__`` is the underlying error.
     """
+
+
+class BucketNotFoundError(RemoteStoreError, FileNotFoundError):
+    """The S3 bucket the store lives in does not exist (or that of another
+    filesystem whose errors say so; gcsfs's do not).
+
+    A ``FileNotFoundError``, so it is caught where a missing file is; its
+    ``bucket`` attribute names the bucket. A missing key in a bucket that exists
+    is no error (reads return ``None``).
+    """
+
+    def __init__(self, message: str, bucket: str = "") -> None:
+        super().__init__(message)
+        self.bucket = bucket
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # (pickled across processes by dask: keep the bucket)
+        return (type(self), (str(self.args[0]), self.bucket))
 
 
 class RangeMismatchError(RemoteStoreError):
@@ -124,6 +145,37 @@ class RetryPolicy:
     def delay(self, attempt: int) -> float:
         d = min(self.max_backoff, self.backoff * (2**attempt))
         return d * (1 + 0.5 * random.random())
+
+
+# What fsspec-based stores treat as a missing key (zarr-python's default).
+ALLOWED_EXCEPTIONS: tuple[type[Exception], ...] = (
+    FileNotFoundError,
+    IsADirectoryError,
+    NotADirectoryError,
+)
+
+# The S3 server's own words (for clients that keep the message but not the code),
+# not a name a key could hold.
+_NO_SUCH_BUCKET = re.compile(r"specified bucket does not exist", re.IGNORECASE)
+
+
+def _missing_bucket(exc: BaseException) -> str | None:
+    """The bucket name (``""`` when unnamed) if ``exc`` says its bucket does not
+    exist, else None. s3fs turns botocore's ``NoSuchBucket`` into a plain
+    ``FileNotFoundError``, as it does ``NoSuchKey``: the cause tells them apart."""
+    seen = 0
+    e: BaseException | None = exc
+    while e is not None and seen < 4:
+        response = getattr(e, "response", None)
+        if isinstance(response, dict):
+            err = response.get("Error") or {}
+            if err.get("Code") == "NoSuchBucket":
+                return str(err.get("BucketName") or "")
+        if _NO_SUCH_BUCKET.search(str(e)):
+            return ""
+        e = e.__cause__ or e.__context__
+        seen += 1
+    return None
 
 
 def _status_of(exc: BaseException) -> int | None:
@@ -193,16 +245,26 @@ def is_transient(exc: BaseException) -> bool:
 class FsspecStore(Store):
     """A store over an fsspec filesystem, below a root path.
 
+    The signature is zarr-python's, ``FsspecStore(fs, read_only=False, path="/",
+    allowed_exceptions=...)``, plus cuzarr's keywords; cuzarr's older positional
+    form ``FsspecStore(fs, path, read_only=...)`` (a ``str`` or path-like second
+    argument) still works.
+
     Parameters
     ----------
     fs
-        An fsspec filesystem instance, or ``None`` to build one lazily from
-        ``protocol`` and ``storage_options`` (what :meth:`from_url` does; async
-        filesystems are then built on cuzarr's event loop).
-    path
-        Root path inside the filesystem (for HTTP: the root URL).
+        An fsspec filesystem instance (async or not), or ``None`` to build one
+        lazily from ``protocol`` and ``storage_options`` (what :meth:`from_url`
+        does; async filesystems are then built on cuzarr's event loop).
     read_only
         Refuse writes when true.
+    path
+        Root path inside the filesystem, without the scheme (for HTTP: the root
+        URL); ``"/"`` or ``""`` is the filesystem's root.
+    allowed_exceptions
+        Exceptions of a read that mean "this key is missing" (``get`` returns
+        ``None``). A missing bucket is never one of them: reads, listings and
+        existence checks raise :class:`BucketNotFoundError`.
     protocol, storage_options
         How to build the filesystem when ``fs`` is ``None``.
     retry
@@ -214,25 +276,43 @@ class FsspecStore(Store):
     >>> cuzarr.create_array(store, shape=(4,), dtype="i4")  # doctest: +SKIP
     """
 
-    def __init__(
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        if len(args) >= 2 and isinstance(args[1], (str, os.PathLike)):
+            # cuzarr's older FsspecStore(fs, path, ...): a path where zarr-python
+            # has read_only cannot be mistaken for a flag
+            if len(args) > 2 or "path" in kwargs:
+                raise TypeError(
+                    "FsspecStore(fs, path) takes no more positional arguments and no "
+                    "path= keyword; zarr-python's order is (fs, read_only, path, "
+                    "allowed_exceptions)"
+                )
+            kwargs["path"] = os.fspath(args[1])
+            args = args[:1]
+        self._setup(*args, **kwargs)
+
+    def _setup(
         self,
         fs: Any = None,
-        path: str = "",
-        *,
         read_only: bool = False,
+        path: str = "/",
+        allowed_exceptions: tuple[type[Exception], ...] = ALLOWED_EXCEPTIONS,
+        *,
         protocol: str | None = None,
         storage_options: dict[str, Any] | None = None,
         retry: RetryPolicy | None = None,
     ) -> None:
-        super().__init__(read_only=read_only)
+        super().__init__(read_only=bool(read_only))
         if fs is None and protocol is None:
             raise TypeError("FsspecStore needs a filesystem or a protocol")
         self._fs = fs
         self.protocol = protocol if protocol is not None else _protocol_of(fs)
         self.storage_options = dict(storage_options or {})
         self.path = path.rstrip("/")
+        self.allowed_exceptions = tuple(allowed_exceptions)
         self.retry = retry if retry is not None else RetryPolicy.default()
         self._loop_fs: _FsCache = _FsCache()
+        # Set once the bucket is known to exist (see _check_bucket).
+        self._bucket_seen = False
         if fs is not None:
             self._async = bool(getattr(fs, "async_impl", False)) and bool(
                 getattr(fs, "asynchronous", False)
@@ -249,20 +329,53 @@ class FsspecStore(Store):
         if self._fs is not None and not self._async:
             self.supports_writes = not getattr(self._fs, "read_only", False)
 
+    _setup.__qualname__ = "FsspecStore.__init__"  # argument errors name the constructor
+    # inspect.signature(FsspecStore) shows the real parameters, not (*args, **kwargs)
+    __init__.__signature__ = inspect.signature(_setup)  # type: ignore[attr-defined]
+
+    @property
+    def fs(self) -> Any:
+        """The fsspec filesystem (as zarr-python's ``FsspecStore.fs``).
+
+        A store built from a URL makes its async filesystem lazily, one per event
+        loop; this then returns an instance usable from synchronous code, built
+        from the same protocol and ``storage_options``.
+        """
+        if self._fs is not None:
+            return self._fs
+        import fsspec
+
+        return fsspec.filesystem(self.protocol, **self.storage_options)
+
     # -- construction ------------------------------------------------------------
     @classmethod
     def from_url(
         cls,
         url: str,
-        *,
         storage_options: dict[str, Any] | None = None,
         read_only: bool = False,
+        allowed_exceptions: tuple[type[Exception], ...] = ALLOWED_EXCEPTIONS,
+        *,
         retry: RetryPolicy | None = None,
     ) -> FsspecStore:
         """A store for ``url`` (``s3://bucket/x.zarr``, ``https://host/x.zarr``, ``memory://x``).
 
-        ``storage_options`` go to the fsspec filesystem (``endpoint_url``, ``key``,
-        ``anon``...). HTTP(S) URLs give a read-only :class:`HTTPStore`.
+        Parameters
+        ----------
+        url
+            The URL of the store's root; chained URLs (``a::b``) go through fsspec.
+        storage_options
+            Arguments of the fsspec filesystem (``endpoint_url``, ``key``, ``anon``...).
+        read_only
+            Refuse writes. HTTP(S) URLs give a :class:`HTTPStore`, always read-only.
+        allowed_exceptions
+            Read errors that mean a missing key (see :class:`FsspecStore`).
+        retry
+            Retry policy for transient errors.
+
+        Returns
+        -------
+        FsspecStore
         """
         import fsspec
         from fsspec.core import split_protocol
@@ -270,7 +383,7 @@ class FsspecStore(Store):
         options = dict(storage_options or {})
         if "::" in url:  # chained URLs: let fsspec build the whole chain
             fs, path = fsspec.core.url_to_fs(url, **options)
-            return cls(fs, path, read_only=read_only, retry=retry)
+            return cls(fs, read_only, path, allowed_exceptions, retry=retry)
         protocol, _ = split_protocol(url)
         protocol = protocol or "file"
         fs_cls = fsspec.get_filesystem_class(protocol)
@@ -281,12 +394,91 @@ class FsspecStore(Store):
             path = path[0]
         return cls(
             None,
+            read_only,
             path,
-            read_only=read_only,
+            allowed_exceptions,
             protocol=protocol,
             storage_options=options,
             retry=retry,
         )
+
+    @classmethod
+    def _from_fs(
+        cls,
+        fs: Any,
+        path: str,
+        read_only: bool,
+        allowed_exceptions: tuple[type[Exception], ...],
+        retry: RetryPolicy | None,
+    ) -> FsspecStore:
+        if getattr(fs, "async_impl", False) and not getattr(fs, "asynchronous", False):
+            # A sync instance of an async filesystem (what get_mapper and UPath
+            # make): rebuilt from its own arguments, lazily on cuzarr's loop, as
+            # zarr-python re-creates it with asynchronous=True.
+            options = {
+                k: v
+                for k, v in (getattr(fs, "storage_options", None) or {}).items()
+                if k not in ("asynchronous", "loop")
+            }
+            return cls(
+                None,
+                read_only,
+                path,
+                allowed_exceptions,
+                protocol=_protocol_of(fs),
+                storage_options=options,
+                retry=retry,
+            )
+        return cls(fs, read_only, path, allowed_exceptions, retry=retry)
+
+    @classmethod
+    def from_upath(
+        cls,
+        upath: Any,
+        read_only: bool = False,
+        allowed_exceptions: tuple[type[Exception], ...] = ALLOWED_EXCEPTIONS,
+        *,
+        retry: RetryPolicy | None = None,
+    ) -> FsspecStore:
+        """A store at a ``upath.UPath`` (its filesystem and path), as zarr-python's.
+
+        Parameters
+        ----------
+        upath
+            The root of the store.
+        read_only, allowed_exceptions, retry
+            As for :class:`FsspecStore`.
+
+        Returns
+        -------
+        FsspecStore
+        """
+        path = upath.path.rstrip("/")
+        return cls._from_fs(upath.fs, path, read_only, allowed_exceptions, retry)
+
+    @classmethod
+    def from_mapper(
+        cls,
+        fs_map: Any,
+        read_only: bool = False,
+        allowed_exceptions: tuple[type[Exception], ...] = ALLOWED_EXCEPTIONS,
+        *,
+        retry: RetryPolicy | None = None,
+    ) -> FsspecStore:
+        """A store over an ``fsspec.FSMap`` (``fsspec.get_mapper(url)``), as zarr-python's.
+
+        Parameters
+        ----------
+        fs_map
+            The mapping; its filesystem and root become the store's.
+        read_only, allowed_exceptions, retry
+            As for :class:`FsspecStore`.
+
+        Returns
+        -------
+        FsspecStore
+        """
+        return cls._from_fs(fs_map.fs, fs_map.root, read_only, allowed_exceptions, retry)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.protocol}://{self.path.split('://')[-1]})"
@@ -328,6 +520,45 @@ class FsspecStore(Store):
         normalize_key(key)
         return f"{self.path}/{key}" if self.path else key
 
+    # -- a missing bucket --------------------------------------------------------
+    def _bucket(self) -> str:
+        """The bucket (first path segment) the store's root is in."""
+        return self._canon(self.path).lstrip("/").split("/", 1)[0]
+
+    def _no_bucket(self, what: str, key: str, bucket: str) -> BucketNotFoundError:
+        bucket = bucket or self._bucket()
+        return BucketNotFoundError(
+            f"{what} of key {key!r} in {self!r} failed: bucket {bucket!r} does not exist",
+            bucket,
+        )
+
+    async def _check_bucket(self, what: str, key: str) -> None:
+        """Raise :class:`BucketNotFoundError` if the store's S3 bucket is missing.
+
+        For answers that cannot tell a missing bucket from a missing key (a HEAD's
+        bare 404: ``exists``). Reads and listings need no check, S3 names the
+        missing bucket in their errors. One ``HeadBucket`` request per store
+        object, on its first such answer; any answer but "not found" (a 403 for
+        credentials without ``s3:ListBucket``, say) counts as "exists".
+        """
+        if self._bucket_seen:
+            return
+        bucket = self._bucket()
+        fs = await self._afs() if self._async else self._fs
+        if not bucket or not _has_delete_objects(fs):
+            self._bucket_seen = True
+            return
+        try:
+            if self._async:
+                await fs._call_s3("head_bucket", Bucket=bucket)
+            else:
+                await asyncio.to_thread(fs.call_s3, "head_bucket", Bucket=bucket)
+        except FileNotFoundError as e:
+            raise self._no_bucket(what, key, bucket) from e
+        except Exception:
+            pass  # unknown: the store's own requests will say what is wrong
+        self._bucket_seen = True
+
     # -- retries -----------------------------------------------------------------
     def _client_retried_connect(self, exc: BaseException) -> bool:
         """Whether ``exc`` is a failure to connect that the filesystem's own client
@@ -348,7 +579,12 @@ class FsspecStore(Store):
         while True:
             try:
                 return await fn(*args)
+            except RemoteStoreError:
+                raise  # already names the key (a 206 with the wrong range, ...)
             except FileNotFoundError as e:
+                bucket = _missing_bucket(e)
+                if bucket is not None:
+                    raise self._no_bucket(what, key, bucket) from e
                 if what != "write":
                     raise  # reads, listings and checks: the key is absent
                 # A write has nothing to find but its bucket (or container).
@@ -356,8 +592,6 @@ class FsspecStore(Store):
                     f"write of key {key!r} in {self!r} failed: the bucket or path does not "
                     f"exist: {e}"
                 ) from e
-            except RemoteStoreError:
-                raise  # already names the key (a 206 with the wrong range, ...)
             except Exception as e:
                 if (
                     attempt < self.retry.retries
@@ -398,7 +632,9 @@ class FsspecStore(Store):
                         return b""
                     raise
             return await asyncio.to_thread(self._fetch_sync, path, byte_range)
-        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        except self.allowed_exceptions as e:
+            if _missing_bucket(e) is not None:
+                raise  # not a missing key: _retrying names the bucket
             return None
 
     def _fetch_sync(self, path: str, byte_range: ByteRequest | None) -> bytes | None:
@@ -408,7 +644,9 @@ class FsspecStore(Store):
                 return b""
             start, end = _range_args(byte_range)
             return bytes(self._fs.cat_file(path, start=start, end=end))
-        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        except self.allowed_exceptions as e:
+            if _missing_bucket(e) is not None:
+                raise
             return None
 
     async def get(
@@ -470,7 +708,10 @@ class FsspecStore(Store):
                 return bool(await fs._isfile(path))
             return bool(await asyncio.to_thread(self._fs.isfile, path))
 
-        return await self._retrying("exists", key, check)
+        found = await self._retrying("exists", key, check)
+        if not found:
+            await self._check_bucket("exists", key)
+        return found
 
     # -- writes ------------------------------------------------------------------
     def _check_fs_writable(self) -> None:
@@ -627,7 +868,9 @@ class FsspecStore(Store):
             else:
                 self._fs.invalidate_cache()
                 found = await asyncio.to_thread(self._fs.find, path)
-        except FileNotFoundError:
+        except FileNotFoundError as e:
+            if _missing_bucket(e) is not None:
+                raise  # _retrying names the bucket
             return []
         out = []
         for f in found:
@@ -669,7 +912,9 @@ class FsspecStore(Store):
                         return list(await fs._ls(path, detail=False))
                     self._fs.invalidate_cache()
                     return list(await asyncio.to_thread(self._fs.ls, path, detail=False))
-                except (FileNotFoundError, NotADirectoryError):
+                except (FileNotFoundError, NotADirectoryError) as e:
+                    if _missing_bucket(e) is not None:
+                        raise
                     return []
 
             names: set[str] = set()
@@ -833,8 +1078,8 @@ class HTTPStore(FsspecStore):
         opts.setdefault("get_client", _http_client)
         super().__init__(
             None,
-            url.rstrip("/"),
             read_only=True,
+            path=url.rstrip("/"),
             protocol=protocol,
             storage_options=opts,
             retry=retry,

@@ -13,6 +13,9 @@ then rewritten without it at the end of that write call. ``close()`` also
 compacts away superseded duplicate entries, so a closed archive holds exactly
 one entry per key. Every ``ZipStore`` over the same file in one process shares
 one open handle, so they see each other's writes.
+
+A ``ZipStore`` can also write into a caller's open binary file object; see
+:class:`ZipStore` for which of these rules hold there.
 """
 
 from __future__ import annotations
@@ -20,15 +23,19 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import errno
+import io
 import os
+import shutil
 import struct
+import tempfile
 import threading
 import warnings
 import weakref
 import zipfile
 import zlib
 from collections.abc import AsyncIterator, Sequence
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
 from cuzarr.errors import ChecksumError, CodecError, CuzarrError
 from cuzarr.storage.base import (
@@ -37,6 +44,7 @@ from cuzarr.storage.base import (
     check_byte_range,
     normalize_key,
     range_bounds,
+    slice_bytes,
 )
 
 __all__ = ["ZipStore", "ZipStoreError"]
@@ -50,6 +58,10 @@ _LOCAL_HEADER = struct.Struct("<IHHHHHIIIHH")
 _LOCAL_SIG = 0x04034B50
 
 _BATCH = 64
+# Compaction of a file-object archive builds the new one in memory up to this
+# size, then in a temporary file.
+_SPOOL = 64 << 20
+_METADATA_NAMES = frozenset({"zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata"})
 
 
 class _ZipHandle:
@@ -297,23 +309,137 @@ class _ZipHandle:
                 self.zf = None
 
 
-class _FileObjectHandle(_ZipHandle):
-    """A zip archive in a caller's open binary file object, read-only: the caller
-    owns the object (closing the store does not close it)."""
+def _probe(fileobj: Any, what: str) -> bool:
+    """``fileobj.readable()`` / ``.seekable()``, False where it cannot say."""
+    fn = getattr(fileobj, what, None)
+    if not callable(fn):
+        return False
+    try:
+        return bool(fn())
+    except (OSError, ValueError):
+        return False
+
+
+class _RawReader(io.RawIOBase):
+    """An object with only ``read``/``seek``/``tell`` (an obstore reader, say) seen
+    as the ``io`` reader zipfile needs (it also asks ``seekable()``, and wants
+    ``bytes`` where such a ``read`` may return another buffer)."""
 
     def __init__(self, fileobj: Any) -> None:
-        super().__init__(f"<{type(fileobj).__name__}>", zipfile.ZIP_STORED)
+        self._f = fileobj
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, pos: int, whence: int = os.SEEK_SET) -> int:
+        return self._f.seek(pos, whence)
+
+    def tell(self) -> int:
+        return self._f.tell()
+
+    def readinto(self, b: Any) -> int:
+        data = memoryview(self._f.read(len(b))).cast("B")
+        b[: len(data)] = data
+        return len(data)
+
+
+class _FileObjectHandle(_ZipHandle):
+    """A zip archive in a caller's open binary file object.
+
+    The caller owns the object: closing the store closes the archive (writes its
+    central directory) but leaves the object open. In mode ``"r"`` the archive is
+    only read. In modes ``"w"``/``"x"``/``"a"`` it is written through zipfile:
+
+    - on a seekable object the central directory is rewritten after every write
+      call, as for a path, so the bytes in the object are a complete archive
+      between calls;
+    - on a readable and seekable one, deletes and ``close()``'s compaction of
+      superseded entries rewrite the archive in place (built aside in a
+      temporary file first, then copied over and truncated): unlike the path
+      store's ``os.replace`` this is not atomic, a crash during the copy leaves
+      a damaged archive;
+    - on a non-seekable stream (a pipe, a socket, an upload) entries are
+      streamed out and the central directory is written by ``close()`` only;
+      values already written cannot be read back, deleted, or compacted.
+    """
+
+    def __init__(self, fileobj: Any, mode: str, compression: int) -> None:
+        super().__init__(f"<{type(fileobj).__name__}>", compression)
         self.fileobj = fileobj
+        # "w"/"x" start a new archive on the first open only: reopening after
+        # close() appends, keeping what was written (as zarr-python does)
+        self.mode = mode
+        self.opened = False
+        self.kept: dict[str, bytes] = {}
+        self.seekable = _probe(fileobj, "seekable")
+        self.readable = _probe(fileobj, "readable")
+        if mode == "a" and not (self.seekable and self.readable):
+            raise io.UnsupportedOperation(
+                "mode 'a' reads the archive already in the file object, which needs an "
+                "object that is readable and seekable; use mode 'w' to start a new archive"
+            )
+
+    @property
+    def readable_back(self) -> bool:
+        """Whether entries already written can be read again (and rewritten)."""
+        return self.mode == "r" or (self.seekable and self.readable)
 
     def _open(self, write: bool) -> zipfile.ZipFile | None:
-        if write:  # the store is read-only: nothing should ask
-            raise ZipStoreError("a ZipStore over a file object is read-only")
-        if self.zf is None:
+        if self.zf is not None:
+            return self.zf
+        if self.mode == "r":
+            if write:  # the store is read-only: nothing should ask
+                raise ZipStoreError(f"{self.path}: a ZipStore over a file object is read-only")
             try:
                 self.zf = zipfile.ZipFile(self.fileobj, mode="r")
             except zipfile.BadZipFile as e:
                 raise ZipStoreError(f"{self.path} is not a readable zip archive ({e})") from e
+            return self.zf
+        if self.opened and not self.readable_back:
+            raise io.UnsupportedOperation(
+                f"{self.path}: a ZipStore writing to a file object that is not readable and "
+                "seekable cannot be used again after close(): the archive it wrote cannot "
+                "be read back"
+            )
+        mode = "a" if self.opened else self.mode
+        if mode == "a":
+            self._check_appendable()
+        elif self.seekable:
+            # "w" starts a new archive here: bytes of an older content beyond it
+            # would otherwise trail the new archive's end record
+            with contextlib.suppress(OSError):
+                self.fileobj.truncate(self.fileobj.tell())
+        # zipfile's "x" refuses an existing *path*; an object has nothing to refuse
+        self.zf = zipfile.ZipFile(
+            self.fileobj, mode="a" if mode == "a" else "w", compression=self.compression
+        )
+        self.writable = True
+        self.opened = True
         return self.zf
+
+    def _check_appendable(self) -> None:
+        """Refuse to append to an object that holds bytes but no readable archive:
+        zipfile's mode "a" would start a new archive after them, hiding whatever
+        entries a torn archive there still has (a path is recovered instead; an
+        object cannot be rewritten safely)."""
+        f = self.fileobj
+        pos = f.tell()
+        size = f.seek(0, os.SEEK_END)
+        f.seek(pos)
+        if size == 0:
+            return
+        try:
+            zipfile.ZipFile(f, mode="r").close()
+        except zipfile.BadZipFile as e:
+            raise ZipStoreError(
+                f"{self.path} holds data that is not a readable zip archive ({e}); "
+                "refusing to append a new archive after it"
+            ) from e
+        finally:
+            f.seek(pos)
 
     def recover_if_damaged(self) -> None:
         pass
@@ -321,12 +447,133 @@ class _FileObjectHandle(_ZipHandle):
     def _refuse(self, *args: Any) -> None:
         raise ZipStoreError(f"{self.path}: a ZipStore over a file object is read-only")
 
-    write_many = delete_many = write_if_absent = compact = clear = _refuse  # type: ignore[assignment]
+    def _cannot(self, what: str) -> NoReturn:
+        raise io.UnsupportedOperation(
+            f"{self.path}: cannot {what}: the archive is written to a file object that is "
+            "not readable and seekable, so entries already written cannot be read back"
+        )
+
+    def read(self, key: str, byte_range: ByteRequest | None) -> bytes | None:
+        with self.lock:
+            if not self.readable_back and key not in self.deleted:
+                zf = self._open(False)
+                if zf is not None and key in zf.NameToInfo:
+                    if key in self.kept:
+                        return slice_bytes(self.kept[key], byte_range)
+                    self._cannot(f"read {key!r}")
+            return super().read(key, byte_range)
+
+    def write_many(self, items: Sequence[tuple[str, bytes]]) -> None:
+        if self.mode == "r":
+            self._refuse()
+        with self.lock:
+            super().write_many(items)
+            if not self.readable_back:
+                # Metadata documents are small and read back while a hierarchy is
+                # built (a group's, when an array is created in it): keep a copy.
+                # Chunks stay write-only.
+                for key, value in items:
+                    if key.rsplit("/", 1)[-1] in _METADATA_NAMES:
+                        self.kept[key] = bytes(value)
+
+    def write_if_absent(self, key: str, value: bytes) -> None:
+        if self.mode == "r":
+            self._refuse()
+        super().write_if_absent(key, value)
+
+    def delete_many(self, keys: Sequence[str]) -> None:
+        if self.mode == "r":
+            self._refuse()
+        with self.lock:
+            if not self.readable_back:
+                zf = self._open(False)
+                present = [k for k in keys if zf is not None and k in zf.NameToInfo]
+                if present:
+                    self._cannot(f"delete {present[0]!r}")
+                return
+            super().delete_many(keys)
+
+    def flush(self) -> None:
+        zf = self.zf
+        if zf is None or not self.writable:
+            return
+        if not getattr(zf, "_seekable", False):
+            # a stream: the central directory can only follow the last entry
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                self.fileobj.flush()
+            return
+        zf.fp.seek(zf.start_dir)
+        zf._write_end_record()
+        with contextlib.suppress(OSError):
+            zf.fp.truncate()
+        zf.fp.flush()
+        # The end record is current: zipfile's close() (or its __del__, perhaps
+        # after the caller closed the object) need not write it again; the next
+        # write sets the flag itself.
+        zf._didModify = False
+
+    def _archive_start(self, zf: zipfile.ZipFile) -> int:
+        return min((i.header_offset for i in zf.filelist), default=zf.start_dir)
+
+    def _discard(self, zf: zipfile.ZipFile) -> None:
+        """Close ``zf`` without writing anything to the object."""
+        zf._didModify = False
+        zf.close()
+        self.zf = None
+
+    def compact(self) -> None:
+        with self.lock:
+            if self.mode == "r":
+                self._refuse()
+            if not self.readable_back:
+                self._cannot("rewrite the archive")
+            zf = self._open(False)
+            assert zf is not None
+            live = [n for n in dict.fromkeys(zf.namelist()) if n not in self.deleted]
+            base = self._archive_start(zf)
+            # Built aside first: the entries are read from the object being replaced.
+            with tempfile.SpooledTemporaryFile(max_size=_SPOOL) as tmp:
+                with zipfile.ZipFile(tmp, mode="w", compression=self.compression) as out:
+                    for name in live:
+                        info = zf.getinfo(name)  # the last entry of that name
+                        out.writestr(info, zf.read(info))
+                self._discard(zf)
+                tmp.seek(0)
+                self.fileobj.seek(base)
+                shutil.copyfileobj(tmp, self.fileobj)
+            self.fileobj.truncate()
+            self.fileobj.flush()
+            self.deleted.clear()
+            self.duplicates = False
+
+    def clear(self) -> None:
+        with self.lock:
+            if self.mode == "r":
+                self._refuse()
+            zf = self._open(True)
+            assert zf is not None
+            if not zf.filelist:
+                return
+            if not self.seekable:
+                self._cannot("clear the archive")
+            base = self._archive_start(zf)
+            self._discard(zf)
+            self.fileobj.seek(base)
+            self.fileobj.truncate()
+            self.deleted.clear()
+            self.duplicates = False
+            self.zf = zipfile.ZipFile(self.fileobj, mode="w", compression=self.compression)
+            self.flush()
 
     def close(self) -> None:
         with self.lock:
+            if self.zf is None:
+                return
+            if (self.duplicates or self.deleted) and self.writable and self.readable_back:
+                self.compact()  # leaves a complete archive in the object
+                return
             if self.zf is not None:
-                self.zf.close()  # leaves the caller's file object open
+                self.zf.close()  # writes the central directory; leaves the object open
                 self.zf = None
 
 
@@ -358,10 +605,14 @@ class ZipStore(Store):
     Parameters
     ----------
     path
-        The zip file; created on the first write when missing. Or an open binary
-        file object (``read``, ``seek``, ``tell``; an ``io.BytesIO``, an opened
-        file) holding an archive, read in mode ``"r"`` only; the caller keeps it
-        open while the store is in use and closes it.
+        The zip file: in mode ``"r"`` (or with ``read_only=True``) it must exist
+        (``FileNotFoundError`` otherwise, as ``zipfile`` and zarr-python raise);
+        in the other modes it is created on the first write. Or an open binary
+        file object (an ``io.BytesIO``, an opened file, a pipe): in mode ``"r"``
+        it needs ``read``, ``seek`` and ``tell``; in modes ``"w"`` and ``"x"``
+        (both start a new archive at the object's current position) ``write``;
+        in mode ``"a"`` it must be readable and seekable. The caller keeps the
+        object open while the store is in use, and closes it after the store.
     mode
         ``"r"`` (read-only, the default, as in zarr-python), ``"a"`` (read and write), ``"w"``
         (start a new, empty archive) or ``"x"`` (like ``"w"``, but the file must
@@ -372,11 +623,36 @@ class ZipStore(Store):
         Refuse writes (``None``: only in mode ``"r"``; mode ``"r"`` is read-only
         whatever this says).
 
+    Raises
+    ------
+    FileNotFoundError
+        A read-only store over a path where no file is.
+    io.UnsupportedOperation
+        Mode ``"a"`` over a file object that is not readable and seekable.
+
     Notes
     -----
     Writing a key again appends a new entry that supersedes the old one (last
     entry wins, as in zarr-python and ``zipfile``); ``close()`` rewrites the
     archive without superseded entries. Deleting a key rewrites the archive.
+
+    Over a path, those rewrites go through a temporary file and ``os.replace``.
+    A file object cannot be replaced, so for one opened for writing:
+
+    - seekable: the central directory is rewritten after every write call, so
+      the object holds a complete archive between calls, as a file does;
+    - readable and seekable too: deletes and ``close()``'s compaction rewrite the
+      archive in place (built aside first, then copied over), which is *not*
+      atomic: a crash during the copy leaves a damaged archive;
+    - not seekable (a pipe, a socket, an upload stream): entries stream out as
+      they are written and the central directory only at ``close()``, which must
+      be called; values already written cannot be read back, deleted, or
+      compacted away (``io.UnsupportedOperation``), so only whole-chunk writes
+      work, and a key written twice keeps both entries (readers take the last).
+
+    ``close()`` never closes the caller's object. Using the store after
+    ``close()`` reopens the archive in mode ``"a"``, which needs a readable,
+    seekable object.
     """
 
     def __init__(
@@ -395,30 +671,54 @@ class ZipStore(Store):
         # as zarr-python: mode "r" (the default) is read-only whatever read_only says
         super().__init__(read_only=bool(read_only) or mode == "r")
         if not isinstance(path, (str, os.PathLike)):
-            if not all(callable(getattr(path, a, None)) for a in ("read", "seek", "tell")):
-                raise TypeError(
-                    "expected a path or an open binary file object supporting "
-                    f"read/seek/tell, got {type(path).__name__}"
-                )
-            if mode != "r":
-                raise TypeError(f"a file object opens only for reading (mode 'r'), not {mode!r}")
-            self.path = None
-            self.mode = mode
-            self.compression = compression
-            self._h = _FileObjectHandle(path)
-            self.supports_deletes = False
+            self._init_fileobj(path, mode, compression)
             return
         self.path = os.path.abspath(os.fspath(path))
         self.mode = mode
         self.compression = compression
         if mode == "x" and os.path.exists(self.path):
             raise FileExistsError(f"{self.path} already exists")
+        if self.read_only and not os.path.isfile(self.path):
+            # as zipfile's (and so zarr-python's) mode "r": a read-only store over
+            # nothing would only ever say "not found" about every node in it
+            if os.path.isdir(self.path):
+                raise IsADirectoryError(errno.EISDIR, "Is a directory, not a zip file", self.path)
+            raise FileNotFoundError(
+                errno.ENOENT,
+                "No such zip file (a read-only ZipStore opens an existing archive; "
+                "mode 'a' or 'w' creates one)",
+                self.path,
+            )
         self._h = _handle_for(self.path, compression)
         if mode in ("w", "x"):
             self._h.clear()
         elif not self.read_only:
             self._h.recover_if_damaged()
         self.supports_deletes = not self.read_only
+
+    def _init_fileobj(self, fileobj: Any, mode: str, compression: int) -> None:
+        if mode == "r" or self.read_only:
+            if not all(callable(getattr(fileobj, a, None)) for a in ("read", "seek", "tell")):
+                raise TypeError(
+                    "expected a path or an open binary file object supporting "
+                    f"read/seek/tell, got {type(fileobj).__name__}"
+                )
+            mode = "r"  # mode "a" with read_only=True: nothing is written
+        elif not callable(getattr(fileobj, "write", None)):
+            raise TypeError(
+                f"a ZipStore in mode {mode!r} writes to its file object, and "
+                f"{type(fileobj).__name__} has no write()"
+            )
+        if mode == "r" and not isinstance(fileobj, io.IOBase):
+            fileobj = io.BufferedReader(_RawReader(fileobj))
+        self.path = None
+        self.mode = mode
+        self.compression = compression
+        h = _FileObjectHandle(fileobj, mode, compression)
+        if mode != "r":
+            h._open(True)  # "w" starts the new archive now, "a" checks the old one
+        self._h = h
+        self.supports_deletes = mode != "r" and h.readable_back
 
     def __repr__(self) -> str:
         return f"ZipStore({self.path if self.path is not None else self._h.path!r})"
@@ -440,8 +740,8 @@ class ZipStore(Store):
         return other
 
     def with_read_only(self, read_only: bool = False) -> ZipStore:
-        if self.path is None and not read_only:
-            raise ZipStoreError("a ZipStore over a file object is read-only")
+        if self.path is None and not read_only and self._h.mode == "r":
+            raise ZipStoreError("a ZipStore over a file object opened in mode 'r' is read-only")
         return super().with_read_only(read_only)  # type: ignore[return-value]
 
     def __getstate__(self) -> dict[str, Any]:
