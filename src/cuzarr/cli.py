@@ -71,11 +71,136 @@ def _stored_bytes(node: Any) -> int:
     return sync(total())
 
 
+class _Hierarchy:
+    """The members below a group, as the store lists them, next to what the
+    group's consolidated metadata (a snapshot, possibly stale) says.
+
+    Parameters
+    ----------
+    members : list of (str, node)
+        Every node below the group (relative path, ``Array`` or ``Group``).
+    consolidated : dict or None
+        The group's own consolidated metadata (relative path -> metadata), if any.
+    from_consolidated : bool
+        The store could not be listed (an HTTP server without index pages), so
+        ``members`` come from the consolidated metadata instead.
+    """
+
+    def __init__(
+        self,
+        members: list[tuple[str, Any]],
+        consolidated: dict[str, Any] | None,
+        from_consolidated: bool,
+    ) -> None:
+        self.members = members
+        self.consolidated = consolidated
+        self.from_consolidated = from_consolidated
+
+    def differences(self) -> tuple[list[str], list[str], list[str]]:
+        """Paths the consolidated metadata lists but the store lacks, paths it
+        lacks, and paths whose metadata changed since it was written."""
+        if self.consolidated is None or self.from_consolidated:
+            return [], [], []
+        live = {p: _documents(n.metadata) for p, n in self.members}
+        snap = {p: _documents(m) for p, m in self.consolidated.items()}
+        gone = sorted(set(snap) - set(live))
+        new = sorted(set(live) - set(snap))
+        changed = sorted(p for p in set(live) & set(snap) if live[p] != snap[p])
+        return gone, new, changed
+
+    def status(self) -> str | None:
+        """``None`` (no consolidated metadata), ``"current"``, ``"stale"``, or
+        ``"unverified"`` (the store cannot be listed to compare it with)."""
+        if self.consolidated is None:
+            return None
+        if self.from_consolidated:
+            return "unverified"
+        return "stale" if any(self.differences()) else "current"
+
+    def notes(self, where: str, done: str = "shown") -> list[str]:
+        """Lines for stderr saying where the members came from, and what is stale
+        (``done``: what the command did with the store's members)."""
+        if self.from_consolidated:
+            return [
+                f"note: the store cannot be listed: the members of {where} come from its "
+                "consolidated metadata, which may be stale"
+            ]
+        gone, new, changed = self.differences()
+        if not (gone or new or changed):
+            return []
+        parts = [
+            f"{label}: {_some(paths)}"
+            for label, paths in (("gone", gone), ("new", new), ("changed", changed))
+            if paths
+        ]
+        return [
+            f"note: the consolidated metadata of {where} is stale ({'; '.join(parts)}); "
+            f"{done} is what the store holds (`cuzarr consolidate` rewrites it)"
+        ]
+
+
+def _some(paths: list[str], n: int = 3) -> str:
+    shown = ", ".join(paths[:n])
+    return shown + (f" and {len(paths) - n} more" if len(paths) > n else "")
+
+
+def _documents(meta: Any) -> dict[str, Any]:
+    """A node's metadata documents as JSON values, for comparing a stored node
+    with its entry in consolidated metadata. Entries there leave out a group's
+    own consolidated metadata, so it is left out of both sides."""
+    docs = {name: json.loads(raw) for name, raw in meta.to_documents().items()}
+    for doc in docs.values():
+        if isinstance(doc, dict):
+            doc.pop("consolidated_metadata", None)
+    return docs
+
+
+def _hierarchy(group: Any) -> _Hierarchy:
+    """What is below ``group`` (a ``Group``): the store listing is the truth, since
+    consolidated metadata is a snapshot nothing keeps up to date; only a store
+    that cannot be listed is read through its consolidated metadata."""
+    from cuzarr.core.group import AsyncGroup, Group
+    from cuzarr.core.sync import sync
+
+    ag = group.async_group
+    snapshot = sync(AsyncGroup.open(ag.store_path, ag.zarr_format)).consolidated
+    try:
+        listed = Group(AsyncGroup(ag.metadata, ag.store_path)).members(max_depth=None)
+    except (OSError, NotImplementedError):
+        if snapshot is None:
+            raise
+        listed = ()
+    if snapshot is not None and not listed and not _lists_itself(ag):
+        cons = Group(AsyncGroup(ag.metadata, ag.store_path, snapshot))
+        return _Hierarchy(list(cons.members(max_depth=None)), snapshot, True)
+    return _Hierarchy(list(listed), snapshot, False)
+
+
+def _lists_itself(ag: Any) -> bool:
+    """Whether listing the group's directory shows its own metadata document (a
+    store that cannot list, such as a plain HTTP server, shows nothing)."""
+    from cuzarr.core.sync import sync
+
+    async def names() -> list[str]:
+        return [n async for n in ag.store.list_dir(ag.path)]
+
+    try:
+        found = sync(names())
+    except (OSError, NotImplementedError):
+        return False
+    return ("zarr.json" if ag.zarr_format == 3 else ".zgroup") in found
+
+
+def _node_name(node: Any) -> str:
+    return f"/{node.path}" if node.path else "/"
+
+
 def cmd_info(args: argparse.Namespace) -> int:
     import cuzarr
 
     node = cuzarr.open(args.store, mode="r", path=args.path)
     stored = _stored_bytes(node)
+    notes: list[str] = []
     if isinstance(node, cuzarr.Array):
         info = {
             "type": "array",
@@ -97,13 +222,17 @@ def cmd_info(args: argparse.Namespace) -> int:
             "attributes": dict(node.attrs),
         }
     else:
-        members = node.members(max_depth=None)
+        h = _hierarchy(node)
+        members = h.members
+        notes = h.notes(_node_name(node))
         info = {
             "type": "group",
             "zarr_format": node.zarr_format,
             "members": len(members),
             "arrays": sum(isinstance(m, cuzarr.Array) for _, m in members),
             "stored_bytes": stored,
+            # None, "current", "stale", or "unverified" (a store that cannot list)
+            "consolidated_metadata": h.status(),
             "attributes": dict(node.attrs),
         }
     if args.json:
@@ -114,13 +243,23 @@ def cmd_info(args: argparse.Namespace) -> int:
             if k == "stored_bytes" or k == "nbytes":
                 v = f"{v} ({_human(v)})"
             print(f"{k:<{width}} : {v}")
+    for line in notes:
+        print(line, file=sys.stderr)
     return 0
 
 
 def cmd_tree(args: argparse.Namespace) -> int:
     import cuzarr
+    from cuzarr.core.group import AsyncGroup, Group
 
-    print(cuzarr.open_group(args.store, mode="r", path=args.path).tree())
+    group = cuzarr.open_group(args.store, mode="r", path=args.path, use_consolidated=False)
+    h = _hierarchy(group)
+    ag = group.async_group
+    # rendered from the members found (no second listing of the store)
+    view = Group(AsyncGroup(ag.metadata, ag.store_path, {p: n.metadata for p, n in h.members}))
+    print(view.tree())
+    for line in h.notes(_node_name(group)):
+        print(line, file=sys.stderr)
     return 0
 
 
@@ -147,18 +286,17 @@ def _parse_ints(text: str | None) -> tuple[int, ...] | None:
     return out
 
 
-def source_compressors(src: Any) -> Any:
-    """The compressor(s) of ``src``, to keep them when copying (``None``: none)."""
-    from cuzarr.codecs.base import ChunkSpec
-    from cuzarr.codecs.sharding import ShardingCodec
-
-    meta = src.metadata
-    if meta.zarr_format == 2:
-        return [meta.compressor] if meta.compressor is not None else None
-    pipe = src.async_array._pipeline
-    if isinstance(pipe.array_bytes, ShardingCodec):
-        pipe = pipe.array_bytes.inner_pipeline(ChunkSpec(meta.chunk_shape, meta.dtype, meta.read_fill))
-    return list(pipe.bytes_bytes) or None
+def _parse_shards(text: str | None) -> tuple[int, ...] | str | None:
+    """``--shards``: ``None`` (keep the source's), ``"none"`` (no sharding) or a shape."""
+    if text is not None and text.strip().lower() in ("none", "null"):
+        return "none"
+    try:
+        return _parse_ints(text)
+    except ValueError:
+        raise ValueError(
+            f"--shards takes positive integers like 4096,4096 (-1: one shard along the "
+            f"dimension) or none (no sharding), got {text!r}"
+        ) from None
 
 
 def _parse_compressor(text: str | None, zarr_format: int) -> Any:
@@ -199,6 +337,305 @@ def _parse_compressor(text: str | None, zarr_format: int) -> Any:
     )
 
 
+# Checksums are no compression: ``--compressor`` replaces the compressors and
+# keeps these, so a copy stays as well guarded as its source.
+_CHECKSUMS = frozenset(
+    {
+        "crc32c",
+        "numcodecs.crc32",
+        "numcodecs.crc32c",
+        "numcodecs.adler32",
+        "numcodecs.fletcher32",
+        "numcodecs.jenkins_lookup3",
+    }
+)
+# Configuration keys of numcodecs filters that hold a data type.
+_DTYPE_KEYS = ("dtype", "astype", "encode_dtype", "decode_dtype")
+# v2 filters that encode objects: in v3 the serializer does that, chosen by the data type.
+_OBJECT_CODEC_IDS = frozenset({"vlen-utf8", "vlen-bytes", "vlen-array", "json2", "msgpack2", "pickle"})
+
+
+class _SourceCodecs:
+    """A v3 array's codecs, split around its array->bytes codec.
+
+    ``aa``/``ab``/``bb`` encode one chunk (one inner chunk when sharded);
+    ``wrap_aa``/``wrap_bb`` are the codecs outside a sharding codec (whole shards);
+    ``sharding`` is that codec, or ``None``.
+    """
+
+    def __init__(self, codecs: Sequence[Any]) -> None:
+        from cuzarr.codecs.base import ArrayBytesCodec
+        from cuzarr.codecs.sharding import ShardingCodec
+
+        def split(cs: Sequence[Any]) -> tuple[tuple[Any, ...], Any, tuple[Any, ...]]:
+            i = next(i for i, c in enumerate(cs) if isinstance(c, ArrayBytesCodec))
+            return tuple(cs[:i]), cs[i], tuple(cs[i + 1 :])
+
+        aa, ab, bb = split(codecs)
+        self.sharding = ab if isinstance(ab, ShardingCodec) else None
+        if self.sharding is not None:
+            self.wrap_aa, self.wrap_bb = aa, bb
+            self.aa, self.ab, self.bb = split(self.sharding.codecs)
+        else:
+            self.wrap_aa, self.wrap_bb = (), ()
+            self.aa, self.ab, self.bb = aa, ab, bb
+
+
+def _grid_spec(grid: Any) -> tuple[Any, ...]:
+    """A chunk grid as ``create_array`` takes it: sizes, or per-dimension edges."""
+    from cuzarr.metadata.chunk_grid import RegularChunkGrid
+
+    return tuple(grid.chunk_shape if isinstance(grid, RegularChunkGrid) else grid.chunk_shapes)
+
+
+def _fmt_shape(spec: Sequence[Any]) -> str:
+    return ",".join(str(list(s)) if isinstance(s, tuple) else str(s) for s in spec)
+
+
+def _holds_whole_chunks(shards: Sequence[Any], chunks: Sequence[Any]) -> bool:
+    """Whether every shard edge is a multiple of the (regular) chunk size."""
+    for s, c in zip(shards, chunks, strict=True):
+        if isinstance(c, tuple):
+            return False  # variable inner chunks: sharding needs regular ones
+        if any(e % c for e in (s if isinstance(s, tuple) else (s,))):
+            return False
+    return True
+
+
+def _v2_filters_as_v3(meta: Any) -> tuple[list[Any], list[Any]]:
+    """A v2 array's memory order and filters as v3 codecs: (array->array codecs,
+    bytes->bytes codecs to run before the compressor)."""
+    from cuzarr.codecs.base import ArrayArrayCodec, BytesBytesCodec
+    from cuzarr.codecs.lazy_numcodecs import numcodecs
+    from cuzarr.codecs.numcodecs_bridge import as_v3_codec
+    from cuzarr.codecs.transpose import TransposeCodec
+
+    aa: list[Any] = []
+    bb: list[Any] = []
+    if meta.order == "F" and meta.ndim > 1:
+        # v2 "F" stores each chunk in Fortran order: v3 says it with a transpose
+        aa.append(TransposeCodec(tuple(range(meta.ndim - 1, -1, -1))))
+    for f in meta.filters or ():
+        if f.codec_id in _OBJECT_CODEC_IDS:
+            continue
+        conf = f.get_config()
+        if any(isinstance(conf.get(k), str) and conf[k].startswith(">") for k in _DTYPE_KEYS):
+            # A numcodecs filter on big-endian values reads back wrong in v3 (in
+            # zarr-python as in cuzarr): the same filter on the values in little
+            # endian; the serializer keeps the stored byte order.
+            conf.update(
+                {k: "<" + conf[k][1:] for k in _DTYPE_KEYS if str(conf.get(k, "")).startswith(">")}
+            )
+            f = numcodecs().get_codec(conf)
+        c = as_v3_codec(f)
+        if isinstance(c, ArrayArrayCodec):
+            aa.append(c)
+        elif isinstance(c, BytesBytesCodec):
+            bb.append(c)
+    return aa, bb
+
+
+def _v3_codecs_as_v2(meta: Any, parts: _SourceCodecs) -> tuple[str, list[Any], list[Any]]:
+    """A v3 array's chunk codecs as v2 (order, filters, compressors).
+
+    A leading transpose that reverses the axes is v2's order "F"; numcodecs
+    filters stay filters. Other array->array codecs (another transpose,
+    scale_offset, cast_value) have no v2 form: the values are stored as they read.
+    Checksums have no place after a v2 compressor and are left out, and so is a
+    serializer other than ``bytes`` or vlen (v2 has the data type's own).
+    """
+    from cuzarr.codecs.numcodecs_bridge import _NumcodecsMixin, as_numcodec
+    from cuzarr.codecs.transpose import TransposeCodec
+
+    aa = list(parts.aa)
+    order = "C"
+    if (
+        aa
+        and meta.ndim > 1
+        and isinstance(aa[0], TransposeCodec)
+        and tuple(aa[0].order) == tuple(range(meta.ndim - 1, -1, -1))
+    ):
+        order, aa = "F", aa[1:]
+    filters = [as_numcodec(c) for c in aa if isinstance(c, _NumcodecsMixin)]
+    compressors = [as_numcodec(c) for c in parts.bb if c.name not in _CHECKSUMS]
+    return order, filters, compressors
+
+
+def destination_metadata(
+    src: Any,
+    *,
+    zarr_format: int | None = None,
+    chunks: Sequence[int] | None = None,
+    shards: Sequence[int] | str | None = None,
+    compressor: Any = "source",
+) -> Any:
+    """The metadata of a copy of ``src``, checked, without writing anything.
+
+    Everything the options do not change is kept: filters, serializer, memory
+    order (v2 ``order``; a reversing ``transpose`` across formats), byte order,
+    chunk key encoding / dimension separator, fill value, attributes, dimension
+    names, compressors and checksums, and the sharding layout with its index
+    codecs and the codecs around it. A copy that changes nothing takes the
+    source's metadata as it is. Across formats, what the other format cannot say
+    is left out where the data reads the same without it (see
+    ``_v3_codecs_as_v2``), and xarray's missing-data value is converted
+    (``_convert_xarray_fill``).
+
+    Parameters
+    ----------
+    src : Array
+        The source array.
+    zarr_format : {2, 3}, optional
+        The destination's format (default: the source's).
+    chunks : sequence of int, optional
+        New (inner) chunk shape; ``-1`` spans a whole dimension. Default: the source's.
+    shards : sequence of int or "none", optional
+        New shard shape (``-1``: one shard along the dimension), or ``"none"`` for
+        no sharding. Default: the source's sharding, which must then hold whole
+        chunks of ``chunks``.
+    compressor : codec, None or "source"
+        Replaces the source's compressors (checksums stay); ``None``: no
+        compression; ``"source"``: keep them.
+
+    Returns
+    -------
+    ArrayMetadata
+
+    Raises
+    ------
+    ValueError
+        If the options do not fit the array (``--shards`` for v2, shards that do
+        not hold whole chunks, more compressors than v2 takes, ...).
+    """
+    import copy
+
+    from cuzarr.codecs.bytes_codec import BytesCodec
+    from cuzarr.codecs.numcodecs_bridge import as_v3_codec
+    from cuzarr.codecs.sharding import ShardingCodec
+    from cuzarr.core.build import build_array_metadata
+    from cuzarr.metadata.array import check_sharded_edges
+    from cuzarr.metadata.dtypes import DataType
+
+    meta = src.metadata
+    fmt = zarr_format or meta.zarr_format
+    if shards not in (None, "none") and fmt != 3:
+        raise ValueError("--shards needs a Zarr v3 destination (v2 has no sharding)")
+    parts = _SourceCodecs(meta.codecs) if meta.zarr_format == 3 else None
+    sharding = parts.sharding if parts is not None else None
+    src_chunks = tuple(sharding.chunk_shape) if sharding else _grid_spec(meta.chunk_grid)
+    src_shards = _grid_spec(meta.chunk_grid) if sharding else None
+
+    new_chunks = src_chunks
+    if chunks is not None:  # -1: the whole dimension
+        new_chunks = tuple(
+            max(1, n) if c == -1 else c for c, n in zip(chunks, meta.shape, strict=True)
+        )
+    if fmt == 2 or shards == "none":
+        new_shards = None
+    elif shards is not None:
+        new_shards = tuple(shards)  # type: ignore[arg-type]
+    elif src_shards is not None:
+        new_shards = src_shards
+        if not _holds_whole_chunks(src_shards, new_chunks):
+            raise ValueError(
+                f"its shards ({_fmt_shape(src_shards)}) do not hold whole chunks of "
+                f"{_fmt_shape(new_chunks)}: give --shards a multiple of the chunks, or "
+                "--shards none for no sharding"
+            )
+    else:
+        new_shards = None
+
+    same_format = fmt == meta.zarr_format
+    unchanged = (new_chunks, new_shards) == (src_chunks, src_shards)
+    if same_format and compressor == "source" and unchanged:
+        # The source's own metadata, verbatim: also extension fields cuzarr does
+        # not know, which may describe the layout (so they go when it changes).
+        return meta.evolve(attributes=copy.deepcopy(dict(meta.attributes)))
+    if parts is not None and parts.wrap_aa:
+        raise ValueError(
+            "it has array->array codecs outside its sharding codec, which a copy "
+            "keeps only as they are: copy it without --chunks, --shards, --compressor "
+            "and --zarr-format"
+        )
+
+    attrs = copy.deepcopy(dict(meta.attributes))
+    fill = meta.fill_value
+    if not same_format:
+        fill, attrs = _convert_xarray_fill(src, fmt, fill, attrs)
+    dtype = meta.dtype
+    kw: dict[str, Any] = {}
+    if fmt == 3:
+        if parts is not None:
+            aa, ab, bb = list(parts.aa), parts.ab, list(parts.bb)
+            cke: Any = meta.chunk_key_encoding
+        else:
+            aa, bb = _v2_filters_as_v3(meta)
+            ab = "auto"
+            if meta.compressor is not None:
+                bb.append(as_v3_codec(meta.compressor))
+            if dtype.dtype.byteorder == ">" and dtype.has_endianness and dtype.dtype.fields is None:
+                ab = BytesCodec("big")  # the byte order the v2 data type kept
+            cke = {"name": "default", "separator": meta.chunk_key_encoding.separator}
+        if compressor != "source":
+            checksums = [c for c in bb if c.name in _CHECKSUMS]
+            bb = [*([] if compressor is None else [compressor]), *checksums]
+        if new_shards is None and parts is not None:
+            bb.extend(parts.wrap_bb)  # whole-shard codecs now see whole chunks
+        kw.update(filters=aa or None, serializer=ab, compressors=bb or None, chunk_key_encoding=cke)
+    else:
+        if parts is None:
+            order, filters = meta.order, list(meta.filters or ())
+            comps = [meta.compressor] if meta.compressor is not None else []
+        else:
+            order, filters, comps = _v3_codecs_as_v2(meta, parts)
+            if (
+                isinstance(parts.ab, BytesCodec)
+                and parts.ab.endian == "big"
+                and dtype.has_endianness
+                and dtype.dtype.fields is None
+            ):
+                dtype = DataType(dtype.kind, dtype.dtype.newbyteorder(">"), dtype.v3_name)
+        if compressor != "source":
+            comps = [] if compressor is None else [compressor]
+        if len(comps) > 1:
+            raise ValueError(
+                f"a Zarr v2 array takes one compressor, and it has {len(comps)} "
+                f"({', '.join(c.codec_id for c in comps)}): choose one with --compressor"
+            )
+        kw.update(
+            filters=filters or None,
+            compressors=comps or None,
+            order=order,
+            dimension_separator=meta.chunk_key_encoding.separator,
+        )
+    names = meta.dimension_names
+    if names is not None and fmt == 3:
+        attrs.pop("_ARRAY_DIMENSIONS", None)  # v2's way of naming them: v3 has its own
+    new = build_array_metadata(
+        shape=meta.shape,
+        dtype=dtype,
+        chunks=new_chunks,
+        shards=new_shards,
+        fill_value=fill,
+        zarr_format=fmt,
+        attributes=attrs,
+        dimension_names=names,
+        **kw,
+    )
+    if new_shards is not None and sharding is not None:
+        # create_array makes the default index (bytes + crc32c, at the end):
+        # the source's index codecs and place, and its whole-shard codecs, stay.
+        made = new.codecs[0]
+        resharded = ShardingCodec(
+            made.chunk_shape, made.codecs, sharding.index_codecs, sharding.index_location
+        )
+        new = new.evolve(codecs=(resharded, *parts.wrap_bb))  # type: ignore[union-attr]
+        pipeline = new.make_pipeline()
+        check_sharded_edges(new, pipeline)
+        new = new.evolve(codecs=tuple(pipeline.codecs))
+    return new
+
+
 def copy_array(
     src: Any,
     dst_store: Any,
@@ -206,55 +643,56 @@ def copy_array(
     path: str | None = None,
     zarr_format: int | None = None,
     chunks: Sequence[int] | None = None,
-    shards: Sequence[int] | None = None,
+    shards: Sequence[int] | str | None = None,
     compressor: Any = "source",
     overwrite: bool = False,
     max_block_bytes: int = 64 << 20,
     progress: bool = False,
+    metadata: Any = None,
 ) -> Any:
     """Copy (and rechunk/convert) ``src`` into a new array, block by block.
 
-    ``compressor="source"`` (the default) keeps the source's compressor(s).
+    Parameters
+    ----------
+    src : Array
+        The source array.
+    dst_store : store-like
+        Where the copy goes (a path, URL or ``Store``).
+    path : str, optional
+        The copy's path inside ``dst_store``.
+    zarr_format, chunks, shards, compressor
+        As :func:`destination_metadata`, which decides the copy's metadata
+        (everything they do not change is kept).
+    overwrite : bool
+        Replace what is at the destination.
+    max_block_bytes : int
+        Memory per copy step (at least one destination shard or chunk).
+    progress : bool
+        Show a progress bar on a terminal.
+    metadata : ArrayMetadata, optional
+        The copy's metadata, made (and checked) beforehand by
+        :func:`destination_metadata`; the options above are then not used.
+
+    Returns
+    -------
+    Array
+        The copy.
+
+    Notes
+    -----
     Memory stays bounded: each step reads one block of whole destination
     shards/chunks (about ``max_block_bytes``) and writes it. Metadata is written
     first, and each chunk atomically, so an interrupted copy leaves a readable
-    destination whose finished chunks are valid.
+    destination whose finished chunks are valid. The copy stores chunks equal to
+    the fill value as the source's handle does (``write_empty_chunks``, which
+    follows ``cuzarr.config`` unless set on it).
     """
-    import cuzarr
-
-    fmt = zarr_format or src.zarr_format
-    if shards and fmt != 3:
-        raise ValueError("--shards needs a Zarr v3 destination (v2 has no sharding)")
-    attrs = dict(src.attrs)
-    fill = src.fill_value
-    if fmt != src.zarr_format:
-        fill, attrs = _convert_xarray_fill(src, fmt, fill, attrs)
-    kw: dict[str, Any] = {
-        "shape": src.shape,
-        "dtype": src.dtype,
-        "chunks": tuple(chunks) if chunks else src.chunks,
-        "fill_value": fill,
-        "zarr_format": fmt,
-        "attributes": attrs,
-        "overwrite": overwrite,
-        "compressors": source_compressors(src) if compressor == "source" else compressor,
-    }
-    if shards and fmt == 3:
-        kw["shards"] = tuple(shards)
-    elif src.shards and fmt == 3 and not chunks:
-        kw["shards"] = src.shards
-    if src.metadata.dimension_names is not None:
-        # v3 dimension_names, v2 _ARRAY_DIMENSIONS (which names them in v2)
-        kw["dimension_names"] = src.metadata.dimension_names
-        if fmt == 3:
-            attrs.pop("_ARRAY_DIMENSIONS", None)
-    dst = cuzarr.create_array(dst_store, path, **kw)
-    blocks = _copy_blocks(dst, max_block_bytes)
-    bar = Progress(len(blocks), "copy") if progress else None
-    for sel in blocks:
-        dst[sel] = src[sel]
-        if bar is not None:
-            bar.update()
+    if metadata is None:
+        metadata = destination_metadata(
+            src, zarr_format=zarr_format, chunks=chunks, shards=shards, compressor=compressor
+        )
+    dst = _create_copy(src, dst_store, path, metadata, overwrite)
+    _copy_data(src, dst, max_block_bytes, progress)
     return dst
 
 
@@ -366,8 +804,113 @@ def _check_destination_format(dst: Any, dst_path: str | None, fmt: int) -> None:
         return
 
 
-def cmd_copy(args: argparse.Namespace) -> int:
+class CopyError(Exception):
+    """A copy that failed after it began writing; the message names the destination."""
+
+
+def _consolidated_groups(h: _Hierarchy) -> list[str]:
+    """Relative paths of the copied groups (``""``: the copied group itself) that
+    have consolidated metadata of their own, deepest first: the copy writes
+    theirs once all data is there."""
     import cuzarr
+    from cuzarr.core.sync import sync
+
+    out = [""] if h.consolidated is not None else []
+    for rel, node in h.members:
+        if not isinstance(node, cuzarr.Group):
+            continue
+        if node.zarr_format == 3:
+            has = bool(node.metadata.extra.get("consolidated_metadata"))
+        else:
+            has = sync(node.store.exists(node.store_path.key(".zmetadata")))
+        if has:
+            out.append(rel)
+    return sorted(out, key=lambda p: (p == "", -p.count("/")))
+
+
+def _consolidated_ancestors(store: Any, path: str | None) -> list[str]:
+    """The groups above ``path`` that have consolidated metadata, deepest first.
+    Above the destination, it would not list the copy (readers that trust it
+    would not see it), so the copy brings it up to date."""
+    import cuzarr
+    from cuzarr.errors import NodeNotFoundError
+
+    parts = [p for p in (path or "").split("/") if p]
+    out = []
+    for i in range(len(parts) - 1, -1, -1):
+        parent = "/".join(parts[:i])
+        try:
+            g = cuzarr.open_group(store, path=parent or None, mode="r")
+        except (NodeNotFoundError, FileNotFoundError):
+            continue
+        if g.async_group.consolidated is not None:
+            out.append(parent)
+    return out
+
+
+def _create_copy(src: Any, store: Any, path: str | None, metadata: Any, overwrite: bool) -> Any:
+    """Write the copy's metadata; the returned array stores chunks equal to the
+    fill value as the source handle does (``write_empty_chunks``)."""
+    from cuzarr.core.array import Array, AsyncArray
+    from cuzarr.core.sync import sync
+    from cuzarr.storage.common import make_store_path
+
+    sp = make_store_path(store, path, mode="a")
+    wec = getattr(src.async_array, "_write_empty_chunks", None)
+    return Array(sync(AsyncArray.create(sp, metadata, overwrite=overwrite, write_empty_chunks=wec)))
+
+
+def _copy_data(src: Any, dst: Any, max_block_bytes: int, progress: bool) -> None:
+    # A copy that stores chunks equal to the fill value (write_empty_chunks)
+    # would store regions the source never wrote too: it goes one destination
+    # shard or chunk at a time, and skips those that meet no chunk of the source.
+    holds = _source_chunks_test(src) if dst.async_array.write_empty_chunks else None
+    if holds is None:
+        blocks = _copy_blocks(dst, max_block_bytes)
+    else:
+        blocks = [b for b in _copy_blocks(dst, 0) if holds(b)]
+    bar = Progress(len(blocks), "copy") if progress else None
+    for sel in blocks:
+        dst[sel] = src[sel]
+        if bar is not None:
+            bar.update()
+
+
+def _source_chunks_test(src: Any) -> Any:
+    """A test of whether a block (slices) meets a chunk (shard) that ``src``
+    stores, or ``None`` where its store cannot be listed (then nothing is skipped)."""
+    from cuzarr.core.sync import sync
+
+    prefix = f"{src.path}/" if src.path else ""
+
+    async def listed() -> set[str]:
+        return {k[len(prefix) :] async for k in src.store.list_prefix(prefix)}
+
+    stored = sync(listed())
+    if ("zarr.json" if src.zarr_format == 3 else ".zarray") not in stored:
+        return None
+    edges = [np.cumsum([0, *sizes]) for sizes in src.write_chunk_sizes]
+    key = src.metadata.chunk_key
+
+    def holds(sel: tuple[slice, ...]) -> bool:
+        spans = [
+            range(
+                int(np.searchsorted(e, s.start, side="right")) - 1,
+                int(np.searchsorted(e, s.stop, side="left")),
+            )
+            for e, s in zip(edges, sel, strict=True)
+        ]
+        return any(key(c) in stored for c in itertools.product(*spans))
+
+    return holds
+
+
+def cmd_copy(args: argparse.Namespace) -> int:
+    import copy
+
+    import cuzarr
+    from cuzarr.errors import CuzarrError
+    from cuzarr.storage.common import join_path, make_store, normalize_path
 
     src = cuzarr.open(args.src, mode="r", path=args.src_path)
     if _overlaps(src, args.dst, args.dst_path):
@@ -375,71 +918,90 @@ def cmd_copy(args: argparse.Namespace) -> int:
             "the destination overlaps the source (same node, or one inside the other); "
             "copy to another path or store"
         )
-    fmt = args.zarr_format
+    fmt = args.zarr_format or src.zarr_format
     # Every option checked before anything is written: a failed copy leaves nothing.
-    chunks, shards = _parse_ints(args.chunks), _parse_ints(args.shards)
-    compressor = _parse_compressor(args.compressor, fmt or src.zarr_format)
-    if shards and (fmt or src.zarr_format) != 3:
+    chunks, shards = _parse_ints(args.chunks), _parse_shards(args.shards)
+    compressor = _parse_compressor(args.compressor, fmt)
+    if shards not in (None, "none") and fmt != 3:
         raise ValueError("--shards needs a Zarr v3 destination (v2 has no sharding)")
-    arrays = [src] if isinstance(src, cuzarr.Array) else [
-        n for _, n in src.members(max_depth=None) if isinstance(n, cuzarr.Array)
-    ]
-    for a in arrays:
+    h = None
+    if isinstance(src, cuzarr.Array):
+        members: list[tuple[str, Any]] = [("", src)]
+    else:
+        h = _hierarchy(src)
+        members = h.members
+        if not args.quiet:
+            for line in h.notes(_node_name(src), "copied"):
+                print(line, file=sys.stderr)
+    arrays = [(rel, n) for rel, n in members if isinstance(n, cuzarr.Array)]
+    for _, a in arrays:
         for opt, v in (("--chunks", chunks), ("--shards", shards)):
-            if v is not None and len(v) != a.ndim:
+            if isinstance(v, tuple) and len(v) != a.ndim:
                 raise ValueError(
                     f"{opt} has {len(v)} value(s), but {a.path or 'the array'} has "
                     f"{a.ndim} dimension(s)"
                 )
-    _check_destination_format(args.dst, args.dst_path, fmt or src.zarr_format)
-    if isinstance(src, cuzarr.Array):
-        dst = copy_array(
-            src,
-            args.dst,
-            path=args.dst_path,
-            zarr_format=fmt,
-            chunks=chunks,
-            shards=shards,
-            compressor=compressor,
-            overwrite=args.overwrite,
-            max_block_bytes=args.max_block_mib << 20,
-            progress=not args.quiet,
-        )
-        dst.store.close()  # a zip file: compacted to one entry per key
-        return 0
-    dst_root = cuzarr.create_group(
-        args.dst,
-        path=args.dst_path,
-        zarr_format=fmt or src.zarr_format,
-        attributes=dict(src.attrs),
-        overwrite=args.overwrite,
-    )
-    for name, node in src.members(max_depth=None):
-        target = f"{dst_root.path}/{name}" if dst_root.path else name
-        if isinstance(node, cuzarr.Group):
-            cuzarr.create_group(
-                args.dst,
-                path=target,
-                zarr_format=dst_root.zarr_format,
-                attributes=dict(node.attrs),
-                overwrite=True,
+    _check_destination_format(args.dst, args.dst_path, fmt)
+    planned = {}
+    for rel, a in arrays:
+        try:
+            planned[rel] = destination_metadata(
+                a, zarr_format=fmt, chunks=chunks, shards=shards, compressor=compressor
             )
+        except ValueError as e:
+            raise ValueError(f"{a.path or args.src}: {e}") from e
+    consolidate = _consolidated_groups(h) if h is not None else []
+    if h is not None and "" not in consolidate and _consolidated_ancestors(args.src, args.src_path):
+        consolidate.append("")  # a group read through an ancestor's consolidated metadata
+    ancestors = _consolidated_ancestors(args.dst, args.dst_path)
+    base = normalize_path(args.dst_path)
+    block = args.max_block_mib << 20
+    store = make_store(args.dst, mode="a")
+    started = False
+    try:
+        if isinstance(src, cuzarr.Array):
+            dst = _create_copy(src, store, base or None, planned[""], args.overwrite)
+            started = True
+            _copy_data(src, dst, block, not args.quiet)
         else:
-            if not args.quiet:
-                print(f"{name}: {node.shape} {node.dtype}", file=sys.stderr)
-            copy_array(
-                node,
-                args.dst,
-                path=target,
-                zarr_format=dst_root.zarr_format,
-                chunks=chunks,
-                shards=shards,
-                compressor=compressor,
-                overwrite=True,
-                max_block_bytes=args.max_block_mib << 20,
-                progress=not args.quiet,
+            cuzarr.create_group(
+                store,
+                path=base or None,
+                zarr_format=fmt,
+                attributes=copy.deepcopy(dict(src.attrs)),
+                overwrite=args.overwrite,
             )
-    dst_root.store.close()  # a zip file: compacted to one entry per key
+            started = True
+            for name, node in members:
+                target = join_path(base, name)
+                if isinstance(node, cuzarr.Group):
+                    cuzarr.create_group(
+                        store,
+                        path=target,
+                        zarr_format=fmt,
+                        attributes=copy.deepcopy(dict(node.attrs)),
+                        overwrite=True,
+                    )
+                    continue
+                if not args.quiet:
+                    print(f"{name}: {node.shape} {node.dtype}", file=sys.stderr)
+                dst = _create_copy(node, store, target, planned[name], True)
+                _copy_data(node, dst, block, not args.quiet)
+            # after all data: consolidated metadata describes what was written
+            for rel in consolidate:
+                cuzarr.consolidate_metadata(store, path=join_path(base, rel) or None)
+        for parent in ancestors:
+            cuzarr.consolidate_metadata(store, path=parent or None)
+            if not args.quiet:
+                print(f"updated the consolidated metadata of /{parent}", file=sys.stderr)
+        store.close()  # a zip file: compacted to one entry per key
+    except (CuzarrError, OSError, ValueError, IndexError) as e:
+        if not started:
+            raise
+        raise CopyError(
+            f"the copy into {args.dst} stopped: {_user_message(e)} (what was copied so "
+            "far stays; run it again with --overwrite)"
+        ) from e
     return 0
 
 
@@ -476,16 +1038,47 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="cuzarr", description="Inspect, copy and benchmark Zarr data.")
     sub = p.add_subparsers(dest="command", required=True)
-    s = sub.add_parser("info", help="metadata, chunking, stored bytes and compression ratio")
+    s = sub.add_parser(
+        "info",
+        help="metadata, chunking, stored bytes and compression ratio",
+        description=(
+            "Describe an array or group. A group's members are counted as the store "
+            "lists them; consolidated_metadata says whether the group has consolidated "
+            "metadata and whether it still matches the store (current, stale; "
+            "unverified where the store cannot be listed)."
+        ),
+    )
     s.add_argument("store", help="a path or URL (a .zip file, s3://, http(s)://, ...)")
     s.add_argument("--path", default=None, help="the node inside the store (default: its root)")
     s.add_argument("--json", action="store_true", help="print one JSON object")
     s.set_defaults(func=cmd_info)
-    s = sub.add_parser("tree", help="the hierarchy below a group")
+    s = sub.add_parser(
+        "tree",
+        help="the hierarchy below a group, as the store lists it",
+        description=(
+            "Print the hierarchy below a group as the store lists it now. Consolidated "
+            "metadata is a snapshot that goes stale when nodes are added, removed or "
+            "changed without reconsolidating: it is not what the tree shows, but a note "
+            "on stderr says when it differs (what it lacks, lists in excess, or has "
+            "older metadata for). Only a store that cannot be listed (an HTTP server "
+            "without index pages) is shown from its consolidated metadata, with a note."
+        ),
+    )
     s.add_argument("store", help="a path or URL")
     s.add_argument("--path", default=None, help="the group inside the store (default: its root)")
     s.set_defaults(func=cmd_tree)
-    s = sub.add_parser("copy", help="copy, rechunk or convert an array or group")
+    s = sub.add_parser(
+        "copy",
+        help="copy, rechunk or convert an array or group",
+        description=(
+            "Copy an array or a group, block by block. What the options do not change "
+            "is kept: filters, serializer, memory order, chunk key encoding, fill "
+            "value, attributes, dimension names, compressors and checksums, sharding "
+            "(with its index codecs), and consolidated metadata (written again after "
+            "all data). Every option is checked against every array before anything "
+            "is written."
+        ),
+    )
     s.add_argument("src", help="the source store (path or URL)")
     s.add_argument("dst", help="the destination store (path or URL)")
     s.add_argument("--src-path", default=None, help="the node to copy (default: the root)")
@@ -495,8 +1088,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="the destination's format (default: the source's)",
     )
     s.add_argument("--chunks", help="e.g. 256,256; -1 for a whole dimension (--chunks=-1,256)")
-    s.add_argument("--shards", help="e.g. 4096,4096 (v3 only)")
-    s.add_argument("--compressor", help="zstd[:level], gzip[:level], blosc[:cname] or none (default: keep the source's)")
+    s.add_argument(
+        "--shards",
+        help="e.g. 4096,4096 (v3 only; -1: one shard along a dimension), or none for no "
+        "sharding (default: keep the source's, which must hold whole new chunks)",
+    )
+    s.add_argument(
+        "--compressor",
+        help="zstd[:level], gzip[:level], blosc[:cname] or none: replaces the compressors, "
+        "checksums stay (default: keep the source's)",
+    )
     s.add_argument("--overwrite", action="store_true", help="replace what is at the destination")
     s.add_argument(
         "--max-block-mib", type=int, default=64,
@@ -514,6 +1115,24 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _user_message(e: BaseException) -> str:
+    """``str(e)`` with the stores' temporary files named as the paths they stand
+    for: a local store writes ``dir/.cuzarr-tmp-<hex>-name`` and renames it to
+    ``dir/name``; a zip store rewrites ``x.zip`` through ``x.zip.cuzarr-tmp``.
+    The user knows their destination path, not our temporaries."""
+    import re
+
+    from cuzarr.storage.local import TEMP_PREFIX
+
+    text = str(e)
+    if ".cuzarr-tmp" not in text:
+        return text
+    text = re.sub(re.escape(TEMP_PREFIX) + r"[0-9a-f]+-", "", text)
+    text = re.sub(r"\.cuzarr-tmp(?=['\"\s]|$)", "", text)
+    # a failed rename of a temporary onto its path now reads "'p' -> 'p'"
+    return re.sub(r"""('[^']*'|"[^"]*") -> \1""", r"\1", text)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``cuzarr`` console script."""
     from cuzarr.errors import CuzarrError
@@ -529,8 +1148,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # and no second error when Python flushes stdout at exit
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
-    except (CuzarrError, OSError, ValueError, IndexError) as e:
-        print(f"cuzarr: error: {e}", file=sys.stderr)
+    except (CuzarrError, CopyError, OSError, ValueError, IndexError) as e:
+        print(f"cuzarr: error: {_user_message(e)}", file=sys.stderr)
         return 1
 
 
