@@ -94,3 +94,22 @@ def test_local_store_move(tmp_path):
         asyncio.run(store.move(tmp_path / "taken"))
     with pytest.raises(cuzarr.errors.ReadOnlyError):
         asyncio.run(store.with_read_only(True).move(tmp_path / "other"))
+
+
+def test_every_store_takes_buffers_prints_its_url_and_hashes_like_its_equals(tmp_path):
+    from cuzarr.storage import FsspecStore, ZipStore
+
+    made = {
+        "memory": lambda: MemoryStore(shared),
+        "local": lambda: LocalStore(tmp_path / "l"),
+        "zip": lambda: ZipStore(tmp_path / "z.zip", mode="a"),
+        "fsspec": lambda: FsspecStore.from_url(f"file://{tmp_path}/f"),
+    }
+    shared: dict = {}
+    for kind, make in made.items():
+        a, b = make(), make()
+        assert a == b and hash(a) == hash(b), kind
+        a.set_sync("k", cpu.Buffer.from_bytes(b"buf"))
+        assert b.get_sync("k") == b"buf", kind
+        assert str(a).split("://")[0] in {"memory", "file", "zip"}, kind
+        a.close()

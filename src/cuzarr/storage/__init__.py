@@ -23,6 +23,7 @@ from cuzarr.storage.memory import MemoryStore
 if TYPE_CHECKING:
     from cuzarr.storage.asdf import AsdfStore
     from cuzarr.storage.fsspec import (
+        BucketNotFoundError,
         FsspecStore,
         HTTPStore,
         RangeMismatchError,
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
 # local files does not pay for them (import time, resident memory).
 _LAZY = {
     "AsdfStore": "asdf",
+    "BucketNotFoundError": "fsspec",
     "FsspecStore": "fsspec",
     "HTTPStore": "fsspec",
     "RangeMismatchError": "fsspec",
@@ -71,6 +73,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "AsdfStore",
+    "BucketNotFoundError",
     "ByteRequest",
     "FsspecStore",
     "HTTPStore",

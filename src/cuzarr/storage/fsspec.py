@@ -40,6 +40,7 @@ from cuzarr.storage.base import (
     RangeByteRequest,
     Store,
     SuffixByteRequest,
+    as_bytes_like,
     check_byte_range,
     normalize_key,
     range_bounds,
@@ -492,7 +493,11 @@ class FsspecStore(Store):
             and (other._fs is self._fs or self._fs is None or other._fs is None)
         )
 
-    __hash__ = object.__hash__
+    def __hash__(self) -> int:  # equal stores hash alike
+        return hash((self.protocol, self.path))
+
+    def __str__(self) -> str:
+        return f"{self.protocol}://{self.path.split('://')[-1]}"
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
@@ -724,7 +729,7 @@ class FsspecStore(Store):
     async def set(self, key: str, value: bytes) -> None:
         self._check_fs_writable()
         path = self._full(key)
-        data = bytes(value)
+        data = bytes(as_bytes_like(value))
 
         async def put() -> None:
             if self._async:

@@ -99,7 +99,8 @@ class MemoryStore(Store):
     def __eq__(self, other: object) -> bool:
         return isinstance(other, MemoryStore) and other._store_dict is self._store_dict
 
-    __hash__ = object.__hash__
+    def __hash__(self) -> int:  # equal stores (one mapping) hash alike
+        return id(self._store_dict)
 
     @staticmethod
     def _as_bytes(value: Any) -> bytes:

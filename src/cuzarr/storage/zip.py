@@ -41,6 +41,7 @@ from cuzarr.errors import ChecksumError, CodecError, CuzarrError
 from cuzarr.storage.base import (
     ByteRequest,
     Store,
+    as_bytes_like,
     check_byte_range,
     normalize_key,
     range_bounds,
@@ -730,7 +731,11 @@ class ZipStore(Store):
             return self._h is other._h
         return other.path == self.path
 
-    __hash__ = object.__hash__
+    def __hash__(self) -> int:  # equal stores hash alike
+        return hash(self.path) if self.path is not None else id(self._h)
+
+    def __str__(self) -> str:
+        return f"zip://{self.path}" if self.path is not None else repr(self)
 
     def __copy__(self) -> ZipStore:
         # a copy (with_read_only) shares the open handle: no pickling round trip,
@@ -798,11 +803,13 @@ class ZipStore(Store):
         if type(self).set is not ZipStore.set:
             return await super().set_if_not_exists(key, value)  # through the override
         self._check_writable()
-        await asyncio.to_thread(self._h.write_if_absent, normalize_key(key), value)
+        await asyncio.to_thread(
+            self._h.write_if_absent, normalize_key(key), as_bytes_like(value)
+        )
 
     async def set_many(self, items: Sequence[tuple[str, bytes]]) -> None:
         self._check_writable()
-        items = [(normalize_key(k), v) for k, v in items]
+        items = [(normalize_key(k), as_bytes_like(v)) for k, v in items]
         if items:
             await asyncio.to_thread(self._h.write_many, items)
 
