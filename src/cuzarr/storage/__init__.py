@@ -4,7 +4,8 @@
 ``memory://`` and other fsspec filesystems), ``HTTPStore``, ``ReferenceStore``
 (kerchunk), ``N5Store`` (N5 containers shown as Zarr v2) and ``AsdfStore``
 (the ndarrays of an ASDF file, read-only; needs the ``asdf`` package);
-``WrapperStore`` and ``LoggingStore`` wrap any of them.
+``WrapperStore`` and ``LoggingStore`` wrap any of them; ``ZarrPythonStore``
+lets cuzarr use any zarr-python store (made for one passed in directly).
 """
 
 from typing import TYPE_CHECKING, Any
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from cuzarr.storage.n5 import N5Store
     from cuzarr.storage.reference import ReferenceStore
     from cuzarr.storage.wrapper import LoggingStore, WrapperStore
+    from cuzarr.storage.zarr_python import ZarrPythonStore
     from cuzarr.storage.zip import ZipStore, ZipStoreError
 
 # The other backends load when first named (PEP 562): a program that only reads
@@ -53,6 +55,7 @@ _LAZY = {
     "ZipStoreError": "zip",
     "WrapperStore": "wrapper",
     "LoggingStore": "wrapper",
+    "ZarrPythonStore": "zarr_python",
 }
 
 
@@ -92,6 +95,7 @@ __all__ = [
     "SuffixByteRequest",
     "TruncatedRangeError",
     "WrapperStore",
+    "ZarrPythonStore",
     "ZipStore",
     "ZipStoreError",
     "make_store",

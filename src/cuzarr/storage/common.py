@@ -97,8 +97,12 @@ def make_store(
             return N5Store(s, read_only=read_only)
         result = LocalStore(Path(s))
     else:
+        from cuzarr.storage.zarr_python import ZarrPythonStore, is_zarr_python_store
+
         mapping_like = all(hasattr(store, a) for a in ("__getitem__", "__setitem__", "keys"))
-        if mapping_like:
+        if is_zarr_python_store(store):
+            result = ZarrPythonStore(store)
+        elif mapping_like:
             result = MemoryStore(store)
         else:
             raise TypeError(f"unsupported store type {type(store).__name__}")
