@@ -719,3 +719,35 @@ def test_create_group_follows_the_configured_default_format(tmp_path, fmt):
                 lib.api.asynchronous.create_group(store=str(tmp_path / lib.__name__ / "x"))
             )
         assert g.metadata.zarr_format == ag.metadata.zarr_format == fmt
+
+
+def test_group_and_array_constructors_of_zarr_python(tmp_path):
+    for lib in LIBS.values():
+        root = str(tmp_path / lib.__name__)
+        g = lib.Group.from_store(root, attributes={"a": 1}, zarr_format=2)
+        assert g.metadata.zarr_format == 2 and g.attrs["a"] == 1 and g.synchronizer is None
+        with pytest.raises(lib.errors.ContainsGroupError):
+            lib.Group.from_store(root, zarr_format=2)
+        g = lib.Group.from_store(root, overwrite=True)
+        assert lib.Group.open(root).metadata.zarr_format == 3
+        updated = asyncio.run(g.update_attributes_async({"b": 2}))
+        assert updated.attrs["b"] == 2 and dict(lib.open_group(root).attrs) == {"b": 2}
+        assert len(g.members(max_depth=None, use_consolidated_for_children=False)) == 0
+    # from_dict: a handle from a metadata document alone (zarr-python's documents)
+    z = zarr.create_array({}, shape=(3,), dtype="i4", fill_value=4)
+    a = cuzarr.Array.from_dict(cuzarr.storage.StorePath(cuzarr.storage.MemoryStore()),
+                               z.metadata.to_dict())
+    np.testing.assert_array_equal(a[...], [4, 4, 4])
+    for fmt in (2, 3):
+        doc = zarr.group(zarr_format=fmt, attributes={"x": 2}).metadata.to_dict()
+        ag = cuzarr.AsyncGroup.from_dict(cuzarr.storage.StorePath(cuzarr.storage.MemoryStore()), doc)
+        assert ag.attrs == {"x": 2} and ag.zarr_format == fmt
+    with pytest.raises(cuzarr.errors.ContainsArrayError):
+        cuzarr.AsyncGroup.from_dict(cuzarr.storage.StorePath(cuzarr.storage.MemoryStore()),
+                                    z.metadata.to_dict())
+    # AsyncArray(metadata, store_path, config) as zarr-python's constructor
+    aa = cuzarr.AsyncArray(z.metadata.to_dict(), cuzarr.storage.StorePath(cuzarr.storage.MemoryStore()),
+                           {"write_empty_chunks": True, "order": "F"})
+    assert aa.config.write_empty_chunks is True and aa.config.order == "F"
+    with pytest.raises(ValueError, match="unknown array config"):
+        cuzarr.AsyncArray(z.metadata.to_dict(), aa.store_path, {"bogus": 1})

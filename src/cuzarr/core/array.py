@@ -34,7 +34,7 @@ from cuzarr.core.nodes import (
 )
 from cuzarr.core.shards import read_sharded, read_sharded_small_sync, sharding_codec
 from cuzarr.core.sync import sync
-from cuzarr.errors import GroupFoundError, ReadOnlyError
+from cuzarr.errors import ContainsGroupError, GroupFoundError, ReadOnlyError
 from cuzarr.indexing.selection import (
     BasicPlan,
     _as_int,
@@ -137,6 +137,15 @@ def _pop_fields(selection: Any) -> tuple[Any, Any]:
     return (names[0] if len(names) == 1 else names), (rest if rest else Ellipsis)
 
 
+def _array_metadata_of(data: Any) -> ArrayMetadata:
+    from cuzarr.core.hierarchy import as_node_metadata
+
+    meta = as_node_metadata(data)
+    if not isinstance(meta, ArrayMetadata):
+        raise ContainsGroupError("the metadata describes a group, not an array")
+    return meta
+
+
 class AsyncArray:
     """An array in a store; every operation is a coroutine.
 
@@ -159,16 +168,35 @@ class AsyncArray:
 
     def __init__(
         self,
-        metadata: ArrayMetadata,
+        metadata: ArrayMetadata | dict[str, Any],
         store_path: StorePath,
+        config: Any = None,
         *,
         write_empty_chunks: bool | None = None,
     ) -> None:
+        if not isinstance(metadata, ArrayMetadata):  # a metadata document, as zarr-python
+            metadata = _array_metadata_of(metadata)
+        if config is not None:  # zarr-python's ArrayConfig (or its dict)
+            from cuzarr.core.array_config import parse_array_config
+
+            given = dict(config) if isinstance(config, dict) else config.to_dict()
+            parse_array_config(given)  # unknown keys and bad values raise
+            order = given.get("order")
+            if order is not None and order != metadata.order and metadata.zarr_format == 3:
+                metadata = metadata.evolve(order=order)
+            if write_empty_chunks is None:
+                write_empty_chunks = given.get("write_empty_chunks")
         self.store_path = store_path
         self._write_empty_chunks = write_empty_chunks
         # Where reads land when a call names no prototype (``meta_array=``).
         self._prototype: Any = None
         self._set_metadata(metadata)
+
+    @classmethod
+    def from_dict(cls, store_path: StorePath, data: dict[str, Any]) -> AsyncArray:
+        """The array at ``store_path`` described by the metadata document ``data``
+        (nothing is read or written), as zarr-python's ``AsyncArray.from_dict``."""
+        return cls(_array_metadata_of(data), store_path)
 
     # (dict, key) pairs: consolidated dicts of group handles this array came
     # from, which must see its metadata changes (see AsyncGroup._mirrors).
@@ -1389,6 +1417,12 @@ class Array:
         """Merge ``new_attributes`` into the attributes (keys not in it are kept)."""
         sync(self._async_array.update_attributes(new_attributes))
         return self
+
+    @classmethod
+    def from_dict(cls, store_path: StorePath, data: dict[str, Any]) -> Array:
+        """The array at ``store_path`` described by the metadata document ``data``
+        (nothing is read or written), as zarr-python's ``Array.from_dict``."""
+        return cls(AsyncArray.from_dict(store_path, data))
 
     @classmethod
     def open(cls, store: Any, *, config: Any = None) -> Array:

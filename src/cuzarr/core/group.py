@@ -184,6 +184,45 @@ class AsyncGroup:
         group._owns_consolidated = consolidated is not None
         return group
 
+    @classmethod
+    async def from_store(
+        cls,
+        store: Any,
+        *,
+        attributes: dict[str, Any] | None = None,
+        overwrite: bool = False,
+        zarr_format: int = 3,
+    ) -> AsyncGroup:
+        """Create a group at the root of ``store`` (any store-like), as
+        zarr-python's ``AsyncGroup.from_store``."""
+        sp = store if isinstance(store, StorePath) else make_store_path(store)
+        return await cls.create(
+            sp, zarr_format=zarr_format, attributes=attributes, overwrite=overwrite
+        )
+
+    @classmethod
+    def from_dict(cls, store_path: StorePath, data: dict[str, Any]) -> AsyncGroup:
+        """The group at ``store_path`` described by the metadata document ``data``
+        (nothing is read or written), as zarr-python's ``AsyncGroup.from_dict``."""
+        from cuzarr.core.hierarchy import as_node_metadata
+
+        data = dict(data)
+        data.setdefault("node_type", "group")  # zarr-python's documents may leave it out
+        if data.get("zarr_format") == 2:
+            data.pop("node_type")
+        meta = as_node_metadata(data)
+        if isinstance(meta, ArrayMetadata):
+            raise _ArrayInTheWay(
+                f"an array, not a group, is described for {store_path.store!r}, "
+                f"path {store_path.path!r}"
+            )
+        return cls(meta, store_path)
+
+    @property
+    def synchronizer(self) -> None:
+        """Always None (zarr-python's legacy attribute)."""
+        return None
+
     async def consolidate(self) -> AsyncGroup:
         """Write consolidated metadata for every node below this group."""
         members = await AsyncGroup(self.metadata, self.store_path).members(max_depth=None)
@@ -863,6 +902,38 @@ class Group:
         sync(self._async_group.update_attributes(new_attributes))
         return self
 
+    async def update_attributes_async(self, new_attributes: dict[str, Any]) -> Group:
+        """:meth:`update_attributes` for a caller on an event loop: awaited there,
+        it runs on that loop (zarr-python's ``Group.update_attributes_async``)."""
+        await self._async_group.update_attributes(new_attributes)
+        return self
+
+    @property
+    def synchronizer(self) -> None:
+        """Always None (zarr-python's legacy attribute)."""
+        return None
+
+    @staticmethod
+    def from_store(
+        store: Any,
+        *,
+        attributes: dict[str, Any] | None = None,
+        zarr_format: int = 3,
+        overwrite: bool = False,
+    ) -> Group:
+        """Create a group at the root of ``store``, as zarr-python's
+        ``Group.from_store``."""
+        made = AsyncGroup.from_store(
+            store, attributes=attributes, zarr_format=zarr_format, overwrite=overwrite
+        )
+        return Group(sync(made))
+
+    @staticmethod
+    def open(store: Any, zarr_format: int | None = None) -> Group:
+        """Open the group at the root of ``store`` (any store-like; ``zarr_format``
+        None finds either format), as zarr-python's ``Group.open``."""
+        return Group(sync(AsyncGroup.open(store, zarr_format)))
+
     @staticmethod
     def _wrap(node: AsyncArray | AsyncGroup) -> Array | Group:
         return Array(node) if isinstance(node, AsyncArray) else Group(node)
@@ -891,7 +962,13 @@ class Group:
         """Names of the direct children, sorted."""
         return [k for k, _ in sync(self._async_group.members())]
 
-    def members(self, max_depth: int | None = 0) -> tuple[tuple[str, Array | Group], ...]:
+    def members(
+        self, max_depth: int | None = 0, *, use_consolidated_for_children: bool = True
+    ) -> tuple[tuple[str, Array | Group], ...]:
+        """Child nodes as (relative path, node); ``max_depth=None`` recurses fully.
+        ``use_consolidated_for_children`` is accepted as in zarr-python (child
+        groups are listed from the store either way)."""
+        del use_consolidated_for_children
         return tuple((k, self._wrap(v)) for k, v in sync(self._async_group.members(max_depth)))
 
     def arrays(self) -> Iterator[tuple[str, Array]]:
