@@ -1,0 +1,344 @@
+"""The metadata of a copy of an array (:func:`destination_metadata`): new chunks,
+shards or compressors, and conversion between Zarr v2 and v3, keeping whatever
+the options do not change."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["destination_metadata"]
+
+
+# Checksums are no compression: ``--compressor`` replaces the compressors and
+# keeps these, so a copy stays as well guarded as its source.
+_CHECKSUMS = frozenset(
+    {
+        "crc32c",
+        "numcodecs.crc32",
+        "numcodecs.crc32c",
+        "numcodecs.adler32",
+        "numcodecs.fletcher32",
+        "numcodecs.jenkins_lookup3",
+    }
+)
+# Configuration keys of numcodecs filters that hold a data type.
+_DTYPE_KEYS = ("dtype", "astype", "encode_dtype", "decode_dtype")
+# v2 filters that encode objects: in v3 the serializer does that, chosen by the data type.
+_OBJECT_CODEC_IDS = frozenset(
+    {"vlen-utf8", "vlen-bytes", "vlen-array", "json2", "msgpack2", "pickle"}
+)
+
+
+class _SourceCodecs:
+    """A v3 array's codecs, split around its array->bytes codec.
+
+    ``aa``/``ab``/``bb`` encode one chunk (one inner chunk when sharded);
+    ``wrap_aa``/``wrap_bb`` are the codecs outside a sharding codec (whole shards);
+    ``sharding`` is that codec, or ``None``.
+    """
+
+    def __init__(self, codecs: Sequence[Any]) -> None:
+        from cuzarr.codecs.base import ArrayBytesCodec
+        from cuzarr.codecs.sharding import ShardingCodec
+
+        def split(cs: Sequence[Any]) -> tuple[tuple[Any, ...], Any, tuple[Any, ...]]:
+            i = next(i for i, c in enumerate(cs) if isinstance(c, ArrayBytesCodec))
+            return tuple(cs[:i]), cs[i], tuple(cs[i + 1 :])
+
+        aa, ab, bb = split(codecs)
+        self.sharding = ab if isinstance(ab, ShardingCodec) else None
+        if self.sharding is not None:
+            self.wrap_aa, self.wrap_bb = aa, bb
+            self.aa, self.ab, self.bb = split(self.sharding.codecs)
+        else:
+            self.wrap_aa, self.wrap_bb = (), ()
+            self.aa, self.ab, self.bb = aa, ab, bb
+
+
+def _grid_spec(grid: Any) -> tuple[Any, ...]:
+    """A chunk grid as ``create_array`` takes it: sizes, or per-dimension edges."""
+    from cuzarr.metadata.chunk_grid import RegularChunkGrid
+
+    return tuple(grid.chunk_shape if isinstance(grid, RegularChunkGrid) else grid.chunk_shapes)
+
+
+def _fmt_shape(spec: Sequence[Any]) -> str:
+    return ",".join(str(list(s)) if isinstance(s, tuple) else str(s) for s in spec)
+
+
+def _holds_whole_chunks(shards: Sequence[Any], chunks: Sequence[Any]) -> bool:
+    """Whether every shard edge is a multiple of the (regular) chunk size."""
+    for s, c in zip(shards, chunks, strict=True):
+        if isinstance(c, tuple):
+            return False  # variable inner chunks: sharding needs regular ones
+        if any(e % c for e in (s if isinstance(s, tuple) else (s,))):
+            return False
+    return True
+
+
+def _v2_filters_as_v3(meta: Any) -> tuple[list[Any], list[Any]]:
+    """A v2 array's memory order and filters as v3 codecs: (array->array codecs,
+    bytes->bytes codecs to run before the compressor)."""
+    from cuzarr.codecs.base import ArrayArrayCodec, BytesBytesCodec
+    from cuzarr.codecs.lazy_numcodecs import numcodecs
+    from cuzarr.codecs.numcodecs_bridge import as_v3_codec
+    from cuzarr.codecs.transpose import TransposeCodec
+
+    aa: list[Any] = []
+    bb: list[Any] = []
+    if meta.order == "F" and meta.ndim > 1:
+        # v2 "F" stores each chunk in Fortran order: v3 says it with a transpose
+        aa.append(TransposeCodec(tuple(range(meta.ndim - 1, -1, -1))))
+    for f in meta.filters or ():
+        if f.codec_id in _OBJECT_CODEC_IDS:
+            continue
+        conf = f.get_config()
+        if any(isinstance(conf.get(k), str) and conf[k].startswith(">") for k in _DTYPE_KEYS):
+            # A numcodecs filter on big-endian values reads back wrong in v3 (in
+            # zarr-python as in cuzarr): the same filter on the values in little
+            # endian; the serializer keeps the stored byte order.
+            conf.update(
+                {k: "<" + conf[k][1:] for k in _DTYPE_KEYS if str(conf.get(k, "")).startswith(">")}
+            )
+            f = numcodecs().get_codec(conf)
+        c = as_v3_codec(f)
+        if isinstance(c, ArrayArrayCodec):
+            aa.append(c)
+        elif isinstance(c, BytesBytesCodec):
+            bb.append(c)
+    return aa, bb
+
+
+def _v3_codecs_as_v2(meta: Any, parts: _SourceCodecs) -> tuple[str, list[Any], list[Any]]:
+    """A v3 array's chunk codecs as v2 (order, filters, compressors).
+
+    A leading transpose that reverses the axes is v2's order "F"; numcodecs
+    filters stay filters. Other array->array codecs (another transpose,
+    scale_offset, cast_value) have no v2 form: the values are stored as they read.
+    Checksums have no place after a v2 compressor and are left out, and so is a
+    serializer other than ``bytes`` or vlen (v2 has the data type's own).
+    """
+    from cuzarr.codecs.numcodecs_bridge import _NumcodecsMixin, as_numcodec
+    from cuzarr.codecs.transpose import TransposeCodec
+
+    aa = list(parts.aa)
+    order = "C"
+    if (
+        aa
+        and meta.ndim > 1
+        and isinstance(aa[0], TransposeCodec)
+        and tuple(aa[0].order) == tuple(range(meta.ndim - 1, -1, -1))
+    ):
+        order, aa = "F", aa[1:]
+    filters = [as_numcodec(c) for c in aa if isinstance(c, _NumcodecsMixin)]
+    compressors = [as_numcodec(c) for c in parts.bb if c.name not in _CHECKSUMS]
+    return order, filters, compressors
+
+
+def destination_metadata(
+    src: Any,
+    *,
+    zarr_format: int | None = None,
+    chunks: Sequence[int] | None = None,
+    shards: Sequence[int] | str | None = None,
+    compressor: Any = "source",
+) -> Any:
+    """The metadata of a copy of ``src``, checked, without writing anything.
+
+    Everything the options do not change is kept: filters, serializer, memory
+    order (v2 ``order``; a reversing ``transpose`` across formats), byte order,
+    chunk key encoding / dimension separator, fill value, attributes, dimension
+    names, compressors and checksums, and the sharding layout with its index
+    codecs and the codecs around it. A copy that changes nothing takes the
+    source's metadata as it is. Across formats, what the other format cannot say
+    is left out where the data reads the same without it (see
+    ``_v3_codecs_as_v2``), and xarray's missing-data value is converted
+    (``_convert_xarray_fill``).
+
+    Parameters
+    ----------
+    src : Array
+        The source array.
+    zarr_format : {2, 3}, optional
+        The destination's format (default: the source's).
+    chunks : sequence of int, optional
+        New (inner) chunk shape; ``-1`` spans a whole dimension. Default: the source's.
+    shards : sequence of int or "none", optional
+        New shard shape (``-1``: one shard along the dimension), or ``"none"`` for
+        no sharding. Default: the source's sharding, which must then hold whole
+        chunks of ``chunks``.
+    compressor : codec, None or "source"
+        Replaces the source's compressors (checksums stay); ``None``: no
+        compression; ``"source"``: keep them.
+
+    Returns
+    -------
+    ArrayMetadata
+
+    Raises
+    ------
+    ValueError
+        If the options do not fit the array (``--shards`` for v2, shards that do
+        not hold whole chunks, more compressors than v2 takes, ...).
+    """
+    import copy
+
+    from cuzarr.codecs.bytes_codec import BytesCodec
+    from cuzarr.codecs.numcodecs_bridge import as_v3_codec
+    from cuzarr.codecs.sharding import ShardingCodec
+    from cuzarr.core.build import build_array_metadata
+    from cuzarr.metadata.array import check_sharded_edges
+    from cuzarr.metadata.dtypes import DataType
+
+    meta = src.metadata
+    fmt = zarr_format or meta.zarr_format
+    if shards not in (None, "none") and fmt != 3:
+        raise ValueError("--shards needs a Zarr v3 destination (v2 has no sharding)")
+    parts = _SourceCodecs(meta.codecs) if meta.zarr_format == 3 else None
+    sharding = parts.sharding if parts is not None else None
+    src_chunks = tuple(sharding.chunk_shape) if sharding else _grid_spec(meta.chunk_grid)
+    src_shards = _grid_spec(meta.chunk_grid) if sharding else None
+
+    new_chunks = src_chunks
+    if chunks is not None:  # -1: the whole dimension
+        new_chunks = tuple(
+            max(1, n) if c == -1 else c for c, n in zip(chunks, meta.shape, strict=True)
+        )
+    if fmt == 2 or shards == "none":
+        new_shards = None
+    elif shards is not None:
+        new_shards = tuple(shards)  # type: ignore[arg-type]
+    elif src_shards is not None:
+        new_shards = src_shards
+        if not _holds_whole_chunks(src_shards, new_chunks):
+            raise ValueError(
+                f"its shards ({_fmt_shape(src_shards)}) do not hold whole chunks of "
+                f"{_fmt_shape(new_chunks)}: give --shards a multiple of the chunks, or "
+                "--shards none for no sharding"
+            )
+    else:
+        new_shards = None
+
+    same_format = fmt == meta.zarr_format
+    unchanged = (new_chunks, new_shards) == (src_chunks, src_shards)
+    if same_format and compressor == "source" and unchanged:
+        # The source's own metadata, verbatim: also extension fields cuzarr does
+        # not know, which may describe the layout (so they go when it changes).
+        return meta.evolve(attributes=copy.deepcopy(dict(meta.attributes)))
+    if parts is not None and parts.wrap_aa:
+        raise ValueError(
+            "it has array->array codecs outside its sharding codec, which a copy "
+            "keeps only as they are: copy it without --chunks, --shards, --compressor "
+            "and --zarr-format"
+        )
+
+    attrs = copy.deepcopy(dict(meta.attributes))
+    fill = meta.fill_value
+    if not same_format:
+        fill, attrs = _convert_xarray_fill(src, fmt, fill, attrs)
+    dtype = meta.dtype
+    kw: dict[str, Any] = {}
+    if fmt == 3:
+        if parts is not None:
+            aa, ab, bb = list(parts.aa), parts.ab, list(parts.bb)
+            cke: Any = meta.chunk_key_encoding
+        else:
+            aa, bb = _v2_filters_as_v3(meta)
+            ab = "auto"
+            if meta.compressor is not None:
+                bb.append(as_v3_codec(meta.compressor))
+            if dtype.dtype.byteorder == ">" and dtype.has_endianness and dtype.dtype.fields is None:
+                ab = BytesCodec("big")  # the byte order the v2 data type kept
+            cke = {"name": "default", "separator": meta.chunk_key_encoding.separator}
+        if compressor != "source":
+            checksums = [c for c in bb if c.name in _CHECKSUMS]
+            bb = [*([] if compressor is None else [compressor]), *checksums]
+        if new_shards is None and parts is not None:
+            bb.extend(parts.wrap_bb)  # whole-shard codecs now see whole chunks
+        kw.update(filters=aa or None, serializer=ab, compressors=bb or None, chunk_key_encoding=cke)
+    else:
+        if parts is None:
+            order, filters = meta.order, list(meta.filters or ())
+            comps = [meta.compressor] if meta.compressor is not None else []
+        else:
+            order, filters, comps = _v3_codecs_as_v2(meta, parts)
+            if (
+                isinstance(parts.ab, BytesCodec)
+                and parts.ab.endian == "big"
+                and dtype.has_endianness
+                and dtype.dtype.fields is None
+            ):
+                dtype = DataType(dtype.kind, dtype.dtype.newbyteorder(">"), dtype.v3_name)
+        if compressor != "source":
+            comps = [] if compressor is None else [compressor]
+        if len(comps) > 1:
+            raise ValueError(
+                f"a Zarr v2 array takes one compressor, and it has {len(comps)} "
+                f"({', '.join(c.codec_id for c in comps)}): choose one with --compressor"
+            )
+        kw.update(
+            filters=filters or None,
+            compressors=comps or None,
+            order=order,
+            dimension_separator=meta.chunk_key_encoding.separator,
+        )
+    names = meta.dimension_names
+    if names is not None and fmt == 3:
+        attrs.pop("_ARRAY_DIMENSIONS", None)  # v2's way of naming them: v3 has its own
+    new = build_array_metadata(
+        shape=meta.shape,
+        dtype=dtype,
+        chunks=new_chunks,
+        shards=new_shards,
+        fill_value=fill,
+        zarr_format=fmt,
+        attributes=attrs,
+        dimension_names=names,
+        **kw,
+    )
+    if new_shards is not None and sharding is not None:
+        # create_array makes the default index (bytes + crc32c, at the end):
+        # the source's index codecs and place, and its whole-shard codecs, stay.
+        made = new.codecs[0]
+        resharded = ShardingCodec(
+            made.chunk_shape, made.codecs, sharding.index_codecs, sharding.index_location
+        )
+        new = new.evolve(codecs=(resharded, *parts.wrap_bb))  # type: ignore[union-attr]
+        pipeline = new.make_pipeline()
+        check_sharded_edges(new, pipeline)
+        new = new.evolve(codecs=tuple(pipeline.codecs))
+    return new
+
+
+def _convert_xarray_fill(src: Any, fmt: int, fill: Any, attrs: dict[str, Any]) -> tuple[Any, dict]:
+    """Keep what xarray masks across a format conversion: it takes a v2 array's
+    ``fill_value`` as the missing-data value, and in v3 a ``_FillValue``
+    attribute instead (:mod:`cuzarr.integrations.xarray_fill`). Only arrays xarray
+    wrote (named dimensions) are converted; others keep fill value and attributes."""
+    from cuzarr.integrations.xarray_fill import decode_fill_attr, encode_fill_attr
+
+    if src.metadata.dimension_names is None:
+        return fill, attrs
+    dtype = np.dtype(src.dtype)
+    if fmt == 2:
+        if "_FillValue" not in attrs:
+            # no missing-data value: a v2 fill value would become one (xarray
+            # writes null there itself)
+            return None, attrs
+        value = decode_fill_attr(attrs["_FillValue"], dtype)
+        try:
+            np.asarray(value, dtype=dtype)
+        except (TypeError, ValueError, OverflowError):
+            return None, attrs  # not xarray's encoding: the attribute stays as it was
+        if isinstance(value, str) and dtype.kind not in "US":
+            return None, attrs
+        del attrs["_FillValue"]
+        return value, attrs
+    if fmt == 3 and fill is not None and "_FillValue" not in attrs:
+        coded = encode_fill_attr(fill, dtype)
+        if coded is not None:
+            attrs["_FillValue"] = coded
+    return fill, attrs
