@@ -751,3 +751,14 @@ def test_group_and_array_constructors_of_zarr_python(tmp_path):
     assert aa.config.write_empty_chunks is True and aa.config.order == "F"
     with pytest.raises(ValueError, match="unknown array config"):
         cuzarr.AsyncArray(z.metadata.to_dict(), aa.store_path, {"bogus": 1})
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_group_metadata_to_dict_as_zarr_python(fmt):
+    ours = cuzarr.group(zarr_format=fmt, attributes={"a": [1, "x"]}).metadata.to_dict()
+    theirs = zarr.group(zarr_format=fmt, attributes={"a": [1, "x"]}).metadata.to_dict()
+    assert {k: ours[k] for k in ("zarr_format", "attributes")} == {
+        k: theirs[k] for k in ("zarr_format", "attributes")
+    }
+    sp = cuzarr.storage.StorePath(cuzarr.storage.MemoryStore())
+    assert cuzarr.AsyncGroup.from_dict(sp, ours).attrs == {"a": [1, "x"]}

@@ -137,3 +137,19 @@ def test_logging_store_open_constructs_the_wrapped_store(tmp_path):
 def test_wrapper_refuses_what_is_not_a_store():
     with pytest.raises(TypeError):
         WrapperStore({})  # type: ignore[arg-type]
+
+
+def test_logging_store_log_takes_zarr_pythons_hint_and_names_the_caller():
+    import asyncio
+
+    from cuzarr.storage import LoggingStore, MemoryStore
+
+    class Mine(LoggingStore):
+        async def custom(self):
+            with self.log("hint"):  # zarr-python's call: the method is the caller's name
+                return 1
+
+    s = Mine(MemoryStore(), log_level="WARNING")
+    asyncio.run(s.custom())
+    asyncio.run(s.set("a", b"1"))
+    assert dict(s.counter) == {"custom": 1, "set": 1}

@@ -17,6 +17,18 @@ class GroupMetadata:
     attributes: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
 
+    def to_dict(self) -> dict[str, Any]:
+        """The group's metadata as one JSON object (zarr-python's
+        ``GroupMetadata.to_dict``: for v2 the attributes are in it too)."""
+        if self.zarr_format == 3:
+            return {
+                "attributes": self.attributes,
+                "zarr_format": 3,
+                "node_type": "group",
+                **self.extra,
+            }
+        return {"zarr_format": 2, "attributes": self.attributes}
+
     def to_documents(self) -> dict[str, bytes]:
         if self.zarr_format == 3:
             d = {"attributes": self.attributes, "zarr_format": 3, "node_type": "group"}

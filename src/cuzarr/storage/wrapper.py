@@ -250,8 +250,14 @@ class LoggingStore(WrapperStore):
         return cls(store_cls(*args, **kwargs), log_level=level, log_handler=handler)
 
     @contextmanager
-    def log(self, method: str, hint: Any = "") -> Iterator[None]:
-        """Log the start and end (with its duration) of one call, and count it."""
+    def log(self, hint: Any = "", *, method: str | None = None) -> Iterator[None]:
+        """Log the start and end (with its duration) of one call, and count it,
+        as zarr-python's ``LoggingStore.log(hint)``: ``method`` defaults to the
+        name of the method that opened the context (a subclass's own methods
+        log under their names)."""
+        if method is None:
+            # the caller of contextmanager's __enter__ -> this generator
+            method = sys._getframe(2).f_code.co_name
         op = f"{type(self._store).__name__}.{method}" + (f"({hint})" if hint != "" else "")
         self.counter[method] += 1
         self.logger.info(" Calling %s", op)
@@ -264,39 +270,39 @@ class LoggingStore(WrapperStore):
     async def get(
         self, key: str, prototype: Any = None, byte_range: ByteRequest | None = None
     ) -> bytes | None:
-        with self.log("get", key):
+        with self.log(method="get", hint=key):
             return await self._store.get(key, prototype, byte_range)
 
     async def exists(self, key: str) -> bool:
-        with self.log("exists", key):
+        with self.log(method="exists", hint=key):
             return await self._store.exists(key)
 
     async def getsize(self, key: str) -> int:
-        with self.log("getsize", key):
+        with self.log(method="getsize", hint=key):
             return await self._store.getsize(key)
 
     async def set(self, key: str, value: Any) -> None:
-        with self.log("set", key):
+        with self.log(method="set", hint=key):
             await self._store.set(key, value)
 
     async def set_if_not_exists(self, key: str, value: Any) -> None:
-        with self.log("set_if_not_exists", key):
+        with self.log(method="set_if_not_exists", hint=key):
             await self._store.set_if_not_exists(key, value)
 
     async def delete(self, key: str) -> None:
-        with self.log("delete", key):
+        with self.log(method="delete", hint=key):
             await self._store.delete(key)
 
     async def delete_dir(self, prefix: str) -> None:
-        with self.log("delete_dir", prefix):
+        with self.log(method="delete_dir", hint=prefix):
             await self._store.delete_dir(prefix)
 
     async def clear(self) -> None:
-        with self.log("clear"):
+        with self.log(method="clear"):
             await self._store.clear()
 
     async def is_empty(self, prefix: str = "") -> bool:
-        with self.log("is_empty", prefix):
+        with self.log(method="is_empty", hint=prefix):
             return await self._store.is_empty(prefix)
 
     def list(self) -> AsyncIterator[str]:
@@ -311,7 +317,7 @@ class LoggingStore(WrapperStore):
     async def _logged_listing(
         self, method: str, hint: str, it: AsyncIterator[str]
     ) -> AsyncIterator[str]:
-        with self.log(method, hint):
+        with self.log(hint, method=method):
             async for key in it:
                 yield key
 
