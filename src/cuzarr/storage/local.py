@@ -35,7 +35,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, NoReturn
 
 from cuzarr.errors import StoreKeyError
 from cuzarr.storage import keylocks
@@ -99,6 +99,23 @@ if hasattr(os, "register_at_fork"):
 
 def _temp_name(name: str) -> str:
     return f"{TEMP_PREFIX}{_tmp_token}{next(_tmp_count):x}-{name}"
+
+
+# A temporary's name carries the key's name after ~45 bytes of prefix, token and
+# counter: for a name near the file system's limit (255 bytes) that is too long
+# although the name itself is not. Such a write retries with the name cut to
+# this many characters (at most 4 bytes each in UTF-8).
+_SHORT_NAME = 32
+
+
+def _raise_for_key(e: OSError, key: str, path: str) -> NoReturn:
+    """Raise ``e`` as an error of writing ``key``: the same class and errno,
+    naming ``path`` (where the key's value goes), not the temporary the error
+    came from, chained from ``e``. Errors without an errno (or of classes
+    other than the built-in ones) go on as they are."""
+    if e.errno is None or type(e).__module__ != "builtins":
+        raise e
+    raise type(e)(e.errno, f"{e.strerror} (writing key {key!r})", path) from e
 
 
 # O_EXCL: a fresh name, never an existing file or a symlink planted there.
@@ -933,8 +950,9 @@ class LocalStore(Store):
             # what killed writers left there (one scandir per directory).
             self._cleaned_dirs.add(directory)
             self._cleanup_dir(directory)
+        short = False
         for _attempt in range(8):
-            tmp = os.path.join(directory, _temp_name(name))
+            tmp = os.path.join(directory, _temp_name(name[:_SHORT_NAME] if short else name))
             fd = None
             try:
                 try:
@@ -949,6 +967,11 @@ class LocalStore(Store):
                     # writer's first write there) between its creation and our
                     # lock on it: a new name
                     continue
+                except OSError as e:
+                    if e.errno != errno.ENAMETOOLONG or short:
+                        raise
+                    short = True  # the temporary's name, not the key's, may be too long
+                    continue
                 if exclusive:
                     self._link_if_absent(tmp, path)
                     with contextlib.suppress(FileNotFoundError):
@@ -960,6 +983,8 @@ class LocalStore(Store):
                 if fd is not None or not isinstance(e, FileExistsError):
                     with contextlib.suppress(OSError):
                         os.unlink(tmp)
+                if isinstance(e, OSError):
+                    _raise_for_key(e, key, path)
                 raise
             finally:
                 if fd is not None:
@@ -1038,10 +1063,12 @@ class LocalStore(Store):
                 done = fstat(fd).st_nlink != 0 and write(fd, value) == len(value)
                 if done:
                     replace(tmp, path)
-            except BaseException:
+            except BaseException as e:
                 close(fd)
                 with contextlib.suppress(OSError):
                     os.unlink(tmp)
+                if isinstance(e, OSError):
+                    _raise_for_key(e, key, path)
                 raise
             close(fd)
             if not done:  # or a short write: the general way, which loops

@@ -34,7 +34,7 @@ import warnings
 import weakref
 import zipfile
 import zlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import IO, Any, NoReturn
 
 from cuzarr.errors import ChecksumError, CodecError, CuzarrError
@@ -129,14 +129,15 @@ class _ZipHandle:
         (sizes in range, CRC matching) are kept, in order; the torn tail is
         dropped. A file that does not start with an entry is refused untouched.
         """
-        tmp = f"{self.path}.cuzarr-tmp"
         kept = 0
         with open(self.path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
             head = f.read(4)
-            if len(head) < 4 or struct.unpack("<I", head)[0] != _LOCAL_SIG:
-                raise ZipStoreError(f"{self.path} is not a zip archive ({error})") from error
+        if len(head) < 4 or struct.unpack("<I", head)[0] != _LOCAL_SIG:
+            raise ZipStoreError(f"{self.path} is not a zip archive ({error})") from error
+        with self._rewriting("rebuilding the torn zip archive") as tmp:
             with (
+                open(self.path, "rb") as f,
                 zipfile.ZipFile(tmp, mode="w", compression=self.compression) as out,
                 warnings.catch_warnings(),
             ):
@@ -169,11 +170,36 @@ class _ZipHandle:
                     out.writestr(info, data)
                     kept += 1
                     pos = start + csize
-        if kept == 0:
-            os.unlink(tmp)
-            raise ZipStoreError(f"{self.path} is not a readable zip archive ({error})") from error
-        os.replace(tmp, self.path)
+            if kept == 0:  # (the temporary is removed on the way out)
+                raise ZipStoreError(
+                    f"{self.path} is not a readable zip archive ({error})"
+                ) from error
+            os.replace(tmp, self.path)
         self.duplicates = True  # the next close() compacts superseded entries
+
+    @contextlib.contextmanager
+    def _rewriting(self, doing: str) -> Iterator[str]:
+        """The temporary path a new archive is built in before it replaces the
+        old one. If the block fails (a full disk, a directory or permissions in
+        the way, a damaged entry), the temporary is removed, the archive is left
+        as it was, and the error names the archive, not the temporary: an
+        ``OSError`` of the same class and errno, a damaged entry as a
+        :class:`ZipStoreError`; others go on as they are."""
+        tmp = f"{self.path}.cuzarr-tmp"
+        try:
+            yield tmp
+        except BaseException as e:
+            # a partial archive of ours, or nothing; a directory there (someone
+            # else's) cannot be unlinked and is left alone
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            if isinstance(e, ZipStoreError):
+                raise
+            if isinstance(e, OSError) and e.errno is not None and type(e).__module__ == "builtins":
+                raise type(e)(e.errno, f"{e.strerror} ({doing})", self.path) from e
+            if isinstance(e, zipfile.BadZipFile):
+                raise ZipStoreError(f"{self.path}: {doing} failed: {e}") from e
+            raise
 
     # -- reads -------------------------------------------------------------------
     def read(self, key: str, byte_range: ByteRequest | None) -> bytes | None:
@@ -252,7 +278,12 @@ class _ZipHandle:
             present = [k for k in keys if k in zf.NameToInfo and k not in self.deleted]
             if present:
                 self.deleted.update(present)
-                self.compact()
+                try:
+                    self.compact()
+                except BaseException:
+                    # the archive still holds them: a failed delete hides nothing
+                    self.deleted.difference_update(present)
+                    raise
 
     def flush(self) -> None:
         """Write the central directory so the file on disk is a complete zip."""
@@ -278,14 +309,16 @@ class _ZipHandle:
             if zf is None:
                 return
             live = [n for n in dict.fromkeys(zf.namelist()) if n not in self.deleted]
-            tmp = f"{self.path}.cuzarr-tmp"
-            with zipfile.ZipFile(tmp, mode="w", compression=self.compression) as out:
-                for name in live:
-                    info = zf.getinfo(name)  # the last entry of that name
-                    out.writestr(info, zf.read(info))
-            zf.close()
-            self.zf = None
-            os.replace(tmp, self.path)
+            with self._rewriting("rewriting the zip archive") as tmp:
+                with zipfile.ZipFile(tmp, mode="w", compression=self.compression) as out:
+                    for name in live:
+                        info = zf.getinfo(name)  # the last entry of that name
+                        out.writestr(info, zf.read(info))
+                try:
+                    zf.close()
+                finally:
+                    self.zf = None  # closed even if its last write failed
+                os.replace(tmp, self.path)
             self.deleted.clear()
             self.duplicates = False
 
