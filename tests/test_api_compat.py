@@ -762,3 +762,13 @@ def test_group_metadata_to_dict_as_zarr_python(fmt):
     }
     sp = cuzarr.storage.StorePath(cuzarr.storage.MemoryStore())
     assert cuzarr.AsyncGroup.from_dict(sp, ours).attrs == {"a": [1, "x"]}
+
+
+def test_handles_with_nan_or_nat_fill_values_equal_themselves():
+    store: dict = {}
+    cuzarr.create_array(store, name="f", shape=(3,), dtype="f8", fill_value=np.nan)
+    cuzarr.create_array(store, name="t", shape=(3,), dtype="M8[s]")  # NaT by default
+    for name in ("f", "t"):
+        a, b = cuzarr.open_array(store, path=name), cuzarr.open_array(store, path=name)
+        assert a == b and len({a, b}) == 1
+        assert cuzarr.open_group(store)[name] == a

@@ -76,3 +76,22 @@ def test_group_meta_array_reaches_every_array_got_through_it(no_device):
         with pytest.raises(RuntimeError, match="no usable CUDA device"):
             a[0:1]
     np.testing.assert_array_equal(cuzarr.open_group(store)["a"][...], [2, 2, 2, 2])
+
+
+def test_group_meta_array_survives_consolidated_metadata_and_open(no_device):
+    store: dict = {}
+    g = cuzarr.open_group(store, mode="w")
+    g.create_group("sub").create_array("b", shape=(2,), dtype="i4")
+    g.create_array("y", shape=(2,), dtype="i4")
+    cuzarr.consolidate_metadata(store)
+    gpu = cuzarr.open_group(store, meta_array="gpu")
+    reached = [
+        gpu.require_array("y", shape=(2,), dtype="i4"),
+        gpu.require_group("sub")["b"],
+        gpu.require_group("sub").require_array("b", shape=(2,), dtype="i4"),
+        cuzarr.open(store, path="y", meta_array="gpu"),
+        cuzarr.open(store, meta_array="gpu")["sub/b"],
+    ]
+    for a in reached:
+        with pytest.raises(RuntimeError, match="no usable CUDA device"):
+            a[0:1]

@@ -132,3 +132,15 @@ def test_writes_of_several_fields_by_points_keep_the_other_fields(arrays):
     data["c"][np.ix_([0, 2], [1, 2])], data["b"][np.ix_([0, 2], [1, 2])] = b"o", 1.0
     np.testing.assert_array_equal(zarr.open_array(path, mode="r")[...], data)
     np.testing.assert_array_equal(c[...], data)
+
+
+def test_pointwise_write_of_a_sub_array_field():
+    # the selection mask has the points' shape, the field a trailing (3,) axis
+    dt = np.dtype([("a", "<i4"), ("b", "<f8", (3,))])
+    a = cuzarr.create_array({}, shape=(4, 8), chunks=(2, 4), dtype=dt, zarr_format=2)
+    a["b", [0, 3], [1, 2]] = np.arange(6.0).reshape(2, 3)
+    a.vindex[[1, 1], [5, 6], "b"] = [[7, 7, 7], [8, 8, 8]]
+    want = np.zeros((4, 8), dt)
+    want["b"][[0, 3], [1, 2]] = np.arange(6.0).reshape(2, 3)
+    want["b"][[1, 1], [5, 6]] = [[7, 7, 7], [8, 8, 8]]
+    np.testing.assert_array_equal(a[...], want)

@@ -110,22 +110,44 @@ def test_overwrite_and_existing_groups(tmp_path):
     g.create_array("arr", shape=(4,), chunks=(2,), dtype="i4")[...] = 3
     sub = g.create_group("grp", attributes={"old": 1})
     sub.create_array("member", shape=(2,), dtype="i1")[...] = 1
+    kept = g.create_group("kept", attributes={"k": 1})
+    kept.create_array("inside", shape=(2,), dtype="i1")[...] = 2
     new_arr = cuzarr.create_array({}, shape=(6,), chunks=(3,), dtype="f8", fill_value=0.5).metadata
     nodes = {
         "arr": new_arr,  # array replaced by an array: the old chunks go
-        "grp": cuzarr.open_group({}, mode="w", attributes={"new": 2}).metadata,  # members stay
-        "grp/deep/er": new_arr,  # implied groups made, the existing root and grp kept
+        "grp": cuzarr.open_group({}, mode="w", attributes={"new": 2}).metadata,
+        "grp/deep/er": new_arr,  # written after grp's old members went
+        "kept/x": new_arr,  # kept only implied: stays as it is, members too
     }
     made = dict(cuzarr.create_hierarchy(store=root, nodes=nodes, overwrite=True))
-    assert sorted(made) == ["", "arr", "grp", "grp/deep", "grp/deep/er"]
+    assert sorted(made) == ["", "arr", "grp", "grp/deep", "grp/deep/er", "kept", "kept/x"]
     z = zarr.open_group(root, mode="r")
     assert dict(z.attrs) == {"keep": True} and dict(z["grp"].attrs) == {"new": 2}
     np.testing.assert_array_equal(z["arr"][...], np.full(6, 0.5))
     assert not (tmp_path / "arr" / "c" / "1").exists()
-    np.testing.assert_array_equal(z["grp/member"][...], [1, 1])
-    # a group replaced by an array takes its members with it
-    dict(cuzarr.create_hierarchy(store=root, nodes={"grp": new_arr}, overwrite=True))
-    assert "member" not in os.listdir(tmp_path / "grp") and cuzarr.open(root, path="grp").shape == (6,)
+    # as zarr-python: a node replaced goes with everything below it
+    assert sorted(z["grp"].keys()) == ["deep"]
+    assert dict(z["kept"].attrs) == {"k": 1}
+    np.testing.assert_array_equal(z["kept/inside"][...], [2, 2])
+    # the root replaced: the whole store is cleared first
+    dict(cuzarr.create_hierarchy(store=root, nodes={"": made[""].metadata, "n": new_arr},
+                                 overwrite=True))
+    assert sorted(zarr.open_group(root, mode="r").keys()) == ["n"]
+
+
+def test_what_zarr_python_also_refuses(tmp_path):
+    meta = cuzarr.create_array({}, shape=(2,), dtype="i2").metadata
+    with pytest.raises(ValueError, match="same node"):
+        dict(cuzarr.create_hierarchy(store={}, nodes={"/a": meta, "a": meta}))
+    g = cuzarr.open_group({}, mode="w")
+    with pytest.raises(ValueError, match="group itself"):
+        dict(g.create_hierarchy({"": g.metadata}, overwrite=True))
+    # v3 nodes below an existing v2 group would be invisible to zarr-python
+    v2 = cuzarr.open_group(str(tmp_path), mode="w", zarr_format=2)
+    v2.create_group("a")
+    with pytest.raises(ValueError, match="v3 nodes cannot go below the existing v2 group"):
+        dict(cuzarr.create_hierarchy(store=str(tmp_path), nodes={"a/n": meta}))
+    assert not (tmp_path / "a" / "n").exists()
 
 
 def test_group_create_hierarchy_is_relative_to_the_group(tmp_path):

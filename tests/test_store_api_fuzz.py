@@ -470,11 +470,18 @@ def test_zip_archives_interoperate_with_zarr(tmp_path):
     run(main())
 
 
-def test_zarr_store_instances_are_refused_clearly():
-    """cuzarr does not drive zarr-python store objects (DESIGN: a cuzarr store
-    instance); passing one is a TypeError naming it, not a wrong result."""
-    with pytest.raises(TypeError, match="MemoryStore"):
-        cuzarr.create_array(zs.MemoryStore(), shape=(4,), dtype="i4")
+def test_objects_that_are_no_store_are_refused_clearly():
+    """Something that is no store of either library (nor a path, URL or mapping)
+    is a TypeError naming its type, not a wrong result. (zarr-python's stores are
+    driven through ZarrPythonStore: tests/test_store_zarr_python.py.)"""
+
+    class NotAStore:
+        pass
+
+    with pytest.raises(TypeError, match="NotAStore"):
+        cuzarr.create_array(NotAStore(), shape=(4,), dtype="i4")
+    assert isinstance(cuzarr.create_array(zs.MemoryStore(), shape=(4,), dtype="i4").store,
+                      cuzarr.storage.ZarrPythonStore)
 
 
 class RecordingMemoryStore(MemoryStore):

@@ -113,3 +113,12 @@ def test_every_store_takes_buffers_prints_its_url_and_hashes_like_its_equals(tmp
         assert b.get_sync("k") == b"buf", kind
         assert str(a).split("://")[0] in {"memory", "file", "zip"}, kind
         a.close()
+
+
+def test_strided_numpy_values_are_written_in_c_order(tmp_path):
+    from cuzarr.storage import ZipStore
+
+    v = np.arange(24, dtype="<u2").reshape(4, 6)[::2, 1::2]  # not contiguous
+    for store in (MemoryStore(), LocalStore(tmp_path / "l"), ZipStore(tmp_path / "z.zip", mode="w")):
+        store.set_sync("k", v)
+        assert store.get_sync("k") == v.tobytes(), store

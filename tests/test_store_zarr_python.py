@@ -80,3 +80,9 @@ def test_a_zarr_python_store_subclass_sees_every_read(tmp_path):
 def test_not_a_store_is_refused():
     with pytest.raises(TypeError, match="not a zarr-python store"):
         ZarrPythonStore({})
+
+
+def test_wrappers_of_equal_zarr_python_stores_hash_alike(tmp_path):
+    a = ZarrPythonStore(zarr.storage.LocalStore(tmp_path))
+    b = ZarrPythonStore(zarr.storage.LocalStore(tmp_path))
+    assert a == b and len({a, b}) == 1

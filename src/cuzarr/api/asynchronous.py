@@ -346,8 +346,11 @@ async def open(
         if kwargs.get("config") is not None:
             # as open_array: the config (write_empty_chunks, order) applies to it
             return await open_array(sp, mode=mode, zarr_format=zarr_format, **kwargs)
-        return AsyncArray(meta, sp)
-    return AsyncGroup(meta, sp)
+        node: AsyncArray | AsyncGroup = AsyncArray(meta, sp)
+    else:
+        node = AsyncGroup(meta, sp)
+    node.set_prototype(kwargs.get("meta_array"))  # where the reads land
+    return node
 
 
 async def consolidate_metadata(
@@ -1015,9 +1018,10 @@ async def create_hierarchy(
         cuzarr's or zarr-python's ``GroupMetadata`` / array metadata objects, or
         metadata documents as dicts. One Zarr format for all.
     overwrite : bool
-        Replace existing nodes named in ``nodes`` (else ``ContainsArrayError`` /
-        ``ContainsGroupError`` before anything is written). Existing groups
-        where ``nodes`` only implies one are kept as they are.
+        Replace existing nodes named in ``nodes``, each with everything below it
+        (else ``ContainsArrayError`` / ``ContainsGroupError`` before anything is
+        written). Existing groups where ``nodes`` only implies one are kept as
+        they are.
 
     Yields
     ------

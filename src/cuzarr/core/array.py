@@ -30,6 +30,7 @@ from cuzarr.core.nodes import (
     ensure_vacant,
     load_node_metadata,
     publish_metadata,
+    same_metadata,
     save_metadata,
 )
 from cuzarr.core.shards import read_sharded, read_sharded_small_sync, sharding_codec
@@ -161,7 +162,9 @@ class AsyncArray:
         # same metadata (two handles opened separately are equal)
         if not isinstance(other, AsyncArray):
             return NotImplemented
-        return self.store_path == other.store_path and self.metadata == other.metadata
+        return self.store_path == other.store_path and same_metadata(
+            self.metadata, other.metadata
+        )
 
     def __hash__(self) -> int:
         return hash(("array", self.store_path.path))

@@ -644,6 +644,8 @@ def merge_into(
         chunk[sel] = part
         return
     target = chunk[sel]
+    if target.ndim > where.ndim:  # a sub-array field: its own axes trail the mask's
+        where = where.reshape(where.shape + (1,) * (target.ndim - where.ndim))
     if np.shares_memory(target, chunk):
         np.copyto(target, part, where=where)
     else:  # index arrays gave a copy: merged, then put back

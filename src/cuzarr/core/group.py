@@ -25,6 +25,7 @@ from cuzarr.core.nodes import (
     ensure_vacant,
     load_node_metadata,
     publish_metadata,
+    same_metadata,
     save_metadata,
 )
 from cuzarr.core.sync import sync
@@ -118,7 +119,9 @@ class AsyncGroup:
         # zarr-python's value equality: the same node, with the same metadata
         if not isinstance(other, AsyncGroup):
             return NotImplemented
-        return self.store_path == other.store_path and self.metadata == other.metadata
+        return self.store_path == other.store_path and same_metadata(
+            self.metadata, other.metadata
+        )
 
     def __hash__(self) -> int:
         return hash(("group", self.store_path.path))
@@ -225,11 +228,12 @@ class AsyncGroup:
 
     async def consolidate(self) -> AsyncGroup:
         """Write consolidated metadata for every node below this group."""
-        members = await AsyncGroup(self.metadata, self.store_path).members(max_depth=None)
+        members = await self._live().members(max_depth=None)
         metas = [(path, node.metadata) for path, node in members]
         root = await build_consolidated(self.store_path, self.metadata, metas)
         group = AsyncGroup(root, self.store_path, {p: m for p, m in metas})
         group._owns_consolidated = True
+        group._prototype = self._prototype
         return group
 
     @classmethod
@@ -310,6 +314,12 @@ class AsyncGroup:
             node._prototype = self._prototype
         return node
 
+    def _live(self) -> AsyncGroup:
+        """This group without its consolidated metadata: lookups ask the store."""
+        group = AsyncGroup(self.metadata, self.store_path)
+        group._prototype = self._prototype
+        return group
+
     def set_prototype(self, prototype: Any) -> None:
         """Make ``prototype`` (a buffer prototype, its name, or an array like the
         outputs wanted: ``meta_array``) where the reads of the arrays got through
@@ -353,7 +363,7 @@ class AsyncGroup:
         snapshot for lookups below it."""
         if self.consolidated is None:
             return await self.getitem(name)
-        node = await AsyncGroup(self.metadata, self.store_path).getitem(name)
+        node = await self._live().getitem(name)
         if isinstance(node, AsyncGroup) and isinstance(
             self.consolidated.get(normalize_path(name)), GroupMetadata
         ):
@@ -564,6 +574,8 @@ class AsyncGroup:
         self.consolidated = None  # new nodes make the consolidated view stale
         if self.read_only:
             raise ReadOnlyError(f"group {self.name!r} is read-only")
+        if any(normalize_path(p) == "" for p in nodes):
+            raise ValueError("a group's hierarchy cannot name the group itself ('')")
         made = create_hierarchy(self.store_path, nodes, overwrite)
         async for path, meta, sp in made:
             if path:  # this group itself is the caller's handle, not a member
@@ -663,7 +675,7 @@ class AsyncGroup:
         if not await self.contains(key) and not (
             # consolidated metadata may predate the member: ask the store
             self.consolidated is not None
-            and await AsyncGroup(self.metadata, self.store_path).contains(key)
+            and await self._live().contains(key)
         ):
             raise KeyError(key)
         if self.consolidated is None:

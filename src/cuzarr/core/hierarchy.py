@@ -62,7 +62,12 @@ def _documents_of(d: dict[str, Any]) -> dict[str, bytes]:
 def _plan(nodes: Mapping[str, Any]) -> tuple[dict[str, Meta], dict[str, GroupMetadata]]:
     """The explicit nodes by normalized path, and the implicit groups (every
     missing ancestor, the root included)."""
-    explicit = {normalize_path(p): as_node_metadata(m) for p, m in nodes.items()}
+    explicit: dict[str, Meta] = {}
+    for p, m in nodes.items():
+        path = normalize_path(p)
+        if path in explicit:
+            raise ValueError(f"the paths {p!r} and another key name the same node {path!r}")
+        explicit[path] = as_node_metadata(m)
     formats = {m.zarr_format for m in explicit.values()}
     if len(formats) > 1:
         raise ValueError(
@@ -96,10 +101,10 @@ async def create_hierarchy(
 
     Without ``overwrite`` an explicit node where one exists raises
     ``ContainsArrayError`` / ``ContainsGroupError`` before anything is written.
-    With it, an array or a group replaced by an array goes with everything below
-    it, and a group replaced by a group keeps its members. An existing group where
-    an implicit one is asked for is left as it is; an existing array there is an
-    error (replaced with ``overwrite``)."""
+    With it, the existing node goes with everything below it, as in zarr-python.
+    An existing group where an implicit one is asked for is left as it is (one of
+    the other Zarr format is refused: the new nodes would be invisible below it);
+    an existing array there is an error (replaced with ``overwrite``)."""
     if store_path.store.read_only:
         from cuzarr.errors import ReadOnlyError
 
@@ -113,27 +118,36 @@ async def create_hierarchy(
         old = found[path]
         if old is None:
             continue
-        new = explicit.get(path)
-        if new is None and isinstance(old, GroupMetadata):
-            continue  # an implicit group already there: kept
+        if path not in explicit and isinstance(old, GroupMetadata):
+            continue  # an implicit group already there: kept (checked below)
         if not overwrite:
             cls = ContainsArrayError if isinstance(old, ArrayMetadata) else ContainsGroupError
             kind = "an array" if isinstance(old, ArrayMetadata) else "a group"
             raise cls(f"{kind} already exists at {sps[path].store!r}, path {sps[path].path!r}")
-        if isinstance(old, ArrayMetadata) or isinstance(new, ArrayMetadata):
-            clear.append(path)
-    # deletions first, outermost first: a node written below a cleared one stays
+        clear.append(path)
+
+    def cleared(path: str) -> bool:
+        return any(c == "" or path == c or path.startswith(c + "/") for c in clear)
+
+    kept = {
+        p: m
+        for p, m in found.items()
+        if p in implicit and isinstance(m, GroupMetadata) and not cleared(p)
+    }
+    for path, old in kept.items():
+        fmt = implicit[path].zarr_format
+        if old.zarr_format != fmt:
+            # as Group.create_array: zarr-python would not see the new nodes there
+            raise ValueError(
+                f"the Zarr v{fmt} nodes cannot go below the existing v{old.zarr_format} "
+                f"group at path {path!r}"
+            )
+    # deletions first, outermost first: the nodes are written after them all
     for path in sorted(clear, key=lambda p: p.count("/") if p else -1):
         sp = sps[path]
         await (sp.store.delete_dir(sp.path) if sp.path else sp.store.clear())
     writes = {p: m for p, m in explicit.items()}
-    for path, meta in implicit.items():
-        old = found[path]
-        if isinstance(old, GroupMetadata):
-            continue
-        writes[path] = meta
+    writes.update((p, m) for p, m in implicit.items() if p not in kept)
     await asyncio.gather(*(save_metadata(sps[p], m) for p, m in writes.items()))
     for path in paths:
-        meta = writes.get(path) or found[path]
-        assert meta is not None
-        yield path, meta, sps[path]
+        yield path, writes.get(path) or kept[path], sps[path]

@@ -80,6 +80,12 @@ def parse_documents(
     return None
 
 
+def same_metadata(a: ArrayMetadata | GroupMetadata, b: ArrayMetadata | GroupMetadata) -> bool:
+    """Whether two nodes' metadata say the same: equal, or equal as stored (a NaN
+    or NaT fill value is not equal to itself, its stored form is)."""
+    return a is b or a == b or (type(a) is type(b) and a.to_documents() == b.to_documents())
+
+
 async def node_kind(sp: StorePath, zarr_format: int | None = None) -> str | None:
     """'array', 'group' or None, for whatever sits at ``sp``."""
     try:

@@ -112,10 +112,10 @@ def as_bytes_like(value: Any) -> Any:
     """``value`` as something the stores can write: objects with the buffer
     protocol (bytes, bytearray, memoryview, numpy arrays) as they are,
     zarr-python ``Buffer`` objects (``to_bytes()``) as their bytes."""
-    if isinstance(value, (bytes, bytearray, memoryview)):
+    if isinstance(value, (bytes, bytearray)):
         return value
     try:
-        memoryview(value)
+        view = memoryview(value)
     except TypeError:
         to_bytes = getattr(value, "to_bytes", None)
         if callable(to_bytes):
@@ -124,7 +124,9 @@ def as_bytes_like(value: Any) -> Any:
             f"a store value must be bytes-like (or a zarr-python Buffer), not "
             f"{type(value).__name__}"
         ) from None
-    return value
+    # a strided view (a numpy slice) as its bytes in C order: the stores write
+    # contiguous memory
+    return value if view.c_contiguous else view.tobytes()
 
 
 async def _wait_out(futures: Iterable[Any]) -> bool:

@@ -84,8 +84,10 @@ class ZarrPythonStore(Store):
     def __hash__(self) -> int:
         try:
             return hash(self.inner)
-        except TypeError:  # zarr-python's dataclass stores are not hashable
-            return id(self.inner)
+        except TypeError:
+            # zarr-python's value-compared stores are not hashable: equal ones
+            # share at least their type
+            return hash(type(self.inner))
 
     @staticmethod
     def _prototype() -> Any:
