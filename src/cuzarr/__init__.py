@@ -34,6 +34,7 @@ from cuzarr.api.synchronous import (
     zeros_like,
 )
 from cuzarr.config import config
+from cuzarr.copying import copy, copy_all, copy_store
 from cuzarr.core.array import Array, AsyncArray
 from cuzarr.core.array_config import ArrayConfig
 from cuzarr.core.group import AsyncGroup, Group
@@ -52,6 +53,9 @@ __all__ = [
     "array",
     "config",
     "consolidate_metadata",
+    "copy",
+    "copy_all",
+    "copy_store",
     "create",
     "create_array",
     "create_group",

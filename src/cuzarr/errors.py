@@ -19,6 +19,7 @@ __all__ = [
     "ContainsArrayAndGroupError",
     "ContainsArrayError",
     "ContainsGroupError",
+    "CopyError",
     "CuzarrError",
     "DataTypeValidationError",
     "DeadlockError",
@@ -142,6 +143,11 @@ class StoreKeyError(BaseZarrError):
 class ByteRangeError(BaseZarrError):
     """A byte request with a negative offset, end or length: the store API gives
     them no meaning (a range whose end is at or before its start is just empty)."""
+
+
+class CopyError(CuzarrError, RuntimeError):
+    """``copy``, ``copy_all`` or ``copy_store`` found something in the way at the
+    destination (with ``if_exists="raise"``), as zarr-python 2's ``CopyError``."""
 
 
 class DeadlockError(CuzarrError, RuntimeError):

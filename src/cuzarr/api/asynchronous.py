@@ -40,6 +40,9 @@ __all__ = [
     "LazyArray",
     "array",
     "consolidate_metadata",
+    "copy",
+    "copy_all",
+    "copy_store",
     "create",
     "create_array",
     "create_group",
@@ -1037,6 +1040,27 @@ async def create_hierarchy(
             yield path, AsyncArray(meta, node_sp)
         else:
             yield path, AsyncGroup(meta, node_sp)
+
+
+async def copy(*args: Any, **kwargs: Any) -> tuple[int, int, int]:
+    """:func:`cuzarr.copy`, awaitable (it runs in a worker thread)."""
+    from cuzarr.copying import copy as copy_nodes
+
+    return await asyncio.to_thread(copy_nodes, *args, **kwargs)
+
+
+async def copy_all(*args: Any, **kwargs: Any) -> tuple[int, int, int]:
+    """:func:`cuzarr.copy_all`, awaitable (it runs in a worker thread)."""
+    from cuzarr.copying import copy_all as copy_children
+
+    return await asyncio.to_thread(copy_children, *args, **kwargs)
+
+
+async def copy_store(*args: Any, **kwargs: Any) -> tuple[int, int, int]:
+    """:func:`cuzarr.copy_store`, awaitable (it runs in a worker thread)."""
+    from cuzarr.copying import copy_store as copy_keys
+
+    return await asyncio.to_thread(copy_keys, *args, **kwargs)
 
 
 async def tree(grp: AsyncGroup, expand: bool | None = None, level: int | None = None) -> Any:

@@ -2,8 +2,8 @@
 
 One module per concern: :mod:`~cuzarr.cli.parser` (the arguments),
 :mod:`~cuzarr.cli.describe` (``info``, ``tree``), :mod:`~cuzarr.cli.copy_command`
-(``copy``), :mod:`~cuzarr.cli.copy_metadata` (the copy's metadata),
-:mod:`~cuzarr.cli.array_copy` (its data), :mod:`~cuzarr.cli.consolidate`,
+(``copy``; the copy's metadata and data come from :mod:`cuzarr.copying`),
+:mod:`~cuzarr.cli.consolidate`,
 :mod:`~cuzarr.cli.bench`, and their helpers :mod:`~cuzarr.cli.hierarchy`,
 :mod:`~cuzarr.cli.options`, :mod:`~cuzarr.cli.display` and
 :mod:`~cuzarr.cli.errors`. This module runs a command and turns its errors into
@@ -16,19 +16,20 @@ import os
 import sys
 from collections.abc import Sequence
 
-# Names that were importable from the single-module ``cuzarr.cli`` stay so
-# (tests and benchmarks import ``copy_array`` and ``main`` from here).
-from cuzarr.cli.array_copy import copy_array as copy_array
 from cuzarr.cli.bench import cmd_bench as cmd_bench
 from cuzarr.cli.consolidate import cmd_consolidate as cmd_consolidate
 from cuzarr.cli.copy_command import cmd_copy as cmd_copy
-from cuzarr.cli.copy_metadata import destination_metadata as destination_metadata
 from cuzarr.cli.describe import cmd_info as cmd_info
 from cuzarr.cli.describe import cmd_tree as cmd_tree
 from cuzarr.cli.display import Progress as Progress
 from cuzarr.cli.errors import CopyError as CopyError
 from cuzarr.cli.errors import user_message
 from cuzarr.cli.parser import build_parser as build_parser
+
+# Names that were importable from the single-module ``cuzarr.cli`` stay so
+# (tests and benchmarks import ``copy_array`` and ``main`` from here).
+from cuzarr.copying.array_copy import copy_array as copy_array
+from cuzarr.copying.metadata import destination_metadata as destination_metadata
 
 __all__ = ["main"]
 

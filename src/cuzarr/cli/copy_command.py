@@ -12,11 +12,11 @@ import os
 import sys
 from typing import Any
 
-from cuzarr.cli.array_copy import copy_data, create_copy
-from cuzarr.cli.copy_metadata import destination_metadata
 from cuzarr.cli.errors import CopyError, user_message
 from cuzarr.cli.hierarchy import Hierarchy, list_hierarchy, node_name
 from cuzarr.cli.options import parse_compressor, parse_ints, parse_shards
+from cuzarr.copying.array_copy import copy_data, create_copy
+from cuzarr.copying.metadata import destination_metadata
 
 __all__ = ["cmd_copy"]
 

@@ -3,10 +3,12 @@ cleaned of the stores' temporary file names."""
 
 from __future__ import annotations
 
+from cuzarr.errors import CopyError as _LibraryCopyError
+
 __all__ = ["CopyError", "user_message"]
 
 
-class CopyError(Exception):
+class CopyError(_LibraryCopyError):
     """A copy that failed after it began writing; the message names the destination."""
 
 

@@ -9,8 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from cuzarr.cli.copy_metadata import destination_metadata
-from cuzarr.cli.display import Progress
+from cuzarr.copying.metadata import destination_metadata
 
 __all__ = ["copy_array", "copy_data", "create_copy"]
 
@@ -161,7 +160,11 @@ def copy_data(src: Any, dst: Any, max_block_bytes: int, progress: bool) -> None:
         blocks = _copy_blocks(dst, max_block_bytes)
     else:
         blocks = [b for b in _copy_blocks(dst, 0) if holds(b)]
-    bar = Progress(len(blocks), "copy") if progress else None
+    bar = None
+    if progress:
+        from cuzarr.cli.display import Progress  # a terminal's bar: the CLI's
+
+        bar = Progress(len(blocks), "copy")
     for sel in blocks:
         dst[sel] = src[sel]
         if bar is not None:
