@@ -168,3 +168,28 @@ def test_async_twins(tmp_path):
     assert a[0] == 6 and b[0] == 5 and c[0] > 0
     np.testing.assert_array_equal(cuzarr.open_array(str(tmp_path / "d2"), path="a")[...],
                                   src["a"][...])
+
+
+def test_copy_from_an_hdf5_file(tmp_path):
+    # zarr-python 2's copy was the way from HDF5 to Zarr: h5py groups, datasets
+    # (chunked or not, gzip, fill values) and attributes of numpy types
+    import h5py
+    path = tmp_path / "data.h5"
+    with h5py.File(path, "w") as f:
+        f.attrs["title"] = np.bytes_(b"hdf")
+        f.attrs["n"] = np.int64(3)
+        f.create_dataset("x", data=np.arange(60.0).reshape(6, 10), chunks=(3, 5), compression="gzip")
+        f.create_dataset("y", data=np.arange(7, dtype="<i2"))  # contiguous
+        g = f.create_group("grp")
+        g.attrs["vec"] = np.array([1.5, 2.5])
+        g.create_dataset("z", shape=(5,), dtype="f4", chunks=(2,), fillvalue=-1.0)
+    with h5py.File(path, "r") as f:
+        dst = cuzarr.open_group(str(tmp_path / "out.zarr"), mode="w")
+        n = cuzarr.copy_all(f, dst)
+        assert n == (4, 0, 60 * 8 + 7 * 2 + 5 * 4)
+        z = zarr.open_group(str(tmp_path / "out.zarr"), mode="r")
+        np.testing.assert_array_equal(z["x"][...], f["x"][...])
+        np.testing.assert_array_equal(z["y"][...], f["y"][...])
+        np.testing.assert_array_equal(z["grp/z"][...], np.full(5, -1.0, "f4"))
+        assert z["x"].chunks == (3, 5) and z["grp/z"].fill_value == -1.0
+        assert dict(z.attrs) == {"title": "hdf", "n": 3} and z["grp"].attrs["vec"] == [1.5, 2.5]

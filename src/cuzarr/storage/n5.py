@@ -12,12 +12,18 @@ library knows about N5:
 - Chunk key ``i.j.k`` is the N5 block ``k/j/i``. Reading a block parses its
   big-endian header (mode, number of dimensions, block size per dimension, the
   element count in mode 1), decompresses it (``raw``, ``gzip``, ``zstd``,
-  ``bzip2``, ``xz``, ``blosc``) and pads a truncated edge block to the full
-  chunk, handing cuzarr raw big-endian bytes.
+  ``bzip2``, ``xz``, ``blosc``) no further than the elements the header
+  announces (as the N5 reference implementation reads them: no decompression
+  bombs) and pads a truncated edge block to the full chunk, handing cuzarr raw
+  big-endian bytes. A bad header raises ``MetadataError``, undecodable data
+  ``CodecError``, both naming the block's key.
 
 Writing goes the other way: a ``.zarray`` written through the store becomes
 ``attributes.json`` (its numcodecs compressor picks the N5 compression: zstd,
-gzip, zlib, bz2, lzma, blosc or none), ``.zattrs`` merges into it, and each
+gzip, zlib, bz2, lzma, blosc or none; a ``.zarray`` without a compressor over an
+existing dataset, which is the store's own view of it coming back from an
+attribute update or a resize, keeps the dataset's compression), ``.zattrs``
+merges into it, and each
 chunk is written as an N5 block with the right header, edge blocks truncated as
 the N5 reference implementation writes them. While an array created through
 this store object is open, its chunks arrive encoded as that array's metadata
@@ -40,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from cuzarr.errors import MetadataError
+from cuzarr.errors import CodecError, MetadataError
 from cuzarr.storage.base import ByteRequest, Store, as_bytes_like, slice_bytes
 
 __all__ = ["N5Store", "decode_block", "encode_block"]
@@ -77,32 +83,76 @@ def _compression(attrs: dict[str, Any]) -> dict[str, Any]:
     return comp
 
 
+def _stream_decompress(make: Any, data: bytes, nbytes: int) -> bytes:
+    """At most ``nbytes`` out of ``data`` through decompressor objects of the
+    ``zlib``/``bz2``/``lzma`` kind, one per concatenated stream (gzip members,
+    bzip2 streams, xz streams). Never more: the N5 reference implementation reads
+    exactly the elements the header announces, so a stream that would expand to
+    more (a decompression bomb) costs nothing beyond the block."""
+    out = bytearray()
+    rest = data
+    while len(out) < nbytes and rest:
+        d = make()
+        out += d.decompress(rest, nbytes - len(out))
+        if not d.eof:  # the block is full, or the stream ends early
+            break
+        rest = d.unused_data
+    return bytes(out)
+
+
+def _zstd_decompress(data: bytes, nbytes: int) -> bytes:
+    import zstandard
+
+    out = bytearray()
+    with zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=True) as r:
+        while len(out) < nbytes:
+            part = r.read(nbytes - len(out))
+            if not part:
+                break
+            out += part
+    return bytes(out)
+
+
+def _blosc_decompress(data: bytes, nbytes: int) -> bytes:
+    from numcodecs import Blosc
+
+    if len(data) >= 16:
+        (declared,) = struct.unpack_from("<I", data, 4)  # blosc header: uncompressed size
+        if declared > nbytes:
+            raise CodecError(
+                f"blosc buffer declares {declared} bytes, more than the {nbytes} of the block"
+            )
+    return bytes(Blosc().decode(data))
+
+
 def _decompress(comp: dict[str, Any], data: bytes, nbytes: int) -> bytes:
+    """The first ``nbytes`` bytes that ``data`` decompresses to (fewer when it
+    holds fewer); corrupt streams raise :class:`CodecError`."""
     kind = comp.get("type", "raw")
-    if kind == "raw":
-        return data
-    if kind == "gzip":
-        import zlib
+    try:
+        if kind == "raw":
+            return data[:nbytes]
+        if kind == "gzip":
+            import zlib
 
-        d = zlib.decompressobj(47)  # zlib or gzip header, auto-detected
-        out = d.decompress(data, nbytes + 1)
-        return out
-    if kind == "zstd":
-        import zstandard
+            # zlib or gzip header, auto-detected
+            return _stream_decompress(lambda: zlib.decompressobj(47), data, nbytes)
+        if kind == "zstd":
+            return _zstd_decompress(data, nbytes)
+        if kind == "bzip2":
+            import bz2
 
-        return zstandard.ZstdDecompressor().decompressobj().decompress(data)[: nbytes + 1]
-    if kind == "bzip2":
-        import bz2
+            return _stream_decompress(bz2.BZ2Decompressor, data, nbytes)
+        if kind == "xz":
+            import lzma
 
-        return bz2.decompress(data)
-    if kind == "xz":
-        import lzma
-
-        return lzma.decompress(data)
-    if kind == "blosc":
-        from numcodecs import Blosc
-
-        return bytes(Blosc().decode(data))
+            return _stream_decompress(lzma.LZMADecompressor, data, nbytes)
+        if kind == "blosc":
+            return _blosc_decompress(data, nbytes)
+    except CodecError:
+        raise
+    except Exception as e:  # zlib.error, OSError (bz2), LZMAError, ZstdError, blosc's RuntimeError
+        raise CodecError(f"N5 {kind} decompression failed: {type(e).__name__}: {e}") from e
     raise MetadataError(f"N5 compression {kind!r} is not supported")
 
 
@@ -143,7 +193,7 @@ def _compress(comp: dict[str, Any], data: bytes, itemsize: int) -> bytes:
     raise MetadataError(f"N5 compression {kind!r} is not supported")
 
 
-def decode_block(data: bytes, attrs: dict[str, Any]) -> np.ndarray:
+def decode_block(data: bytes, attrs: dict[str, Any], key: str | None = None) -> np.ndarray:
     """An N5 block -> a big-endian array of the full chunk shape (C order, padded).
 
     Parameters
@@ -152,31 +202,62 @@ def decode_block(data: bytes, attrs: dict[str, Any]) -> np.ndarray:
         The block as stored: header, then the compressed elements.
     attrs
         The dataset's ``attributes.json``.
+    key
+        The block's key, named in errors.
+
+    Raises
+    ------
+    MetadataError
+        A header that is cut short, names another number of dimensions or a
+        block larger than ``blockSize``, a varlength block whose element count
+        is not that of its size, an object block (mode 2) or an unknown mode, or
+        data that holds fewer elements than the header says.
+    CodecError
+        Compressed data that does not decompress.
     """
+    where = f"N5 block {key!r}" if key is not None else "N5 block"
+    try:
+        return _decode_block(data, attrs)
+    except (MetadataError, CodecError) as e:
+        raise type(e)(f"{where}: {e}") from e
+
+
+def _decode_block(data: bytes, attrs: dict[str, Any]) -> np.ndarray:
     dtype = _n5_dtype(attrs["dataType"])
     chunk = tuple(int(b) for b in reversed(attrs["blockSize"]))
-    if len(data) < 4:
-        raise MetadataError("N5 block shorter than its header")
-    mode, ndim = struct.unpack_from(">HH", data, 0)
+    if len(data) < 2:
+        raise MetadataError(f"{len(data)} bytes, shorter than the block header")
+    (mode,) = struct.unpack_from(">H", data, 0)
+    if mode == 2:
+        raise MetadataError("mode 2 (an object block, not an array) is not supported")
     if mode not in (0, 1):
-        raise MetadataError(f"N5 block mode {mode} (object blocks) is not supported")
+        raise MetadataError(f"unknown block mode {mode} (N5 defines 0 default, 1 varlength)")
+    if len(data) < 4:
+        raise MetadataError(f"{len(data)} bytes, shorter than the block header")
+    (ndim,) = struct.unpack_from(">H", data, 2)
     if ndim != len(chunk):
-        raise MetadataError(f"N5 block has {ndim} dimensions, the dataset {len(chunk)}")
+        raise MetadataError(f"the header has {ndim} dimensions, the dataset {len(chunk)}")
+    offset = 4 + 4 * ndim + (4 if mode == 1 else 0)
+    if len(data) < offset:
+        raise MetadataError(f"{len(data)} bytes, shorter than its {offset}-byte header")
     sizes = struct.unpack_from(f">{ndim}I", data, 4)
-    offset = 4 + 4 * ndim
     shape = tuple(reversed(sizes))
     count = prod(shape)
     if mode == 1:
-        (count,) = struct.unpack_from(">I", data, offset)
-        offset += 4
-        if count != prod(shape):
-            raise MetadataError("N5 varlength blocks are not supported")
+        (n,) = struct.unpack_from(">I", data, 4 + 4 * ndim)
+        if n != count:
+            raise MetadataError(
+                f"varlength block of {n} elements for a block of size {list(sizes)} "
+                f"({count} elements) is not supported"
+            )
     if any(s > c for s, c in zip(shape, chunk)):
-        raise MetadataError(f"N5 block of size {sizes} exceeds the block size {attrs['blockSize']}")
+        raise MetadataError(
+            f"block of size {list(sizes)} exceeds the block size {attrs['blockSize']}"
+        )
     nbytes = count * dtype.itemsize
     raw = _decompress(_compression(attrs), data[offset:], nbytes)
     if len(raw) < nbytes:
-        raise MetadataError(f"N5 block holds {len(raw)} bytes, expected {nbytes}")
+        raise MetadataError(f"holds {len(raw)} bytes, expected {nbytes}")
     arr = np.frombuffer(raw, dtype=dtype, count=count).reshape(shape)
     if shape == chunk:
         return arr
@@ -448,10 +529,14 @@ class N5Store(Store):
             return None
         attrs = await self._attrs(path)
         assert attrs is not None
-        return await asyncio.to_thread(self._decode_for_client, raw, path, attrs)
+        return await asyncio.to_thread(
+            self._decode_for_client, raw, path, attrs, self._block_key(path, coords)
+        )
 
-    def _decode_for_client(self, raw: bytes, path: str, attrs: dict[str, Any]) -> bytes:
-        arr = decode_block(raw, attrs)
+    def _decode_for_client(
+        self, raw: bytes, path: str, attrs: dict[str, Any], block_key: str
+    ) -> bytes:
+        arr = decode_block(raw, attrs, block_key)
         doc = self._client_doc(path, attrs)
         return arr.tobytes() if doc is None else self._encode_client(arr, doc)
 
@@ -534,12 +619,21 @@ class N5Store(Store):
         async with self._meta_lock():
             attrs = await self._attrs(path, fresh=True) or {}
             user = {k: v for k, v in attrs.items() if k not in _RESERVED}
+            kept = {k: attrs[k] for k in ("n5",) if k in attrs}
+            # The store's own view of a dataset says ``compressor: null`` (it hands
+            # out decompressed blocks): such a ``.zarray`` coming back (an attribute
+            # update, a resize through a handle opened on the container) keeps the
+            # dataset's N5 compression, or its blocks would no longer read.
+            old_comp = {k: attrs[k] for k in ("compression", "compressionType") if k in attrs}
+            if doc.get("compressor") is not None or not self._is_array(attrs) or not old_comp:
+                old_comp = {"compression": comp}
             new = {
                 **user,
+                **kept,
                 "dimensions": [int(d) for d in reversed(doc["shape"])],
                 "blockSize": [int(c) for c in reversed(doc["chunks"])],
                 "dataType": name,
-                "compression": comp,
+                **old_comp,
             }
             await self._write_attrs(path, new)
             self._client[path] = dict(doc)

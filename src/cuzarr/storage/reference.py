@@ -14,19 +14,25 @@ replaced by the template of that name. Targets are local paths or any URL that
 fsspec reads (``s3://``, ``https://``...); requests to one target run
 concurrently under the global I/O limit, and the store itself never lists a
 target. Not supported: the ``gen`` generator section and Parquet references.
+
+A malformed reference raises :class:`~cuzarr.errors.MetadataError` naming its
+key when the store is made. Reading a key whose target is gone raises
+``FileNotFoundError``; one whose target ends before the referenced range raises
+``MetadataError`` (a short read would decode as other values); both name the key.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import binascii
 import json
 import os
 import re
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-from cuzarr.errors import MetadataError
+from cuzarr.errors import CuzarrError, MetadataError
 from cuzarr.storage.base import (
     ByteRequest,
     RangeByteRequest,
@@ -71,6 +77,46 @@ def _parse_refs(raw: bytes, where: str) -> dict[str, Any]:
     return doc
 
 
+def _parse_ref(key: str, value: Any, templates: dict[str, str]) -> Any:
+    """One reference -> bytes (inline data) or ``(url, offset, length)``."""
+    if isinstance(value, dict):
+        # Some writers keep metadata documents as JSON objects.
+        return json.dumps(value).encode()
+    if isinstance(value, list):
+        if len(value) not in (1, 3) or not (value[0] is None or isinstance(value[0], str)):
+            raise MetadataError(
+                f"reference {key!r}: expected [url] or [url, offset, length], got {value!r}"
+            )
+        url = value[0]
+        if url is not None:
+            url = _TEMPLATE.sub(lambda m: templates.get(m.group(1), m.group(0)), url)
+        if len(value) == 1:
+            return (url, None, None)
+        offset, length = (_nonnegative_int(key, v) for v in value[1:])
+        return (url, offset, length)
+    if isinstance(value, str):
+        if value.startswith("base64:"):
+            text = "".join(value[len("base64:") :].split())
+            try:
+                return base64.b64decode(text, validate=True)
+            except (binascii.Error, ValueError) as e:
+                raise MetadataError(f"reference {key!r}: invalid base64 data ({e})") from None
+        return value.encode("utf-8")
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value)
+    raise MetadataError(f"reference {key!r}: unsupported value {value!r}")
+
+
+def _nonnegative_int(key: str, v: Any) -> int:
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+        raise MetadataError(
+            f"reference {key!r}: offset and length must be non-negative integers, got {v!r}"
+        )
+    return v
+
+
 class ReferenceStore(Store):
     """Zarr keys resolved through kerchunk references (read-only).
 
@@ -102,8 +148,11 @@ class ReferenceStore(Store):
         super().__init__(read_only=True)
         raw = _load_refs(fo, target_options)
         self._base = None
-        if isinstance(fo, (str, os.PathLike)) and "://" not in os.fspath(fo):
-            self._base = os.path.dirname(os.path.abspath(os.fspath(fo)))
+        if isinstance(fo, (str, os.PathLike)):
+            local = os.fspath(fo)
+            local = local[len("file://") :] if local.startswith("file://") else local
+            if "://" not in local:
+                self._base = os.path.dirname(os.path.abspath(local))
         self.remote_protocol = remote_protocol
         self.remote_options = dict(remote_options or {})
         if "version" in raw and "refs" in raw:
@@ -115,37 +164,11 @@ class ReferenceStore(Store):
                 raise MetadataError("kerchunk 'gen' references are not supported")
         else:
             refs, templates = raw, {}
+        if not isinstance(refs, Mapping):
+            raise MetadataError(f"kerchunk 'refs' must be a JSON object, got {type(refs).__name__}")
         self._refs: dict[str, Any] = {}
         for key, value in refs.items():
-            if isinstance(value, (dict, list)) and not (
-                isinstance(value, list)
-                and value
-                and (value[0] is None or isinstance(value[0], str))
-            ):
-                # Some writers keep metadata documents as JSON objects.
-                self._refs[key] = json.dumps(value).encode()
-                continue
-            if isinstance(value, list):
-                if len(value) not in (1, 3):
-                    raise MetadataError(
-                        f"reference {key!r}: expected [url] or [url, offset, length]"
-                    )
-                url = value[0]
-                if url is not None:
-                    url = _TEMPLATE.sub(lambda m: templates.get(m.group(1), m.group(0)), url)
-                if len(value) == 1:
-                    self._refs[key] = (url, None, None)
-                else:
-                    self._refs[key] = (url, int(value[1]), int(value[2]))
-            elif isinstance(value, str):
-                if value.startswith("base64:"):
-                    self._refs[key] = base64.b64decode(value[len("base64:") :])
-                else:
-                    self._refs[key] = value.encode("utf-8")
-            elif isinstance(value, (bytes, bytearray)):
-                self._refs[key] = bytes(value)
-            else:
-                raise MetadataError(f"reference {key!r}: unsupported value {value!r}")
+            self._refs[key] = _parse_ref(key, value, templates)
         self._remote: dict[str, Any] = {}
 
     def __repr__(self) -> str:
@@ -191,7 +214,7 @@ class ReferenceStore(Store):
             rng = None if offset is None else RangeByteRequest(offset, offset + (length or 0))
             data = await store._retrying("read", url, store._fetch, url, rng)
             if data is None:
-                raise FileNotFoundError(f"reference target {url} is missing")
+                raise FileNotFoundError("not found")
             return data
         return await asyncio.to_thread(self._read_local, self._local_path(url), offset, length)
 
@@ -211,13 +234,36 @@ class ReferenceStore(Store):
                 start, stop = range_bounds(byte_range, length)
                 if stop <= start:
                     return b""
-                return await self._read_target(url, offset + start, stop - start)
-            data = await self._read_target(url, offset, length)
+                return await self._read_checked(key, url, offset + start, stop - start)
+            data = await self._read_checked(key, url, offset, length)
         except FileNotFoundError as e:
             # a listed key whose bytes are gone is an error, not a missing chunk
             # (which would read as the fill value): say which key
             raise FileNotFoundError(f"key {key!r}: reference target {url} is missing ({e})") from e
+        except CuzarrError as e:
+            if isinstance(e, MetadataError):
+                raise
+            raise type(e)(f"key {key!r}: reference target {url}: {e}") from e
+        except OSError as e:
+            # (errno picks the subclass again: IsADirectoryError, PermissionError...)
+            raise OSError(
+                e.errno, f"key {key!r}: reading reference target {url} failed: {e.strerror or e}"
+            ) from e
         return slice_bytes(data, byte_range)
+
+    async def _read_checked(
+        self, key: str, url: str, offset: int | None, length: int | None
+    ) -> bytes:
+        """The referenced bytes; a target that ends before them is an error (a
+        short read would decode as another chunk, or as garbage)."""
+        data = await self._read_target(url, offset, length)
+        if length is not None and len(data) != length:
+            raise MetadataError(
+                f"key {key!r}: the reference asks for bytes {offset}-{offset + length} of "
+                f"{url}, which ends before them (got {len(data)} of {length} bytes): "
+                "the reference or its target is out of date"
+            )
+        return data
 
     async def exists(self, key: str) -> bool:
         return key in self._refs
