@@ -193,3 +193,11 @@ def test_copy_from_an_hdf5_file(tmp_path):
         np.testing.assert_array_equal(z["grp/z"][...], np.full(5, -1.0, "f4"))
         assert z["x"].chunks == (3, 5) and z["grp/z"].fill_value == -1.0
         assert dict(z.attrs) == {"title": "hdf", "n": 3} and z["grp"].attrs["vec"] == [1.5, 2.5]
+
+
+def test_copy_of_a_group_into_itself_copies_what_was_there(tmp_path):
+    g = _source(str(tmp_path / "g"))
+    sub = g["sub"]
+    n = cuzarr.copy(sub, sub, name="backup")
+    assert n[0] == 4 and sorted(sub["backup"].keys()) == ["b", "deep"]
+    np.testing.assert_array_equal(sub["backup/b"][...], sub["b"][...])

@@ -132,6 +132,9 @@ class _Copy:
                 return
         self.write(f"copy {label}")
         self.copied += 1
+        # listed before the copy is made: a copy into the source itself is not
+        # one of the members to copy
+        keys = _keys(source)
         if not self.dry_run:
             if isinstance(existing, AsyncGroup):
                 grp = dest[name]  # copied into, as zarr-python 2 did
@@ -141,7 +144,7 @@ class _Copy:
                 grp.attrs.update(_json_attrs(getattr(source, "attrs", {})))
         elif isinstance(existing, AsyncGroup):
             grp = dest[name]
-        for key in _keys(source):
+        for key in keys:
             self.node(source[key], grp, key, root=False, label=f"{label}/{key}")
 
 
