@@ -6,7 +6,54 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["from_dask", "to_dask"]
+__all__ = ["from_dask", "register_tokenizers", "to_dask"]
+
+_registered = False
+
+
+def register_tokenizers() -> None:
+    """Teach ``dask.base.tokenize`` cuzarr's stores, arrays and groups: by which
+    store (as it compares: its root, or for a memory store the mapping itself),
+    node path and array metadata, never by the bytes they hold.
+
+    dask's fallback pickles the object, which for a memory store is every byte in
+    it (a second per 200 MB, at each ``to_dask`` or ``xr.open_dataset(store,
+    chunks=...)``), and names two memory arrays holding equal bytes alike, so one
+    graph over both reads one of them twice. Data is read when the graph runs,
+    so the same node gives the same name whatever it holds now. Idempotent; a
+    no-op without dask.
+    """
+    global _registered
+    if _registered:
+        return
+    try:
+        from dask.base import normalize_token
+    except ImportError:  # pragma: no cover - dask is optional
+        return
+    import cuzarr
+    from cuzarr.storage.base import Store
+
+    normalize_token.register(Store)(_store_token)
+    normalize_token.register(cuzarr.Array)(
+        lambda a: (
+            "cuzarr.Array",
+            _store_token(a.store),
+            a.path,
+            normalize_token(a.metadata.to_dict()),
+        )
+    )
+    normalize_token.register(cuzarr.Group)(
+        lambda g: ("cuzarr.Group", _store_token(g.store), g.path, g.metadata.zarr_format)
+    )
+    _registered = True
+
+
+def _store_token(store: Any) -> tuple[Any, ...]:
+    try:
+        h = hash(store)
+    except TypeError:  # an unhashable wrapped store: this very object
+        h = id(store)
+    return ("cuzarr.Store", type(store).__module__, type(store).__qualname__, str(store), h)
 
 
 def to_dask(a: Any, chunks: Any = None, **kwargs: Any) -> Any:
@@ -22,6 +69,7 @@ def to_dask(a: Any, chunks: Any = None, **kwargs: Any) -> Any:
         chunks = a.shards or a.chunks
     if a.ndim == 0:  # see _getter_0d
         kwargs.setdefault("getitem", _getter_0d)
+    register_tokenizers()
     return da.from_array(
         a,
         chunks=chunks,
@@ -60,6 +108,7 @@ def from_dask(
 
     import cuzarr
 
+    register_tokenizers()
     if any(np.isnan(c) for dim in x.chunks for c in dim):
         # as dask's own to_zarr: the shape (and where each block lands) is unknown
         raise ValueError(

@@ -11,6 +11,7 @@ backend, so both engines open a store to identical datasets and encodings.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 from collections.abc import Iterable
 from typing import Any
@@ -21,6 +22,7 @@ from xarray.core import indexing
 
 import cuzarr
 from cuzarr.buffer import is_device_array
+from cuzarr.errors import GroupNotFoundError
 from cuzarr.integrations.xarray_fill import decode_fill_attr
 
 __all__ = ["CuzarrBackendArray", "CuzarrBackendEntrypoint", "open_dataset"]
@@ -71,6 +73,8 @@ def _dims(arr: Any, name: str) -> tuple[str, ...]:
     names = arr.metadata.dimension_names
     if names is None:
         names = arr.attrs.get("_ARRAY_DIMENSIONS")
+    if names is None and arr.zarr_format == 2:
+        names = _nczarr_dims(arr)
     if names is None and arr.ndim == 0:  # xarray writes no dimension_names for 0-d arrays
         names = ()
     if names is None or any(n is None for n in names):
@@ -78,6 +82,27 @@ def _dims(arr: Any, name: str) -> tuple[str, ...]:
             f"array {name!r} has no dimension names (v3 dimension_names or v2 _ARRAY_DIMENSIONS)"
         )
     return tuple(names)
+
+
+def _nczarr_dims(arr: Any) -> tuple[str, ...] | None:
+    """The dimension names of a v2 array written by netCDF-C (NCZarr): the last
+    parts of the ``dimrefs`` in its ``.zarray`` (xarray's zarr backend reads them
+    too); ``None`` when it has none."""
+    import json
+
+    from cuzarr.core.sync import sync
+
+    key = f"{arr.path}/.zarray" if arr.path else ".zarray"
+    try:
+        raw = sync(arr.store.get(key))
+        refs = json.loads(bytes(raw))["_NCZARR_ARRAY"]["dimrefs"] if raw is not None else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(refs, list) or not all(isinstance(r, str) for r in refs):
+        return None
+    if len(refs) != arr.ndim:
+        return None
+    return tuple(r.rstrip("/").rsplit("/", 1)[-1] for r in refs)
 
 
 def _variables(
@@ -207,16 +232,39 @@ def _open_root(
     zarr_format: int | None,
     storage_options: dict[str, Any] | None,
 ) -> Any:
+    if not isinstance(obj, (str, os.PathLike)) and importlib.util.find_spec("dask"):
+        # xarray names the dask arrays of open_dataset(obj, chunks=...) after
+        # tokenize(obj): for a cuzarr store or group, by reference, not by value
+        from cuzarr.integrations.dask import register_tokenizers
+
+        register_tokenizers()
+    path = (group or "").strip("/") or None
     if isinstance(obj, cuzarr.Group):
-        return obj[group] if group else obj
-    return cuzarr.open_group(
-        obj,
-        mode="r",
-        path=group,
-        zarr_format=zarr_format,
-        storage_options=storage_options,
-        use_consolidated=consolidated,
-    )
+        return obj[path] if path else obj
+
+    def open_at(at: str | None, use_consolidated: bool | None) -> Any:
+        return cuzarr.open_group(
+            obj,
+            mode="r",
+            path=at,
+            zarr_format=zarr_format,
+            storage_options=storage_options,
+            use_consolidated=use_consolidated,
+        )
+
+    if path is None or consolidated is False:
+        return open_at(path, consolidated)
+    # As engine="zarr": a group below the root is described by the metadata
+    # consolidated at the root of the store (where ds.to_zarr(group=...) puts it).
+    try:
+        root = open_at(None, None)
+    except GroupNotFoundError:  # no group at the root
+        return open_at(path, consolidated)
+    if root.async_group.consolidated is None:  # none there: the group's own, if any
+        return open_at(path, consolidated)
+    if consolidated is None and path not in root:  # stale: ask the store
+        return open_at(path, None)
+    return root[path]
 
 
 class CuzarrBackendEntrypoint(BackendEntrypoint):
@@ -224,6 +272,7 @@ class CuzarrBackendEntrypoint(BackendEntrypoint):
 
     description = "Open Zarr v2/v3 stores with cuzarr"
     url = "https://github.com/cuzarr/cuzarr"
+    supports_groups = True  # open_datatree / open_groups (xarray's engine guess needs it)
     open_dataset_parameters = (
         "filename_or_obj",
         "drop_variables",
@@ -288,22 +337,34 @@ class CuzarrBackendEntrypoint(BackendEntrypoint):
             fill_mask=use_zarr_fill_value_as_mask,
         )
 
-    def open_groups_as_dict(self, filename_or_obj: Any, **kwargs: Any) -> dict[str, Any]:
-        drop = kwargs.pop("drop_variables", None)
-        group = kwargs.pop("group", None)
-        proto = kwargs.pop("prototype", None)
+    def open_groups_as_dict(  # type: ignore[override]
+        self,
+        filename_or_obj: Any,
+        *,
+        drop_variables: Iterable[str] | None = None,
+        group: str | None = None,
+        prototype: Any = None,
+        consolidated: bool | None = None,
+        zarr_format: int | None = None,
+        storage_options: dict[str, Any] | None = None,
+        use_zarr_fill_value_as_mask: bool | None = None,
+        **decode_kwargs: Any,
+    ) -> dict[str, Any]:
+        """Every group below ``group`` (the root by default) as a Dataset, keyed by
+        its path from there; the arguments mean what they do for ``open_dataset``
+        (``filename_or_obj`` may be a ``cuzarr.Group`` here too)."""
         # group=: that group is the tree's root, as with engine="zarr"
-        root = cuzarr.open_group(filename_or_obj, mode="r", path=(group or "").strip("/") or None)
-        out = {
-            "/": _open_group_dataset(
-                root, drop_variables=drop, decode_kwargs=kwargs, prototype=proto
-            )
-        }
+        root = _open_root(filename_or_obj, group, consolidated, zarr_format, storage_options)
+        kw = dict(
+            drop_variables=drop_variables,
+            decode_kwargs=decode_kwargs,
+            prototype=prototype,
+            fill_mask=use_zarr_fill_value_as_mask,
+        )
+        out = {"/": _open_group_dataset(root, **kw)}
         for name, node in root.members(max_depth=None):
             if isinstance(node, cuzarr.Group):
-                out["/" + name] = _open_group_dataset(
-                    node, drop_variables=drop, decode_kwargs=kwargs, prototype=proto
-                )
+                out["/" + name] = _open_group_dataset(node, **kw)
         return out
 
     def open_datatree(self, filename_or_obj: Any, **kwargs: Any) -> Any:
