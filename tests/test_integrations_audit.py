@@ -276,3 +276,15 @@ def test_group_below_root_reads_the_roots_consolidated_metadata(tmp_path, fmt):
     assert xr.open_dataset(path, engine="cuzarr", group="sub/new").attrs == {}
     with pytest.raises(KeyError):
         xr.open_dataset(path, engine="cuzarr", group="sub/new", consolidated=True)
+
+
+def test_views_to_dask_are_named_by_reference_and_selection():
+    # LazyArray.to_dask: named by its array (as above) and the elements it selects
+    a = cuzarr.create_array(MemoryStore(), shape=(4,), chunks=(2,), dtype="i4", fill_value=0)
+    b = cuzarr.create_array(MemoryStore(), shape=(4,), chunks=(2,), dtype="i4", fill_value=0)
+    x, y = a.lazy[...].to_dask(), b.lazy[...].to_dask()
+    b[:] = 7
+    np.testing.assert_array_equal((x + y).compute(), [7, 7, 7, 7])
+    assert a.lazy[[0, 2]].to_dask().name == a.lazy[[0, 2]].to_dask().name
+    assert a.lazy[[0, 2]].to_dask().name != a.lazy[[0, 3]].to_dask().name
+    assert a.lazy[1:].to_dask().name != a.lazy[:3].to_dask().name

@@ -498,6 +498,9 @@ class LazyArray:
         """A dask array over this view (``dask.array.from_array`` with a numpy meta)."""
         import dask.array as da
 
+        from cuzarr.integrations.dask import register_tokenizers
+
+        register_tokenizers()  # named by reference, not by a pickle of the store
         kwargs.setdefault("meta", np.empty((0,) * self.ndim, dtype=self.dtype))
         return da.from_array(self, chunks=chunks, **kwargs)
 

@@ -33,14 +33,21 @@ def register_tokenizers() -> None:
     import cuzarr
     from cuzarr.storage.base import Store
 
-    normalize_token.register(Store)(_store_token)
-    normalize_token.register(cuzarr.Array)(
-        lambda a: (
+    def array_token(a: Any) -> tuple[Any, ...]:
+        sp = a.store_path
+        return (
             "cuzarr.Array",
-            _store_token(a.store),
-            a.path,
+            _store_token(sp.store),
+            sp.path,
             normalize_token(a.metadata.to_dict()),
         )
+
+    normalize_token.register(Store)(_store_token)
+    normalize_token.register(cuzarr.Array)(lambda a: array_token(a.async_array))
+    normalize_token.register(cuzarr.AsyncArray)(array_token)
+    # a view: its array, and the elements it selects (IndexTransform.key)
+    normalize_token.register(cuzarr.LazyArray)(
+        lambda v: ("cuzarr.LazyArray", array_token(v._async), normalize_token(v.transform.key()))
     )
     normalize_token.register(cuzarr.Group)(
         lambda g: ("cuzarr.Group", _store_token(g.store), g.path, g.metadata.zarr_format)
