@@ -338,3 +338,32 @@ def test_kerchunk_hdf5_references_match_fsspec(tmp_path, http_root, inline):
             assert (z.shape, z.dtype) == (c.shape, c.dtype), name
             np.testing.assert_array_equal(c[...], z[...])
             assert dict(c.attrs) == dict(z.attrs), name
+
+
+@pytest.mark.parametrize("suffix", [".gz", ".bz2", ".xz", ".zst"])
+def test_compressed_reference_files_read_as_fsspec_reads_them(tmp_path, suffix):
+    import bz2
+    import gzip
+    import lzma
+
+    import zstandard
+
+    z = zarr.create_array(str(tmp_path / "src.zarr"), shape=(6,), chunks=(3,), dtype="i4",
+                          compressors=None, attributes={"a": 1})
+    z[...] = np.arange(6)
+    refs = {"version": 1, "refs": {
+        "zarr.json": (tmp_path / "src.zarr" / "zarr.json").read_text(),
+        "c/0": [str(tmp_path / "src.zarr" / "c" / "0")],
+        "c/1": [str(tmp_path / "src.zarr" / "c" / "1")],
+    }}
+    data = json.dumps(refs).encode()
+    pack = {".gz": gzip.compress, ".bz2": bz2.compress, ".xz": lzma.compress,
+            ".zst": zstandard.ZstdCompressor().compress}[suffix]
+    path = tmp_path / f"refs.json{suffix}"
+    path.write_bytes(pack(data))
+    ours = cuzarr.open_array(ReferenceStore(str(path)), mode="r")
+    fs = fsspec.filesystem("reference", fo=str(path), asynchronous=True,
+                           target_options={"compression": "infer"})
+    theirs = zarr.open_array(zarr.storage.FsspecStore(fs, read_only=True, path=""), mode="r")
+    np.testing.assert_array_equal(ours[...], theirs[...])
+    assert dict(ours.attrs) == {"a": 1}

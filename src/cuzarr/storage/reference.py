@@ -44,6 +44,7 @@ from cuzarr.storage.base import (
 __all__ = ["ReferenceStore"]
 
 _TEMPLATE = re.compile(r"\{\{\s*(\w+)\s*\}\}")
+_COMPRESSED = (".gz", ".bz2", ".xz", ".zst", ".lz4")  # read through fsspec's codecs
 
 
 def _load_refs(fo: Any, target_options: dict[str, Any] | None) -> dict[str, Any]:
@@ -52,10 +53,15 @@ def _load_refs(fo: Any, target_options: dict[str, Any] | None) -> dict[str, Any]
     if isinstance(fo, (bytes, bytearray)):
         return _parse_refs(fo, "references")
     s = os.fspath(fo)
-    if "://" in s and not s.startswith("file://"):
+    options = dict(target_options or {})
+    if s.lower().endswith(_COMPRESSED):
+        # a compressed reference file (refs.json.gz, .zst...): as fsspec's
+        # ReferenceFileSystem reads it with target_options={"compression": "infer"}
+        options.setdefault("compression", "infer")
+    if ("://" in s and not s.startswith("file://")) or options:
         import fsspec
 
-        with fsspec.open(s, "rb", **(target_options or {})) as f:
+        with fsspec.open(s, "rb", **options) as f:
             return _parse_refs(f.read(), s)
     if s.startswith("file://"):
         s = s[len("file://") :]
