@@ -325,3 +325,23 @@ def test_cli_copy_v3_to_v2_without_a_fill_attribute_stores_a_null_fill(tmp_path)
     got = xr.open_zarr(str(tmp_path / "dst"), zarr_format=2, consolidated=False)
     np.testing.assert_array_equal(got["i"].values, [0, 1, 2, 3])
     assert cuzarr.open_array(str(tmp_path / "dst"), path="i").fill_value is None
+
+
+def test_cli_copy_v3_to_v2_of_a_nan_filled_array_stays_sparse(tmp_path):
+    """A float v3 array filled with NaN and no _FillValue: its v2 copy keeps the
+    NaN fill (masking NaN changes no value), so the chunks never written stay
+    unwritten instead of being stored as NaN (a null fill would read them as 0)."""
+    import xarray as xr
+
+    from cuzarr.cli import copy_array
+
+    src = cuzarr.create_array(str(tmp_path / "src"), name="v", shape=(100, 100), chunks=(10, 10),
+                              dtype="f8", fill_value=np.nan, dimension_names=("y", "x"))
+    src[5, 5] = 1.0
+    copy_array(src, str(tmp_path / "dst"), path="v", zarr_format=2)
+    cuzarr.open_group(str(tmp_path / "dst"), mode="a", zarr_format=2)
+    stored = [p for p in (tmp_path / "dst" / "v").iterdir() if not p.name.startswith(".")]
+    assert len(stored) == 1  # the one chunk the source holds
+    for engine in ("zarr", "cuzarr"):
+        got = xr.open_dataset(str(tmp_path / "dst"), engine=engine, consolidated=False)["v"]
+        np.testing.assert_array_equal(got.values, src[...])

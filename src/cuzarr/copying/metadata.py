@@ -313,6 +313,13 @@ def destination_metadata(
     return new
 
 
+def _is_nan(value: Any) -> bool:
+    try:
+        return bool(np.isnan(value))
+    except (TypeError, ValueError):
+        return False
+
+
 def _convert_xarray_fill(src: Any, fmt: int, fill: Any, attrs: dict[str, Any]) -> tuple[Any, dict]:
     """Keep what xarray masks across a format conversion: it takes a v2 array's
     ``fill_value`` as the missing-data value, and in v3 a ``_FillValue``
@@ -326,7 +333,11 @@ def _convert_xarray_fill(src: Any, fmt: int, fill: Any, attrs: dict[str, Any]) -
     if fmt == 2:
         if "_FillValue" not in attrs:
             # no missing-data value: a v2 fill value would become one (xarray
-            # writes null there itself)
+            # writes null there itself). NaN stays: masking NaN changes no value,
+            # and with null the chunks never written (NaN) would have to be
+            # written out as NaN to read the same.
+            if _is_nan(fill):
+                return fill, attrs
             return None, attrs
         value = decode_fill_attr(attrs["_FillValue"], dtype)
         try:
