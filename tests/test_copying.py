@@ -201,3 +201,21 @@ def test_copy_of_a_group_into_itself_copies_what_was_there(tmp_path):
     n = cuzarr.copy(sub, sub, name="backup")
     assert n[0] == 4 and sorted(sub["backup"].keys()) == ["b", "deep"]
     np.testing.assert_array_equal(sub["backup/b"][...], sub["b"][...])
+
+
+def test_async_twins_take_async_handles():
+    from cuzarr.api import asynchronous as api
+
+    async def main():
+        g = await api.create_group({})
+        x = await g.create_array("x", shape=(10,), chunks=(5,), dtype="i4")
+        await x.setitem(slice(None), np.arange(10))
+        dest = await api.create_group({})
+        a = await api.copy(x, dest, name="y")
+        b = await api.copy_all(g, dest=dest, if_exists="skip")
+        return a, b, await (await dest.getitem("y")).getitem(slice(None))
+
+    a, b, y = asyncio.run(main())
+    assert a == (1, 0, 40) and b == (1, 0, 40)
+    np.testing.assert_array_equal(y, np.arange(10))
+

@@ -1042,17 +1042,34 @@ async def create_hierarchy(
             yield path, AsyncGroup(meta, node_sp)
 
 
+def _sync_nodes(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple, dict]:
+    """The async handles among a copy's arguments as the sync ones the copy
+    functions walk (their thread cannot await)."""
+    from cuzarr.core.group import Group
+
+    def wrap(x: Any) -> Any:
+        if isinstance(x, AsyncArray):
+            return Array(x)
+        return Group(x) if isinstance(x, AsyncGroup) else x
+
+    return tuple(wrap(a) for a in args), {k: wrap(v) for k, v in kwargs.items()}
+
+
 async def copy(*args: Any, **kwargs: Any) -> tuple[int, int, int]:
-    """:func:`cuzarr.copy`, awaitable (it runs in a worker thread)."""
+    """:func:`cuzarr.copy`, awaitable (it runs in a worker thread); sources and
+    destinations may be async or sync handles."""
     from cuzarr.copying import copy as copy_nodes
 
+    args, kwargs = _sync_nodes(args, kwargs)
     return await asyncio.to_thread(copy_nodes, *args, **kwargs)
 
 
 async def copy_all(*args: Any, **kwargs: Any) -> tuple[int, int, int]:
-    """:func:`cuzarr.copy_all`, awaitable (it runs in a worker thread)."""
+    """:func:`cuzarr.copy_all`, awaitable (it runs in a worker thread); sources
+    and destinations may be async or sync handles."""
     from cuzarr.copying import copy_all as copy_children
 
+    args, kwargs = _sync_nodes(args, kwargs)
     return await asyncio.to_thread(copy_children, *args, **kwargs)
 
 
