@@ -9,7 +9,10 @@
 //   "cuzarr_scatter<unsigned int>", "cuzarr_gather<unsigned char>".
 #include "cuzarr_plan.cuh"
 
-struct cuzarr_w16 {
+// 16-byte aligned, so that a 16-byte word is one 128-bit load and store (without
+// __align__ it would be two 64-bit ones); copy_word picks it only where every
+// address it touches is a multiple of 16.
+struct __align__(16) cuzarr_w16 {
     unsigned long long lo, hi;
 };
 
@@ -124,6 +127,12 @@ template __global__ void cuzarr_scatter<cuzarr_w16>(const cuzarr_plan_row*, long
 template __global__ void cuzarr_gather<unsigned char>(const cuzarr_plan_row*, long long,
                                                       unsigned char*, const unsigned char*,
                                                       const unsigned char*);
+template __global__ void cuzarr_gather<unsigned short>(const cuzarr_plan_row*, long long,
+                                                       unsigned char*, const unsigned char*,
+                                                       const unsigned char*);
+template __global__ void cuzarr_gather<unsigned int>(const cuzarr_plan_row*, long long,
+                                                     unsigned char*, const unsigned char*,
+                                                     const unsigned char*);
 template __global__ void cuzarr_gather<unsigned long long>(const cuzarr_plan_row*, long long,
                                                            unsigned char*, const unsigned char*,
                                                            const unsigned char*);

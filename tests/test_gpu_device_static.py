@@ -108,11 +108,20 @@ def test_every_kernel_launch_matches_its_parameter_list():
 
 
 def test_launch_grids_stay_within_cuda_limits():
-    """grid.y is capped at 65535 (CUDA's limit) wherever rows walk blockIdx.y."""
-    for path in (GPU / "executor.py", GPU / "writer.py"):
-        text = path.read_text()
-        for m in re.finditer(r"min\(len\((\w+)\), (\d+)\)", text):
-            assert int(m.group(2)) <= 65535, f"{path.name}: {m.group(0)}"
+    """grid.y is capped at 65535 (CUDA's limit) wherever rows walk blockIdx.y:
+    every row kernel launch takes its grid from ``kernels.row_grid``."""
+    for work, nrows in [(0, 1), (1, 1), (10**12, 10**9), (2**40, 70_000), (255, 65_536)]:
+        gx, gy = kernels.row_grid(work, nrows, 256)
+        assert 1 <= gx <= 1024 and 1 <= gy <= 65535 and gy <= max(nrows, 1)
+    assert kernels.row_grid(10**6, 3, 256) == (1024, 3)
+    assert kernels.row_grid(300, 70_000, 256) == (2, 65535)
+    for where, name, _args in _launches():
+        if name == kernels.CHECKSUMS:
+            continue  # a 1-d grid over blocks (grid-stride in x)
+        path, line = where.split(":")
+        lines = (GPU / path).read_text().splitlines()[: int(line)]
+        grid_line = next(t for t in reversed(lines) if "grid" in t and "=" in t)
+        assert "kernels.row_grid(" in grid_line, f"{where}: {grid_line.strip()}"
 
 
 # --- struct layout: offsets the device compiler uses ------------------------------------
@@ -222,3 +231,37 @@ def test_nvcomp_decode_failure_is_a_codec_error(monkeypatch, exc, nchunks):
     with pytest.raises(CodecError, match="a/c/0") as info:
         ex._decode_streams(batch, batch.packed, staging, np.zeros(1, np.uint8))
     assert info.value.__cause__ is exc
+
+
+# --- GpuEncoder's empty-chunk check, with numpy standing in for CuPy -------------------
+
+
+@pytest.mark.parametrize("dtype,fill", [("<f4", 0.0), ("<f8", float("nan")), ("<c8", 1 + 2j),
+                                        ("|b1", False), ("<i2", 7)])
+def test_gpu_encoder_empty_check_without_byte_indices(dtype, fill):
+    """Slots of one size lying unevenly (edge chunks between them) are compared
+    as copies, not gathered through an int64 index per byte (8x their size in
+    device memory): the stand-in for CuPy has no ``arange`` to build one."""
+    from cuzarr.gpu.plan import STAGING_ALIGN
+    from cuzarr.gpu.writer import EncodeBatch, GpuEncoder, HostEncoder
+
+    dt = np.dtype(dtype)
+    sizes = [64, 64, 48, 64, 48, 64, 16]  # elements; 64s and 48s interleaved
+    offsets, p = [], 0
+    for n in sizes:
+        offsets.append(p)
+        p += -(-n * dt.itemsize // STAGING_ALIGN) * STAGING_ALIGN
+    staging = np.zeros(p, np.uint8)
+    rng = np.random.default_rng(0)
+    for k, (o, n) in enumerate(zip(offsets, sizes, strict=True)):
+        chunk = np.full(n, fill, dt)
+        if k in (1, 2, 6):  # not empty: one element differs
+            chunk[rng.integers(n)] = np.ones((), dt) if dt.kind != "b" else True
+        staging[o : o + n * dt.itemsize] = chunk.view(np.uint8)
+    nbytes = [n * dt.itemsize for n in sizes]
+    batch = EncodeBatch(None, "zstd", 1, fill, dt, 0, True)
+    want = HostEncoder()._empty(staging, offsets, nbytes, batch)
+    assert want.tolist() == [True, False, False, True, True, True, False]
+    enc = object.__new__(GpuEncoder)
+    enc.cp = types.SimpleNamespace(stack=np.stack, asarray=np.asarray)
+    np.testing.assert_array_equal(enc._empty(staging, offsets, nbytes, batch), want)

@@ -330,3 +330,84 @@ def test_wrap_blosc_roundtrips_through_numcodecs(typesize, n, blocksize, codec):
     assert bytes(numcodecs.Blosc().decode(chunk)) == data
     parsed = parse_blosc(chunk, len(data))
     assert parsed.nbytes == len(data) and len(parsed.blocks) == len(blocks)
+
+
+def _blosc_zstd(raw: bytes, *, content_size: bool = True, blocksize: int = 4096) -> bytes:
+    """A blosc chunk of zstd streams (one per block, as the GPU writer lays it
+    out), each frame with or without the content size in its header."""
+    import zstandard
+
+    from cuzarr.gpu.formats import blosc_blocks, wrap_blosc
+
+    cctx = zstandard.ZstdCompressor(level=3, write_content_size=content_size)
+    blocks = [raw[o : o + n] for o, n in blosc_blocks(len(raw), blocksize)]
+    return wrap_blosc([cctx.compress(b) for b in blocks], blocks, len(raw), blocksize, 4,
+                      "zstd", False)
+
+
+def _first_stream(enc: bytes) -> int:
+    """Offset of the first block's (only) stream in a DONT_SPLIT blosc chunk."""
+    (start,) = struct.unpack_from("<i", enc, 16)
+    return start + 4
+
+
+def test_blosc_zstd_streams_are_checked_before_nvcomp():
+    """Inside blosc, every zstd stream gets the checks a zstd chunk gets before
+    it reaches nvCOMP (which trusts its input): a bad frame is a CodecError, a
+    frame nvCOMP cannot size (no content size) or decode alone (dictionary,
+    several frames) goes to the host, and its content size must be the split's."""
+    raw = _data(3000)  # 12000 bytes: blocks of 4096, 4096, 3808
+    enc = _blosc_zstd(raw)
+    ch = parse_blosc(enc, len(raw))
+    assert [s.codec for s in ch.streams] == ["zstd"] * 3
+    assert decode_streams_cpu(enc, ch.streams, len(raw)).tobytes() == raw
+    assert numcodecs.Blosc().decode(enc) == raw  # c-blosc reads it too
+    at = _first_stream(enc)
+
+    bad = bytearray(enc)
+    bad[at] ^= 0xFF  # not a zstd magic number
+    with pytest.raises(CodecError, match="blosc block 0") as info:
+        parse_blosc(bytes(bad), len(raw))
+    assert not isinstance(info.value, UnsupportedStream)
+
+    frame = zstd_frame_info(enc[at:])
+    assert frame.content_size == 4096 and frame.header_size == 7  # FCS: 2 bytes, +256
+    bad = bytearray(enc)
+    struct.pack_into("<H", bad, at + 5, 4097 - 256)  # content size 4097 in a 4096 split
+    with pytest.raises(CodecError, match="4097") as info:
+        parse_blosc(bytes(bad), len(raw))
+    assert not isinstance(info.value, UnsupportedStream)
+
+    bad = bytearray(enc)
+    bad[at + 4] |= 0x08  # the reserved bit of the frame header
+    with pytest.raises(CodecError, match="reserved"):
+        parse_blosc(bytes(bad), len(raw))
+
+    no_size = _blosc_zstd(raw, content_size=False)
+    assert numcodecs.Blosc().decode(no_size) == raw
+    with pytest.raises(UnsupportedStream, match="content size"):
+        parse_blosc(no_size, len(raw))
+    # the host-only parse (gpu=False) does not ask for what nvCOMP needs
+    assert len(parse_blosc(no_size, len(raw), gpu=False).streams) == 3
+
+
+def test_blosc_zstd_without_content_size_decodes_on_the_host():
+    """prepare_batch hands such a chunk to the host decoder, not to nvCOMP; the
+    host twin's run gives the data."""
+    from cuzarr.core.engine import chunk_items
+    from cuzarr.gpu.executor import HostExecutor, prepare_batch
+    from cuzarr.indexing.selection import normalize_numpy
+    from cuzarr.metadata.chunk_grid import DimGrid, RegularChunkGrid
+
+    full = np.frombuffer(_data(2 * 3000), "<f4").reshape(2, 3000)
+    datas = [_blosc_zstd(full[0].tobytes(), content_size=False), _blosc_zstd(full[1].tobytes())]
+    p = normalize_numpy((slice(None), slice(None)), full.shape, [DimGrid(2, 1), DimGrid(3000, 3000)])
+    items = chunk_items(p.projections)
+    out = np.zeros(full.shape, full.dtype)
+    batch = prepare_batch(items, datas, RegularChunkGrid((1, 3000)).stored_chunk_shape, out.shape,
+                          out.strides, full.dtype, "blosc",
+                          lambda d, s: np.frombuffer(numcodecs.Blosc().decode(d), "<f4").reshape(s))
+    assert len(batch.host_decoded) == 1 and batch.host_decoded[0][0] == batch.plan.slots[0]
+    assert [batch.owners["zstd"].count(k) for k in (0, 1)] == [0, 3]
+    HostExecutor().run(batch, out, 0)
+    np.testing.assert_array_equal(out, full)

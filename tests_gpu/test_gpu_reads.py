@@ -217,3 +217,60 @@ def test_read_many_shared_chunks_staged_on_device(tmp_path, kind):
     for g, e in zip(got, expect, strict=True):
         assert isinstance(g, cp.ndarray)
         np.testing.assert_array_equal(cp.asnumpy(g), e)
+
+
+def test_corrupt_zstd_checksum_raises():
+    """A zstd frame with a content checksum that does not match is a CodecError on
+    the host; nvCOMP must not hand the chunk back as valid on the device either
+    (if this fails, route checksummed frames to the host: formats.parse_zstd)."""
+    from cuzarr.errors import CodecError
+
+    st = MemoryStore()
+    data = _data((64, 64), "<f4")
+    a = cuzarr.create_array(st, shape=data.shape, dtype=data.dtype, chunks=(64, 64),
+                            compressors={"name": "zstd",
+                                         "configuration": {"level": 1, "checksum": True}})
+    a[...] = data
+    with cuzarr.config.enable_gpu():
+        np.testing.assert_array_equal(cp.asnumpy(a[...]), data)
+    raw = bytes(st.get_sync("c/0/0"))
+    st.set_sync("c/0/0", raw[:-4] + bytes(b ^ 0xFF for b in raw[-4:]))
+    with pytest.raises(CodecError, match="c/0/0"):
+        a[...]
+    with pytest.raises(CodecError, match="c/0/0"), cuzarr.config.enable_gpu():
+        a[...]
+
+
+@pytest.mark.parametrize("compressor", [numcodecs.Zlib(level=1), numcodecs.GZip(level=1),
+                                        {"name": "zstd", "configuration": {"level": 1}},
+                                        numcodecs.LZ4()])
+def test_large_chunks(tmp_path, compressor):
+    """Chunks decoding to 1 MiB (nvCOMP's deflate compresses at most 64 KiB a
+    chunk; decoding larger ones, and zstd/LZ4 at 1 MiB, is what reads of real
+    data do)."""
+    data = _data((1024, 768), "<f4")
+    a = cuzarr.create_array(LocalStore(tmp_path / "a"), shape=data.shape, dtype=data.dtype,
+                            chunks=(512, 512), compressors=compressor)
+    a[...] = data
+    _check(a, data, SELECTIONS[:2])
+
+
+@pytest.mark.parametrize("shape,chunks,dtype", [
+    ((), "auto", "<f2"), ((0, 5), (2, 2), "<f2"), ((7, 5), (3, 2), ">f2"),
+    ((7, 5), (3, 2), "<f2"), ((9, 4), (2, 3), "|b1"),
+])
+def test_float16_bool_0d_and_empty_round_trip(shape, chunks, dtype):
+    """Written from CuPy and read back to CuPy: float16 (either byte order),
+    bool, a 0-d array, an array with no elements."""
+    dt = np.dtype(dtype)
+    kw = {} if dt.itemsize == 1 else {"serializer": {
+        "name": "bytes", "configuration": {"endian": "big" if dt.byteorder == ">" else "little"}}}
+    a = cuzarr.create_array(MemoryStore(), shape=shape, dtype=dtype, chunks=chunks, fill_value=1,
+                            compressors={"name": "zstd", "configuration": {"level": 1}}, **kw)
+    data = (np.arange(int(np.prod(shape))) % 5).astype(dt).reshape(shape)
+    a[...] = cp.asarray(data.astype(dt.newbyteorder("=")))
+    np.testing.assert_array_equal(a[...], data)  # host read of the device write
+    with cuzarr.config.enable_gpu():
+        got = a[...]
+    assert isinstance(got, cp.ndarray) and got.shape == shape
+    np.testing.assert_array_equal(cp.asnumpy(got), data)

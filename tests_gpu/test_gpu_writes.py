@@ -77,3 +77,32 @@ def test_write_orders_after_user_stream(tmp_path):
         a[...] = x
     s.synchronize()
     np.testing.assert_array_equal(a[...], cp.asnumpy(x))
+
+
+@pytest.mark.parametrize("compressor", [
+    {"name": "zstd", "configuration": {"level": 1}},
+    {"name": "blosc", "configuration": {"cname": "zstd", "clevel": 3, "shuffle": "shuffle",
+                                        "typesize": 4, "blocksize": 0}},
+])
+def test_device_written_zstd_frames_have_content_sizes(tmp_path, compressor):
+    """The reader sends a zstd frame (also inside blosc) to nvCOMP only when its
+    header holds the content size: frames nvCOMP writes must have it, or the
+    device's own chunks would be read back on the host."""
+    from cuzarr.gpu import formats
+
+    data = _data((256, 256), "<f4")
+    store = LocalStore(tmp_path / "a")
+    a = cuzarr.create_array(store, shape=data.shape, dtype=data.dtype, chunks=(128, 128),
+                            compressors=compressor)
+    a[...] = cp.asarray(data)
+    nbytes = 128 * 128 * 4
+    for key in ("c/0/0", "c/1/1"):
+        raw = bytes(store.get_sync(key))
+        if compressor["name"] == "zstd":
+            assert formats.zstd_frame_info(raw).content_size == nbytes
+            formats.parse_zstd(raw, nbytes)
+        else:
+            ch = formats.parse_blosc(raw, nbytes)  # UnsupportedStream: host decode
+            assert {s.codec for s in ch.streams} <= {"zstd", "copy"}
+    with cuzarr.config.enable_gpu():
+        np.testing.assert_array_equal(cp.asnumpy(a[...]), data)

@@ -759,8 +759,7 @@ class GpuExecutor(StreamCodecs):
         cp = self.cp
         table = cp.asarray(rows.view(np.uint8))
         fn = kernels.get_function("unshuffle.cu", kernels.UNSHUFFLE)
-        bx = min(1024, max(1, -(-int(rows["nbytes"].max()) // self.threads)))
-        grid = (bx, min(len(rows), 65535))
+        grid = kernels.row_grid(int(rows["nbytes"].max()), len(rows), self.threads)
         fn(grid, (self.threads,), (table, np.int64(len(rows)), scratch, staging))
 
     def scatter(self, plan: ScatterPlan, staging: Any, out: Any, fill: Any) -> None:
@@ -782,7 +781,7 @@ class GpuExecutor(StreamCodecs):
         )
         table = cp.asarray(plan.table.view(np.uint8))
         words = max(1, plan.max_count * plan.itemsize // w)
-        grid = (min(1024, max(1, -(-words // self.threads))), min(len(plan.table), 65535))
+        grid = kernels.row_grid(words, len(plan.table), self.threads)
         # CuPy passes an ndarray argument as its data pointer (the first element of a
         # view), which is what dst_offset is relative to.
         fn(grid, (self.threads,), (table, np.int64(len(plan.table)), staging, out, fill_dev))

@@ -381,10 +381,24 @@ def parse_blosc(data: Any, expected_size: int | None = None, *, gpu: bool = True
             elif cs > neblock:
                 raise CodecError(f"blosc block {b} split {s} is larger than its data")
             else:
+                if gpu and codec == "zstd":
+                    _check_blosc_zstd(mv[pos : pos + cs], neblock, b, s)
                 chunk.streams.append(RawStream(codec, pos, cs, neblock, dst))
             pos += cs
         chunk.blocks.append((b * blocksize, bsize))
     return chunk
+
+
+def _check_blosc_zstd(stream: memoryview, size: int, block: int, split: int) -> None:
+    """The zstd stream of one blosc split, checked as a zstd chunk is before nvCOMP
+    sees it: one frame, no dictionary, a content size in its header (nvCOMP's RAW
+    zstd reads the output size there) equal to the split's ``size``."""
+    try:
+        if zstd_frame_info(stream).content_size is None:
+            raise UnsupportedStream("zstd frame without a content size")
+        parse_zstd(stream, size)
+    except CodecError as e:  # UnsupportedStream too (a CodecError): same kind
+        raise type(e)(f"blosc block {block} split {split}: {e}") from e
 
 
 def blosc_unshuffle_rows(chunk: BloscChunk, src_base: int, dst_base: int) -> np.ndarray:

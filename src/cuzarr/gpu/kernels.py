@@ -25,6 +25,7 @@ __all__ = [
     "get_function",
     "kernel_dir",
     "module",
+    "row_grid",
     "source",
     "word_type",
 ]
@@ -71,6 +72,21 @@ def source(name: str) -> str:
     text = (kdir / name).read_text()
     header = (kdir / "cuzarr_plan.cuh").read_text().replace("#pragma once", "")
     return text.replace('#include "cuzarr_plan.cuh"', header)
+
+
+# CUDA's limits on a launch grid: x up to 2**31 - 1 blocks, y (and z) up to 65535.
+# The row kernels (scatter, gather, shuffle, unshuffle) walk rows along y and the
+# work of a row along x, both grid-stride, so any grid within these caps is right.
+MAX_GRID_X = 1024  # blocks across a row's work (more would only queue)
+MAX_GRID_Y = 65535
+
+
+def row_grid(work: int, nrows: int, threads: int) -> tuple[int, int]:
+    """The ``(x, y)`` grid of a row kernel launch: x blocks of ``threads`` cover
+    the ``work`` items (words, bytes) of the largest row, y one row each, within
+    CUDA's limits (the kernels loop over what the grid leaves)."""
+    return (min(MAX_GRID_X, max(1, -(-int(work) // int(threads)))),
+            max(1, min(int(nrows), MAX_GRID_Y)))
 
 
 def word_type(nbytes: int) -> str:

@@ -493,7 +493,7 @@ class GpuEncoder(_Encoder, StreamCodecs):
         fn = kernels.get_function("scatter.cu", kernels.GATHER.format(kernels.word_type(w)))
         rows = cp.asarray(table.view(np.uint8))
         words = max(1, int(table["chunk_count"].max()) * plan.itemsize // w)
-        grid = (min(1024, max(1, -(-words // self.threads))), min(len(table), 65535))
+        grid = kernels.row_grid(words, len(table), self.threads)
         fn(grid, (self.threads,), (rows, np.int64(len(table)), staging, value, fill_dev))
 
     def _shuffle(self, rows: np.ndarray, src: Any, dst: Any) -> None:
@@ -501,18 +501,20 @@ class GpuEncoder(_Encoder, StreamCodecs):
 
         table = self.cp.asarray(rows.view(np.uint8))
         fn = kernels.get_function("unshuffle.cu", kernels.SHUFFLE)
-        bx = min(1024, max(1, -(-int(rows["nbytes"].max()) // self.threads)))
-        fn((bx, min(len(rows), 65535)), (self.threads,), (table, np.int64(len(rows)), src, dst))
+        grid = kernels.row_grid(int(rows["nbytes"].max()), len(rows), self.threads)
+        fn(grid, (self.threads,), (table, np.int64(len(rows)), src, dst))
 
     def _rows(self, staging: Any, offsets: list[int], size: int) -> Any:
         cp = self.cp
         offs = np.asarray(offsets, dtype=np.int64)
         step = _aligned(size)
-        if len(offs) > 1 and np.all(np.diff(offs) == step):
+        if len(offs) == 1 or np.all(np.diff(offs) == step):
             start = int(offs[0])
             return staging[start : start + step * len(offs)].reshape(len(offs), step)[:, :size]
-        idx = cp.asarray(offs)[:, None] + cp.arange(size, dtype=cp.int64)[None, :]
-        return staging[idx]
+        # Slots of this size not evenly spaced (edge chunks between them): copy
+        # them out. (An int64 index per byte, as fancy indexing takes, would need
+        # eight times the chunks' size in device memory.)
+        return cp.stack([staging[o : o + size] for o in offs.tolist()])
 
     def _download(self, staging: Any, offsets: list[int], sizes: list[int]) -> list[bytes]:
         # Pack the wanted ranges on the device: one copy of just those bytes.
