@@ -18,10 +18,11 @@ from cuzarr.config import config as cuzarr_config
 from cuzarr.core.array import Array, AsyncArray, _materialize
 from cuzarr.core.array_config import ArrayConfig, parse_array_config
 from cuzarr.core.build import DEFAULT_FILL, build_array_metadata
+from cuzarr.core.consolidated import ZMETADATA
 from cuzarr.core.group import AsyncGroup
 from cuzarr.core.lazy import LazyArray
 from cuzarr.core.lazy import read_many_async as read_many
-from cuzarr.core.nodes import ensure_vacant, load_node_metadata
+from cuzarr.core.nodes import ensure_vacant, load_node_metadata, load_node_metadata_sync
 from cuzarr.errors import (
     ArrayNotFoundError,
     ContainsArrayError,
@@ -31,6 +32,7 @@ from cuzarr.errors import (
     ReadOnlyError,
 )
 from cuzarr.metadata.array import ArrayMetadata
+from cuzarr.metadata.group import GroupMetadata
 from cuzarr.storage.base import Store
 from cuzarr.storage.common import StorePath, make_store_path
 
@@ -239,6 +241,60 @@ async def open_array(
         arr = arr.with_config(given)
     arr.set_prototype(meta_array)
     return arr
+
+
+def _open_array_inline(
+    store: Any,
+    mode: str | None,
+    path: str | None,
+    zarr_format: int | None,
+    storage_options: dict[str, Any] | None,
+    meta_array: Any,
+    kwargs: dict[str, Any],
+) -> tuple[AsyncArray | None, StorePath, str]:
+    """:func:`open_array` of an existing array in the calling thread, for the sync
+    API: on a store with cheap blocking I/O (memory, local files) the trip
+    through the event loop cost more than the open. Returns (the array, or None
+    when it takes the async way: another mode, extra arguments, another store,
+    no array there; the store path and mode made, for that way to go on with)."""
+    mode = _resolve_mode(mode, store)
+    sp = make_store_path(store, path, mode=mode, storage_options=storage_options)
+    sio = sp.store.sync_io() if mode in ("r", "r+", "a") and not kwargs else None
+    if sio is None:
+        return None, sp, mode
+    meta = load_node_metadata_sync(sp, zarr_format, sio)
+    if not isinstance(meta, ArrayMetadata):
+        return None, sp, mode
+    arr = AsyncArray(meta, sp)
+    arr.set_prototype(meta_array)
+    return arr, sp, mode
+
+
+def _open_group_inline(
+    store: Any,
+    mode: str | None,
+    path: str | None,
+    zarr_format: int | None,
+    storage_options: dict[str, Any] | None,
+    use_consolidated: bool | None,
+    meta_array: Any,
+) -> tuple[AsyncGroup | None, StorePath, str]:
+    """:func:`open_group` of an existing group in the calling thread, as
+    :func:`_open_array_inline` (None: the async way)."""
+    mode = _resolve_mode(mode, store)
+    sp = make_store_path(store, path, mode=mode, storage_options=storage_options)
+    sio = sp.store.sync_io() if mode in ("r", "r+", "a") else None
+    if sio is None:
+        return None, sp, mode
+    meta = load_node_metadata_sync(sp, zarr_format, sio)
+    if not isinstance(meta, GroupMetadata):
+        return None, sp, mode
+    raw = None
+    if use_consolidated is not False and meta.zarr_format == 2:
+        raw = sio.get_ranges([(sp.key(ZMETADATA), None)])[0]
+    group = AsyncGroup._opened(sp, meta, use_consolidated, raw)
+    group.set_prototype(meta_array)
+    return group, sp, mode
 
 
 async def create_group(

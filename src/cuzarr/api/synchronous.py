@@ -181,14 +181,17 @@ def open_array(
     cuzarr.errors.ArrayNotFoundError
         If no array exists at the path and the mode does not create one.
     """
+    arr, sp, mode = _async._open_array_inline(
+        store, mode, path, zarr_format, storage_options, meta_array, kwargs
+    )
+    if arr is not None:
+        return Array(arr)
     return Array(
         sync(
             _async.open_array(
-                store,
+                sp,
                 mode=mode,
-                path=path,
                 zarr_format=zarr_format,
-                storage_options=storage_options,
                 meta_array=meta_array,
                 **kwargs,
             )
@@ -241,6 +244,13 @@ def open_group(
     CuPy array): where the reads of the arrays got through the group land.
     zarr-python's legacy ``cache_attrs``, ``synchronizer`` and ``chunk_store`` are
     accepted with zarr-python's warning; they have no effect."""
+    if cache_attrs is None and synchronizer is None and chunk_store is None:
+        group, sp, mode = _async._open_group_inline(
+            store, mode, path, zarr_format, storage_options, use_consolidated, meta_array
+        )
+        if group is not None:
+            return Group(group)
+        store, path, storage_options = sp, None, None
     return Group(
         sync(
             _async.open_group(

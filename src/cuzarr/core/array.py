@@ -52,6 +52,11 @@ from cuzarr.storage.common import StorePath, make_store_path
 __all__ = ["Array", "AsyncArray"]
 
 
+# A host buffer standing for a read's output in engine.small_read's checks
+# before the output is made (the read checks again with the real one).
+_HOST_PROBE = np.empty(0)
+
+
 def _refuse_read_only_out(out: Any) -> None:
     """Refuse a read-only ``out`` before any I/O: decoders write into it through
     raw pointers. (CuPy arrays have no ``writeable`` flag: they always are.)"""
@@ -439,12 +444,21 @@ class AsyncArray:
             raise ReadOnlyError(f"array {self.name!r} is read-only")
 
     def _dims(self) -> list[Any]:
-        """Per-dimension grid that reads are planned on (inner chunks when sharded)."""
-        return self._read_grid.dims(self.shape)
+        """Per-dimension grid that reads are planned on (inner chunks when sharded).
+        Built once per metadata (the grids are immutable; do not change the list)."""
+        key = (self.metadata, self._read_grid)
+        cached = self.__dict__.get("_dims_cache")
+        if cached is None or cached[0] is not key[0] or cached[1] is not key[1]:
+            cached = self._dims_cache = (*key, self._read_grid.dims(self.shape))
+        return cached[2]
 
     def _write_dims(self) -> list[Any]:
         """Per-dimension grid that writes are planned on (shards when sharded)."""
-        return self.metadata.chunk_grid.dims(self.shape)
+        meta = self.metadata
+        cached = self.__dict__.get("_write_dims_cache")
+        if cached is None or cached[0] is not meta:
+            cached = self._write_dims_cache = (meta, meta.chunk_grid.dims(meta.shape))
+        return cached[1]
 
     # -- reading -----------------------------------------------------------------
     def set_prototype(self, prototype: Any) -> None:
@@ -528,35 +542,82 @@ class AsyncArray:
         else:
             await engine.read_items(self.store_path, self.metadata, self._pipeline, items, buf)
 
-    def try_getitem_sync(self, selection: Any) -> Any:
+    def try_getitem_sync(self, selection: Any, prototype: Any = None) -> Any:
         """Answer a small basic read in the calling thread, or return ``NotImplemented``.
 
         For a few chunks on a store with cheap blocking I/O (memory, local
         files), the trip through the event loop and the thread pool costs more
         than the read; the plan and the decode are the same as ``getitem``'s.
         """
-        store = self.store_path.store
-        if store.sync_io() is None or _pop_fields(selection)[0] is not None:
+        sio = self.store_path.store.sync_io()
+        if sio is None or _pop_fields(selection)[0] is not None:
             return NotImplemented
         plan = normalize_numpy(host_selection(selection), self.shape, self._dims())
         if not isinstance(plan, BasicPlan):
             return NotImplemented
-        items = engine.chunk_items(plan.projections)
-        if len(items) > engine.SMALL_READ_CHUNKS:
+        result = self._try_read_sync(
+            engine.chunk_items(plan.projections),
+            plan.buffer_shape,
+            plan.result_shape,
+            prototype,
+            sio,
+        )
+        if result is NotImplemented:
+            return result
+        return result[()] if plan.scalar else result
+
+    def try_get_selection_sync(self, kind: str, selection: Any) -> Any:
+        """:meth:`try_getitem_sync` for ``get_orthogonal_selection`` (``kind``
+        "orthogonal") and ``get_coordinate_selection`` ("coordinate") without
+        ``out``, ``prototype`` or ``fields``: the same plan and decode as theirs,
+        in the calling thread, or ``NotImplemented``."""
+        sio = self.store_path.store.sync_io()
+        if sio is None:
             return NotImplemented
-        buf = self._out_buffer(plan.buffer_shape, None)
-        if self._shard_codec is not None:
+        if kind == "coordinate":
+            coords, shape = normalize_coordinate(host_selection(selection), self.shape)
+            n = math.prod(shape)
+            items = engine.coordinate_items(self._dims(), coords) if n else []
+            result = self._try_read_sync(items, (n,), shape, None, sio)
+        else:
+            plan = normalize_orthogonal(host_selection(selection), self.shape, self._dims())
+            items = engine.chunk_items(plan.projections)
+            result = self._try_read_sync(items, plan.buffer_shape, plan.result_shape, None, sio)
+        if result is NotImplemented:
+            return result
+        return result[()] if result.ndim == 0 else result
+
+    def _try_read_sync(
+        self,
+        items: list[Any],
+        buffer_shape: tuple[int, ...],
+        result_shape: Any,
+        prototype: Any,
+        sio: Any,
+    ) -> Any:
+        """Read ``items`` into a new buffer in the calling thread if the request is
+        small and the store's I/O blocking and cheap (``sio``: its ``sync_io()``):
+        the buffer reshaped to ``result_shape``, or ``NotImplemented`` (nothing
+        read)."""
+        sharded = self._shard_codec is not None
+        if len(items) > engine.SMALL_READ_CHUNKS and (
+            sharded or not engine.small_read(self.metadata, len(items), _HOST_PROBE)
+        ):
+            return NotImplemented  # checked before a buffer is made for nothing
+        buf = self._out_buffer(buffer_shape, None, prototype)
+        if not items or buf.size == 0:
+            done = True
+        elif sharded:
             done = read_sharded_small_sync(
                 self.store_path, self.metadata, self._pipeline, self._shard_codec, items, buf
             )
         else:
             done = engine.read_items_small_sync(
-                self.store_path, self.metadata, self._pipeline, items, buf
+                self.store_path, self.metadata, self._pipeline, items, buf, sio
             )
         if not done:
             return NotImplemented
-        result = buf.reshape(plan.result_shape)
-        return result[()] if plan.scalar else result
+        return buf.reshape(result_shape)
 
     async def getitem(
         self, selection: Any, *, out: np.ndarray | None = None, prototype: Any = None
@@ -945,6 +1006,42 @@ class AsyncArray:
             raise ValueError(
                 f"could not broadcast value of shape {arr.shape} to the selection's shape {shape}"
             ) from e
+
+    def try_setitem_sync(self, selection: Any, value: Any) -> Any:
+        """Do a small basic write in the calling thread, or return ``NotImplemented``
+        (nothing written) for the caller to go through the event loop.
+
+        As :meth:`try_getitem_sync` for reads: for a few chunks on a store with
+        cheap blocking I/O, the trips through the loop and the pool cost more than
+        the write. Same plan, same value conversion, same encoder and the same
+        key locks as :meth:`setitem` (taken at once, or the call goes the slow way
+        and waits for them there).
+        """
+        store = self.store_path.store
+        if (
+            store.sync_io() is None
+            or _pop_fields(selection)[0] is not None
+            or isinstance(value, AsyncArray)
+            or isinstance(getattr(value, "_async_array", None), AsyncArray)
+            or callable(getattr(value, "read_async", None))
+            or is_device_array(value)
+        ):
+            return NotImplemented
+        self._check_writable()
+        plan = normalize_numpy(host_selection(selection), self.shape, self._write_dims())
+        if not isinstance(plan, BasicPlan):
+            return NotImplemented
+        items = engine.chunk_items(plan.projections)
+        if len(items) > engine.SMALL_WRITE_CHUNKS:
+            return NotImplemented
+        v = self._as_value(
+            value, plan.result_shape, keep_device=True, basic=True, scalar=plan.scalar
+        ).reshape(plan.buffer_shape)
+        if engine.write_items_small_sync(
+            self.store_path, self.metadata, self._pipeline, items, v, self.write_empty_chunks
+        ):
+            return None
+        return NotImplemented
 
     async def setitem(self, selection: Any, value: Any, prototype: Any = None) -> None:
         """Write ``value`` into ``selection`` with numpy semantics (broadcasting).
@@ -1500,7 +1597,8 @@ class Array:
         return result
 
     def __setitem__(self, selection: Any, value: Any) -> None:
-        sync(self._async_array.setitem(selection, value))
+        if self._async_array.try_setitem_sync(selection, value) is NotImplemented:
+            sync(self._async_array.setitem(selection, value))
 
     def get_basic_selection(
         self,
@@ -1510,6 +1608,10 @@ class Array:
         prototype: Any = None,
         fields: Any = None,
     ) -> Any:
+        if out is None and not _has_fields(fields):
+            result = self._async_array.try_getitem_sync(selection, prototype)
+            if result is not NotImplemented:
+                return result
         return sync(
             self._async_array.get_basic_selection(
                 selection, out=out, prototype=prototype, fields=fields
@@ -1529,6 +1631,10 @@ class Array:
         prototype: Any = None,
         fields: Any = None,
     ) -> Any:
+        if out is None and prototype is None and not _has_fields(fields):
+            result = self._async_array.try_get_selection_sync("orthogonal", selection)
+            if result is not NotImplemented:
+                return result
         return sync(
             self._async_array.get_orthogonal_selection(
                 selection, out=out, prototype=prototype, fields=fields
@@ -1548,6 +1654,10 @@ class Array:
         prototype: Any = None,
         fields: Any = None,
     ) -> Any:
+        if out is None and prototype is None and not _has_fields(fields):
+            result = self._async_array.try_get_selection_sync("coordinate", selection)
+            if result is not NotImplemented:
+                return result
         return sync(
             self._async_array.get_coordinate_selection(
                 selection, out=out, prototype=prototype, fields=fields

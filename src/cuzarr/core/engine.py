@@ -25,7 +25,7 @@ from cuzarr.codecs.sharding import sharding_codec
 from cuzarr.core.sync import device_read_workers, get_executor, max_workers
 from cuzarr.core.workers import pull_batches, raise_mmap_threshold
 from cuzarr.errors import CodecError
-from cuzarr.gpu.dispatch import device_reader_for, device_writer_for
+from cuzarr.gpu.dispatch import device_reader_for, device_writer_for, emulating
 from cuzarr.indexing.projection import (
     EDGE,
     LOOSE,
@@ -48,6 +48,8 @@ __all__ = [
     "write_plan",
 ]
 
+_MISSING: Any = object()
+
 # (coords, chunk selection, output selection, chunk wholly covered)
 ChunkItem = tuple[tuple[int, ...], tuple[Any, ...], tuple[Any, ...], bool]
 
@@ -65,6 +67,24 @@ def chunk_items(projections: Sequence[DimProjection]) -> list[ChunkItem]:
     """All chunks a plan touches, with their in-chunk and output selections."""
     if not projections:
         return [((), (), (), True)]
+    if all(len(p.chunks) == 1 for p in projections):
+        # One chunk (a small read or write): its item directly, with what the
+        # general path below gives it.
+        csel = tuple(p.chunk_sels[0] for p in projections)
+        osel = tuple(p.out_sels[0] for p in projections)
+        if not any(isinstance(x, np.ndarray) for x in (*csel, *osel)):
+            one = ChunkItems(
+                [
+                    (
+                        tuple(p.chunks[0] for p in projections),
+                        csel,
+                        osel,
+                        combine_complete(tuple(p.complete[0] for p in projections)),
+                    )
+                ]
+            )
+            one.dims = list(projections)
+            return one
     if any(not p.chunks for p in projections):
         return []
     n_arrays = sum(any(isinstance(s, np.ndarray) for s in p.chunk_sels) for p in projections)
@@ -268,6 +288,23 @@ async def read_plan(
 # Requests of at most this many chunks on a store with cheap blocking I/O run
 # inline (no thread hop): for them the hops cost more than the work.
 SMALL_READ_CHUNKS = 4
+# ... and host reads of up to SMALL_READ_MAX chunks holding SMALL_READ_BYTES in
+# all (ten random points of an array of small chunks: a thread hop costs tens of
+# microseconds, decoding a 16 KiB chunk a few).
+SMALL_READ_MAX = 32
+SMALL_READ_BYTES = 256 << 10
+
+
+def small_read(meta: ArrayMetadata, n: int, out: Any) -> bool:
+    """Whether a read of ``n`` chunks of ``meta`` into ``out`` is small enough to
+    run inline (see SMALL_READ_CHUNKS); beyond SMALL_READ_CHUNKS, host reads only."""
+    if n <= SMALL_READ_CHUNKS:
+        return True
+    if n > SMALL_READ_MAX or type(out) is not np.ndarray:
+        return False
+    if n * math.prod(meta.chunk_shape) * max(1, meta.dtype.item_size) > SMALL_READ_BYTES:
+        return False
+    return not emulating()  # the device path's host twins: batched as on the device
 
 
 def _read_job(
@@ -531,12 +568,15 @@ def read_items_small_sync(
     pipeline: Any,
     items: list[ChunkItem],
     out: np.ndarray,
+    sio: Any = None,
 ) -> bool:
     """Read a small request in the calling thread if the store allows blocking
-    I/O; False (nothing done) otherwise."""
-    if len(items) > SMALL_READ_CHUNKS:
+    I/O; False (nothing done) otherwise. ``sio``: the store's ``sync_io()``, if
+    the caller has it already."""
+    if not small_read(meta, len(items), out):
         return False
-    sio = store_path.store.sync_io()
+    if sio is None:
+        sio = store_path.store.sync_io()
     if sio is None:
         return False
     if items and out.size:
@@ -673,164 +713,15 @@ async def write_items(
     of the other fields or elements keeps its update."""
     if not items or value.size == 0:
         return
-    merging = fields is not None or where is not None
-    keys = chunk_keys(store_path, meta, items)
+    job = _WriteJob(
+        store_path, meta, pipeline, items, value, write_empty_chunks, fields, where
+    )
+    keys, items, device, sio = job.keys, job.items, job.device, job.sio
+    encode_batch, rmw_sync, need_old = job.encode_batch, job.rmw_sync, job.need_old
+    for_store, shard_codec = job.for_store, job.shard_codec
     store = store_path.store
-    fill = meta.read_fill
-    dtype = meta.dtype
-    grid = meta.chunk_grid
-    order = meta.order
     loop = asyncio.get_running_loop()
     pool = get_executor()
-    shard_codec = sharding_codec(pipeline)
-    # shards, also under other codecs (sharding_codec: only when it is alone)
-    sharded = getattr(getattr(pipeline, "array_bytes", None), "name", None) == "sharding_indexed"
-    device = (
-        None
-        if merging
-        else device_writer_for(
-            pipeline,
-            value,
-            fill,
-            grid.stored_chunk_shape,
-            items,
-            write_empty_chunks,
-            shard_codec is not None,
-        )
-    )
-    if device is None and is_device_array(value):
-        value = cpu_prototype.to_host(value)  # a write the device path does not take
-    if where is not None and is_device_array(where):
-        where = cpu_prototype.to_host(where)
-    blocks = (
-        _BlockEncoder.make(items, value, grid, pipeline, fill, dtype, write_empty_chunks)
-        if device is None and shard_codec is None and not merging
-        else None
-    )
-    # Chunks whose old contents survive the write in part: those the selection
-    # covers in part, all of them for a write of some fields, and those where
-    # ``where`` leaves an element out.
-    partial: set[int] = set()
-    if fields is not None:
-        partial = set(range(len(items)))
-    elif where is not None:
-        partial = {
-            i for i, it in enumerate(items) if it[3] and not where[it[2] if it[2] else ...].all()
-        }
-    # As zarr-python (whose sharding codec encodes partially): a shard cut by the
-    # array's end is updated in place even when the write covers what is inside
-    # the array, so its stale inner chunks past the end survive.
-    cut_shards: set[int] = set()
-    if shard_codec is not None:
-        last = [
-            d.nchunks - 1 if d.nchunks and d.data_len(d.nchunks - 1) < d.chunk_len(d.nchunks - 1)
-            else -1
-            for d in grid.dims(meta.shape)
-        ]
-        if any(e >= 0 for e in last):
-            cut_shards = {
-                i
-                for i, it in enumerate(items)
-                if it[3] and any(c == e for c, e in zip(it[0], last, strict=True))
-            }
-
-    def encode_batch(
-        lo: int, olds: list[bytes | None] | None
-    ) -> tuple[list[tuple[str, bytes]], list[str]]:
-        if device is not None and olds is not None:
-            hi = lo + len(olds)
-            return device(items[lo:hi], olds, keys[lo:hi])
-        to_set: list[tuple[str, bytes]] = []
-        to_delete: list[str] = []
-        n = len(olds) if olds is not None else 0
-        done = blocks.run(lo, n, keys, to_set, to_delete) if blocks is not None and n else None
-        for j in range(n):
-            if done is not None and done[j]:
-                continue
-            coords, csel, osel, complete = items[lo + j]
-            if (cut_shards and lo + j in cut_shards) or (partial and lo + j in partial):
-                complete = False
-            shape = grid.stored_chunk_shape(coords)
-            old = olds[j] if olds is not None else None
-            part = value[osel] if osel else value
-            mask = None if where is None else (where[osel] if osel else where)
-            if shard_codec is not None and not complete and (old is not None or write_empty_chunks):
-                # only the inner chunks the write touches (zarr-python too): with
-                # write_empty_chunks, a new or cut shard gets no fill-valued inner
-                # chunks the write does not reach (such as those past the array end).
-                # A new shard without it: the whole-shard encode below leaves the
-                # untouched (fill) inner chunks out too, and batches the others.
-                try:
-                    encoded = shard_codec.update(
-                        old,
-                        csel,
-                        part,
-                        ChunkSpec(shape, dtype, fill),
-                        write_empty_chunks,
-                        fields=fields,
-                        where=mask,
-                    )
-                except CodecError as e:
-                    raise keyed(e, keys[lo + j]) from e
-                if len(encoded) == 0:
-                    to_delete.append(keys[lo + j])
-                else:
-                    to_set.append((keys[lo + j], encoded))
-                continue
-            if complete and not merging and part.shape == tuple(shape):
-                chunk = part
-            else:
-                if old is not None and not complete:
-                    try:
-                        chunk = pipeline.decode(old, shape)
-                    except CodecError as e:
-                        raise keyed(e, keys[lo + j]) from e
-                    if not chunk.flags.writeable:
-                        chunk = chunk.copy(order=order)
-                else:
-                    chunk = dtype.full(shape, fill, order=order)
-                if merging:
-                    merge_into(chunk, csel, part, fields, mask)
-                else:
-                    chunk[csel] = part
-            if not write_empty_chunks and _is_fill(chunk, fill, dtype):
-                to_delete.append(keys[lo + j])
-                continue
-            encoded = (
-                pipeline.encode(chunk, shape, write_empty_chunks=True)
-                if write_empty_chunks and sharded
-                else pipeline.encode(chunk, shape)
-            )
-            if len(encoded) == 0:  # a shard whose inner chunks are all empty
-                to_delete.append(keys[lo + j])
-            else:
-                to_set.append((keys[lo + j], encoded))
-        return to_set, to_delete
-
-    sio = store.sync_io()
-    # shards come from the pipeline unjoined (storage.base.Concat): the stores
-    # that write parts get them so, the others bytes
-    joins = sharded and not getattr(store, "takes_parts", False)
-
-    def for_store(pairs: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
-        return [(k, joined(v)) for k, v in pairs] if joins else pairs
-
-    def rmw_sync(lo: int, hi: int, need_old: list[int]) -> None:
-        olds: list[bytes | None] = [None] * (hi - lo)
-        if need_old:
-            for i, data in zip(need_old, sio.get_many([keys[i] for i in need_old]), strict=True):
-                olds[i - lo] = data
-        to_set, to_delete = encode_batch(lo, olds)
-        if to_set:
-            sio.set_many(for_store(to_set))
-        if to_delete:
-            sio.delete_many(to_delete)
-
-    def need_old(lo: int, hi: int) -> list[int]:
-        return [
-            i for i in range(lo, hi) if not items[i][3] or i in cut_shards or i in partial
-        ]
-
     lock_keys = getattr(store, "lock_keys", None)
 
     def rmw_pulled(lo: int, hi: int) -> bool:
@@ -875,9 +766,7 @@ async def write_items(
             await store.delete_many(to_delete)
 
     size = _batch_size(meta, len(items), device is not None, read=False)
-    chunk_nbytes = math.prod(meta.chunk_shape) * max(1, meta.dtype.item_size)
-    if device is None and chunk_nbytes >= (64 << 10):
-        raise_mmap_threshold(max(4 << 20, 2 * chunk_nbytes))
+    job.prime_allocator()
     if sio is not None:
         # Local, cheap I/O: worker loops read, encode and store batch after batch;
         # a batch whose locks are busy is handed back and waited for on the loop.
@@ -893,3 +782,242 @@ async def write_items(
             await _run_ranges(declined, work)
         return
     await _run_batches(len(items), size, work)
+
+
+# Writes of at most this many chunks (and SMALL_WRITE_BYTES of chunk data) on a
+# store with cheap blocking I/O may run in the calling thread (see
+# write_items_small_sync).
+SMALL_WRITE_CHUNKS = 4
+SMALL_WRITE_BYTES = 4 << 20
+
+
+def write_items_small_sync(
+    store_path: StorePath,
+    meta: ArrayMetadata,
+    pipeline: Any,
+    items: list[ChunkItem],
+    value: np.ndarray,
+    write_empty_chunks: bool,
+) -> bool:
+    """:func:`write_items` of a small host write, done in the calling thread when
+    the store allows blocking I/O and the chunks' locks are free at once; False
+    (nothing done) otherwise, for the caller to go through the event loop. The
+    same job as the pool's worker loops run (``_WriteJob.rmw_sync``), under the
+    same key locks, taken all at once or not at all."""
+    if not items or value.size == 0:
+        return True
+    if len(items) > SMALL_WRITE_CHUNKS or is_device_array(value) or emulating():
+        return False
+    store = store_path.store
+    sio = store.sync_io()
+    if sio is None:
+        return False
+    chunk_nbytes = math.prod(meta.chunk_shape) * max(1, meta.dtype.item_size)
+    if len(items) > 1 and len(items) * chunk_nbytes > SMALL_WRITE_BYTES:
+        return False  # big enough that encoding the chunks in parallel pays
+    job = _WriteJob(store_path, meta, pipeline, items, value, write_empty_chunks, sio=sio)
+    if job.device is not None:
+        return False
+    n = len(items)
+    lock_keys = getattr(store, "lock_keys", None)
+    if lock_keys is None:
+        job.prime_allocator()
+        job.rmw_sync(0, n, job.need_old(0, n))
+        return True
+    locks = lock_keys(job.keys)
+    if not hasattr(locks, "try_acquire") or not locks.try_acquire():
+        return False
+    try:
+        job.prime_allocator()
+        job.rmw_sync(0, n, job.need_old(0, n))
+    finally:
+        locks.release()
+    return True
+
+
+class _WriteJob:
+    """What a write of chunk items does to each batch, whoever runs it: the keys,
+    the encoder of a batch, and the blocking read-modify-write of a batch for
+    stores with ``sync_io``."""
+
+    def __init__(
+        self,
+        store_path: StorePath,
+        meta: ArrayMetadata,
+        pipeline: Any,
+        items: list[ChunkItem],
+        value: np.ndarray,
+        write_empty_chunks: bool,
+        fields: str | list[str] | None = None,
+        where: np.ndarray | None = None,
+        sio: Any = _MISSING,
+    ) -> None:
+        self.meta = meta
+        merging = fields is not None or where is not None
+        keys = self.keys = chunk_keys(store_path, meta, items)
+        store = store_path.store
+        fill = meta.read_fill
+        dtype = meta.dtype
+        grid = meta.chunk_grid
+        order = meta.order
+        shard_codec = self.shard_codec = sharding_codec(pipeline)
+        # shards, also under other codecs (sharding_codec: only when it is alone)
+        sharded = getattr(getattr(pipeline, "array_bytes", None), "name", None) == "sharding_indexed"
+        device = (
+            None
+            if merging
+            else device_writer_for(
+                pipeline,
+                value,
+                fill,
+                grid.stored_chunk_shape,
+                items,
+                write_empty_chunks,
+                shard_codec is not None,
+            )
+        )
+        if device is None and is_device_array(value):
+            value = cpu_prototype.to_host(value)  # a write the device path does not take
+        if where is not None and is_device_array(where):
+            where = cpu_prototype.to_host(where)
+        blocks = (
+            _BlockEncoder.make(items, value, grid, pipeline, fill, dtype, write_empty_chunks)
+            if device is None and shard_codec is None and not merging
+            else None
+        )
+        # Chunks whose old contents survive the write in part: those the selection
+        # covers in part, all of them for a write of some fields, and those where
+        # ``where`` leaves an element out.
+        partial: set[int] = set()
+        if fields is not None:
+            partial = set(range(len(items)))
+        elif where is not None:
+            partial = {
+                i for i, it in enumerate(items) if it[3] and not where[it[2] if it[2] else ...].all()
+            }
+        # As zarr-python (whose sharding codec encodes partially): a shard cut by the
+        # array's end is updated in place even when the write covers what is inside
+        # the array, so its stale inner chunks past the end survive.
+        cut_shards: set[int] = set()
+        if shard_codec is not None:
+            last = [
+                d.nchunks - 1 if d.nchunks and d.data_len(d.nchunks - 1) < d.chunk_len(d.nchunks - 1)
+                else -1
+                for d in grid.dims(meta.shape)
+            ]
+            if any(e >= 0 for e in last):
+                cut_shards = {
+                    i
+                    for i, it in enumerate(items)
+                    if it[3] and any(c == e for c, e in zip(it[0], last, strict=True))
+                }
+
+        def encode_batch(
+            lo: int, olds: list[bytes | None] | None
+        ) -> tuple[list[tuple[str, bytes]], list[str]]:
+            if device is not None and olds is not None:
+                hi = lo + len(olds)
+                return device(items[lo:hi], olds, keys[lo:hi])
+            to_set: list[tuple[str, bytes]] = []
+            to_delete: list[str] = []
+            n = len(olds) if olds is not None else 0
+            done = blocks.run(lo, n, keys, to_set, to_delete) if blocks is not None and n else None
+            for j in range(n):
+                if done is not None and done[j]:
+                    continue
+                coords, csel, osel, complete = items[lo + j]
+                if (cut_shards and lo + j in cut_shards) or (partial and lo + j in partial):
+                    complete = False
+                shape = grid.stored_chunk_shape(coords)
+                old = olds[j] if olds is not None else None
+                part = value[osel] if osel else value
+                mask = None if where is None else (where[osel] if osel else where)
+                if shard_codec is not None and not complete and (old is not None or write_empty_chunks):
+                    # only the inner chunks the write touches (zarr-python too): with
+                    # write_empty_chunks, a new or cut shard gets no fill-valued inner
+                    # chunks the write does not reach (such as those past the array end).
+                    # A new shard without it: the whole-shard encode below leaves the
+                    # untouched (fill) inner chunks out too, and batches the others.
+                    try:
+                        encoded = shard_codec.update(
+                            old,
+                            csel,
+                            part,
+                            ChunkSpec(shape, dtype, fill),
+                            write_empty_chunks,
+                            fields=fields,
+                            where=mask,
+                        )
+                    except CodecError as e:
+                        raise keyed(e, keys[lo + j]) from e
+                    if len(encoded) == 0:
+                        to_delete.append(keys[lo + j])
+                    else:
+                        to_set.append((keys[lo + j], encoded))
+                    continue
+                if complete and not merging and part.shape == tuple(shape):
+                    chunk = part
+                else:
+                    if old is not None and not complete:
+                        try:
+                            chunk = pipeline.decode(old, shape)
+                        except CodecError as e:
+                            raise keyed(e, keys[lo + j]) from e
+                        if not chunk.flags.writeable:
+                            chunk = chunk.copy(order=order)
+                    else:
+                        chunk = dtype.full(shape, fill, order=order)
+                    if merging:
+                        merge_into(chunk, csel, part, fields, mask)
+                    else:
+                        chunk[csel] = part
+                if not write_empty_chunks and _is_fill(chunk, fill, dtype):
+                    to_delete.append(keys[lo + j])
+                    continue
+                encoded = (
+                    pipeline.encode(chunk, shape, write_empty_chunks=True)
+                    if write_empty_chunks and sharded
+                    else pipeline.encode(chunk, shape)
+                )
+                if len(encoded) == 0:  # a shard whose inner chunks are all empty
+                    to_delete.append(keys[lo + j])
+                else:
+                    to_set.append((keys[lo + j], encoded))
+            return to_set, to_delete
+
+        self.sio = sio = store.sync_io() if sio is _MISSING else sio
+        # shards come from the pipeline unjoined (storage.base.Concat): the stores
+        # that write parts get them so, the others bytes
+        joins = sharded and not getattr(store, "takes_parts", False)
+
+        def for_store(pairs: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+            return [(k, joined(v)) for k, v in pairs] if joins else pairs
+
+        def rmw_sync(lo: int, hi: int, need_old: list[int]) -> None:
+            olds: list[bytes | None] = [None] * (hi - lo)
+            if need_old:
+                for i, data in zip(need_old, sio.get_many([keys[i] for i in need_old]), strict=True):
+                    olds[i - lo] = data
+            to_set, to_delete = encode_batch(lo, olds)
+            if to_set:
+                sio.set_many(for_store(to_set))
+            if to_delete:
+                sio.delete_many(to_delete)
+
+        def need_old(lo: int, hi: int) -> list[int]:
+            return [
+                i for i in range(lo, hi) if not items[i][3] or i in cut_shards or i in partial
+            ]
+
+        self.items = items
+        self.device = device
+        self.encode_batch = encode_batch
+        self.for_store = for_store
+        self.rmw_sync = rmw_sync
+        self.need_old = need_old
+
+    def prime_allocator(self) -> None:
+        meta = self.meta
+        chunk_nbytes = math.prod(meta.chunk_shape) * max(1, meta.dtype.item_size)
+        if self.device is None and chunk_nbytes >= (64 << 10):
+            raise_mmap_threshold(max(4 << 20, 2 * chunk_nbytes))

@@ -24,6 +24,8 @@ from cuzarr.core.nodes import (
     ensure_parents,
     ensure_vacant,
     load_node_metadata,
+    load_node_metadata_sync,
+    load_nodes_metadata,
     publish_metadata,
     same_metadata,
     save_metadata,
@@ -172,13 +174,28 @@ class AsyncGroup:
             raise ArrayFoundError(
                 f"an array, not a group, exists at {store_path.store!r}, path {store_path.path!r}"
             )
+        raw = None
+        if use_consolidated is not False and meta.zarr_format == 2:
+            raw = await store_path.store.get(store_path.key(ZMETADATA))
+        return cls._opened(store_path, meta, use_consolidated, raw)
+
+    @classmethod
+    def _opened(
+        cls,
+        store_path: StorePath,
+        meta: GroupMetadata,
+        use_consolidated: bool | None,
+        zmetadata: bytes | None,
+    ) -> AsyncGroup:
+        """The group ``open`` gives for ``meta`` (and, for v2, the ``.zmetadata``
+        document read, ``None`` if missing or not read): with its consolidated
+        metadata unless ``use_consolidated`` is False."""
         consolidated = None
         if use_consolidated is not False:
             if meta.zarr_format == 3:
                 consolidated = parse_consolidated_v3(meta)
             else:
-                raw = await store_path.store.get(store_path.key(ZMETADATA))
-                consolidated = parse_consolidated_v2(raw) if raw is not None else None
+                consolidated = parse_consolidated_v2(zmetadata) if zmetadata is not None else None
             if use_consolidated and consolidated is None:
                 raise MetadataError(
                     f"no consolidated metadata at {store_path.store!r}, path {store_path.path!r}"
@@ -284,10 +301,13 @@ class AsyncGroup:
             self.store_path.store, join_path(self.store_path.path, normalize_path(name))
         )
 
-    def _member_sinks(self, name: str) -> list[tuple[dict[str, Any], str]]:
+    def _member_sinks(
+        self, name: str, normalized: bool = False
+    ) -> list[tuple[dict[str, Any], str]]:
         """Where member ``name``'s metadata lives in this handle's consolidated
-        dict and in those of the handles it came from."""
-        key = normalize_path(name)
+        dict and in those of the handles it came from (``normalized``: ``name``
+        is a ``normalize_path`` result already)."""
+        key = name if normalized else normalize_path(name)
         sinks = [(d, f"{p}/{key}") for d, p in self._mirrors]
         if self.consolidated is not None:
             sinks.insert(0, (self.consolidated, key))
@@ -328,9 +348,9 @@ class AsyncGroup:
 
         self._prototype = None if prototype is None else prototype_for(prototype)
 
-    def _adopt(self, node: Any, name: str) -> Any:
+    def _adopt(self, node: Any, name: str, normalized: bool = False) -> Any:
         """Link a member got from consolidated metadata to the dicts that hold it."""
-        node._meta_sinks = self._member_sinks(name)
+        node._meta_sinks = self._member_sinks(name, normalized)
         if isinstance(node, AsyncGroup):
             node._mirrors = node._meta_sinks  # its members live below the same keys
         return node
@@ -341,14 +361,56 @@ class AsyncGroup:
         prefix = normalize_path(name) + "/"
         return {k[len(prefix) :]: v for k, v in self.consolidated.items() if k.startswith(prefix)}
 
-    async def getitem(self, key: str) -> AsyncArray | AsyncGroup:
+    def _consolidated_node(self, key: str, cons: dict[str, Any]) -> AsyncArray | AsyncGroup:
+        """``getitem`` answered from ``cons``, this group's consolidated metadata:
+        no request, so callable from any thread without the event loop."""
+        norm = normalize_path(key)  # as _child, _sub_consolidated and _adopt have it
+        sp = StorePath(self.store_path.store, join_path(self.store_path.path, norm))
+        cmeta = cons.get(norm)
+        if cmeta is None:
+            raise KeyError(key)
+        sub = None if isinstance(cmeta, ArrayMetadata) else self._sub_consolidated(norm)
+        return self._adopt(self._node(cmeta, sp, sub), norm, normalized=True)
+
+    def _consolidated_members(
+        self, max_depth: int | None, cons: dict[str, Any]
+    ) -> list[tuple[str, AsyncArray | AsyncGroup]]:
+        """``_members`` answered from ``cons``, this group's consolidated metadata."""
+        out: list[tuple[str, AsyncArray | AsyncGroup]] = []
+        for path in sorted(cons):
+            if max_depth is not None and path.count("/") > max_depth:
+                continue
+            out.append((path, self._consolidated_node(path, cons)))
+        return out
+
+    def _consolidated_keys(self, cons: dict[str, Any]) -> list[str]:
+        """The names ``_consolidated_members(0, cons)`` gives, without making the nodes."""
+        names = sorted(p for p in cons if "/" not in p)
+        for n in names:
+            if n in (".", ".."):
+                self._child(n)  # refused there, as when the node is made
+        return names
+
+    def _getitem_inline(self, key: str) -> AsyncArray | AsyncGroup | None:
+        """``getitem`` in the calling thread where it needs no event loop: from
+        the consolidated metadata, or through a store's cheap blocking I/O
+        (memory, local files); None when it takes the async way (another store,
+        or no node there: that way raises the KeyError)."""
+        cons = self.consolidated
+        if cons is not None:
+            return self._consolidated_node(key, cons)
+        sio = self.store_path.store.sync_io()
+        if sio is None:
+            return None
         sp = self._child(key)
-        if self.consolidated is not None:
-            cmeta = self.consolidated.get(normalize_path(key))
-            if cmeta is None:
-                raise KeyError(key)
-            sub = None if isinstance(cmeta, ArrayMetadata) else self._sub_consolidated(key)
-            return self._adopt(self._node(cmeta, sp, sub), key)
+        meta = load_node_metadata_sync(sp, None, sio)
+        return None if meta is None else self._node(meta, sp)
+
+    async def getitem(self, key: str) -> AsyncArray | AsyncGroup:
+        cons = self.consolidated
+        if cons is not None:
+            return self._consolidated_node(key, cons)
+        sp = self._child(key)
         try:
             meta = await load_node_metadata(sp)
         except NodeNotFoundError:
@@ -407,6 +469,11 @@ class AsyncGroup:
 
     async def keys(self) -> AsyncIterator[str]:
         """Names of the children (an async generator, as in zarr-python)."""
+        cons = self.consolidated
+        if cons is not None:
+            for name in self._consolidated_keys(cons):
+                yield name
+            return
         for name, _ in await self._members(0):
             yield name
 
@@ -470,24 +537,12 @@ class AsyncGroup:
     async def _members(
         self, max_depth: int | None = 0
     ) -> list[tuple[str, AsyncArray | AsyncGroup]]:
-        if self.consolidated is not None:
-            out_c: list[tuple[str, AsyncArray | AsyncGroup]] = []
-            for path in sorted(self.consolidated):
-                depth = path.count("/")
-                if max_depth is not None and depth > max_depth:
-                    continue
-                out_c.append((path, await self.getitem(path)))
-            return out_c
+        cons = self.consolidated
+        if cons is not None:
+            return self._consolidated_members(max_depth, cons)
         names = await self._child_names()
         sps = [self._child(n) for n in names]
-
-        async def load(sp: StorePath) -> Any:
-            try:
-                return await load_node_metadata(sp)
-            except NodeNotFoundError:
-                return None
-
-        metas = await asyncio.gather(*(load(sp) for sp in sps))
+        metas = await load_nodes_metadata(sps)
         out: list[tuple[str, AsyncArray | AsyncGroup]] = []
         for name, sp, meta in zip(names, sps, metas, strict=True):
             if meta is None:
@@ -951,10 +1006,20 @@ class Group:
         return Array(node) if isinstance(node, AsyncArray) else Group(node)
 
     def __getitem__(self, path: str) -> Array | Group:
-        return self._wrap(sync(self._async_group.getitem(path)))
+        ag = self._async_group
+        node = ag._getitem_inline(path)  # no trip through the event loop
+        return self._wrap(node if node is not None else sync(ag.getitem(path)))
 
     def __contains__(self, member: object) -> bool:
-        return isinstance(member, str) and sync(self._async_group.contains(member))
+        if not isinstance(member, str):
+            return False
+        ag = self._async_group
+        try:
+            if ag._getitem_inline(member) is not None:
+                return True
+        except KeyError:
+            return False
+        return sync(ag.contains(member))
 
     def __delitem__(self, key: str) -> None:
         sync(self._async_group.delitem(key))
@@ -972,7 +1037,11 @@ class Group:
 
     def keys(self) -> list[str]:
         """Names of the direct children, sorted."""
-        return [k for k, _ in sync(self._async_group.members())]
+        ag = self._async_group
+        cons = ag.consolidated
+        if cons is not None:
+            return ag._consolidated_keys(cons)
+        return [k for k, _ in sync(ag.members())]
 
     def members(
         self, max_depth: int | None = 0, *, use_consolidated_for_children: bool = True
@@ -981,7 +1050,16 @@ class Group:
         ``use_consolidated_for_children`` is accepted as in zarr-python (child
         groups are listed from the store either way)."""
         del use_consolidated_for_children
-        return tuple((k, self._wrap(v)) for k, v in sync(self._async_group.members(max_depth)))
+        ag = self._async_group
+        cons = ag.consolidated
+        if cons is not None:
+            if max_depth is not None and max_depth < 0:
+                ag.members(max_depth)  # raises the ValueError
+            found = ag._consolidated_members(max_depth, cons)
+        else:
+            found = sync(ag.members(max_depth))
+        wrap = self._wrap
+        return tuple((k, wrap(v)) for k, v in found)
 
     def arrays(self) -> Iterator[tuple[str, Array]]:
         for k, v in self.members():

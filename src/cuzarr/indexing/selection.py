@@ -302,10 +302,53 @@ def _check_index_arrays(norm: list[Any], shape: tuple[int, ...]) -> None:
                 norm[j] = ("array", _check_array(n[1], shape[n[2]], n[2]), n[2])
 
 
+def _plain_basic(selection: Any, shape: tuple[int, ...], dims: list[DimGrid]) -> BasicPlan | None:
+    """``normalize_numpy`` of the commonest selections, or None: Python ints and
+    step-1 slices of Python ints (or None), at most one per dimension (``a[i, j]``,
+    ``a[3]``, ``a[0:10, 5:]``). The same plan as the general path, without its
+    generic classification (a few microseconds of a ~35 us single-element read)."""
+    sel = selection if type(selection) is tuple else (selection,)
+    ndim = len(shape)
+    if len(sel) > ndim:
+        return None
+    projections: list[DimProjection] = []
+    buffer_shape: list[int] = []
+    result_shape: list[int] = []
+    for d, s in enumerate(sel):
+        size = shape[d]
+        if type(s) is int:
+            if s < -size or s >= size:
+                return None  # the general path raises the error
+            i = s + size if s < 0 else s
+            p = project_slice(i, i + 1, 1, dims[d])
+        elif (
+            type(s) is slice
+            and s.step is None
+            and (s.start is None or type(s.start) is int)
+            and (s.stop is None or type(s.stop) is int)
+        ):
+            start, stop, _ = s.indices(size)
+            p = project_slice(start, stop, 1, dims[d])
+            result_shape.append(p.out_len)
+        else:
+            return None
+        projections.append(p)
+        buffer_shape.append(p.out_len)
+    for d in range(len(sel), ndim):
+        p = project_slice(0, shape[d], 1, dims[d])
+        projections.append(p)
+        buffer_shape.append(p.out_len)
+        result_shape.append(p.out_len)
+    return BasicPlan(projections, tuple(buffer_shape), tuple(result_shape), not result_shape)
+
+
 def normalize_numpy(
     selection: Any, shape: tuple[int, ...], dims: list[DimGrid]
 ) -> BasicPlan | FancyPlan:
     """Plan a numpy-semantics selection (``a[...]``)."""
+    plan = _plain_basic(selection, shape, dims)
+    if plan is not None:
+        return plan
     norm, advanced = classify_numpy(selection, shape)
     projections: list[DimProjection] = []
     if not advanced:

@@ -116,11 +116,26 @@ class ArrayMetadata:
         return replace(self, **changes)
 
     def make_pipeline(self) -> Any:
-        from cuzarr.codecs.pipeline import V2Pipeline, V3Pipeline
+        """The codec pipeline of this metadata: built once per metadata object and
+        shared by every handle made from it (parsing already builds it, to check
+        the codecs; a consolidated group's members() made a second one per array).
+        Pipelines hold no per-handle state: their caches are keyed by content."""
+        pipe = self.__dict__.get("_pipeline_cache")
+        if pipe is None:
+            from cuzarr.codecs.pipeline import V2Pipeline, V3Pipeline
 
-        if self.zarr_format == 3:
-            return V3Pipeline(self.codecs, self.dtype, self.read_fill, self.chunk_shape)
-        return V2Pipeline(self.dtype, self.order, self.filters, self.compressor)
+            if self.zarr_format == 3:
+                pipe = V3Pipeline(self.codecs, self.dtype, self.read_fill, self.chunk_shape)
+            else:
+                pipe = V2Pipeline(self.dtype, self.order, self.filters, self.compressor)
+            object.__setattr__(self, "_pipeline_cache", pipe)  # not a field: eq, replace ignore it
+        return pipe
+
+    def __getstate__(self) -> dict[str, Any]:
+        # pickles (dask tasks) carry the fields only; the pipeline is rebuilt there
+        state = self.__dict__.copy()
+        state.pop("_pipeline_cache", None)
+        return state
 
     # -- serialization -------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

@@ -667,13 +667,32 @@ class LocalStore(Store):
             existing = os.path.dirname(existing)
         if existing in self._safe_dirs:
             return
-        real = os.path.realpath(existing)
+        real = self._realpath_below_root(existing)
         if real != self._real_root and not real.startswith(os.path.join(self._real_root, "")):
             raise StoreKeyError(f"key {key!r} resolves outside the store root (symlink)")
         if os.path.isdir(existing):
             # Cache only what exists. A directory swapped for a symlink later, while
             # this store object is in use, goes unnoticed (docs/reliability.md).
             self._safe_dirs.add(existing)
+
+    def _realpath_below_root(self, path: str) -> str:
+        """``os.path.realpath(path)`` of an existing ``path`` inside the root (no
+        '..' parts), resolved from the root's real path already known: only the
+        parts below the root are looked at (a store opened by path name, as every
+        ``open_array(str)`` does, resolved the root's parts twice)."""
+        assert self._real_root is not None
+        rel = path[len(self._root_prefix) :] if path.startswith(self._root_prefix) else None
+        if rel is None or path == self._root_str:
+            return os.path.realpath(path)
+        real = self._real_root
+        for part in rel.split("/") if os.sep == "/" else rel.replace("\\", "/").split("/"):
+            if not part:
+                continue
+            candidate = os.path.join(real, part)
+            # a symlink is resolved whole (its target may lie anywhere); its
+            # parent is a real path already
+            real = os.path.realpath(candidate) if os.path.islink(candidate) else candidate
+        return real
 
     def _check_file(self, key: str, path: str) -> None:
         """A symlinked file is followed only if it stays below the root."""
