@@ -554,3 +554,50 @@ def test_bench_latency_script_runs(tmp_path):
 
     got = json.loads(out.read_text())["memory"]
     assert {"a[i,j]", "write a[i,j]", "keys() cons 1k"} <= set(got)
+
+
+def test_a_small_write_that_goes_the_slow_way_converts_its_value_once(tmp_path):
+    # np.asarray of the value (a dask array: a compute) happens once, whether the
+    # write runs inline, is too big for it, runs under GPU emulation, or finds
+    # its chunk's lock held by another writer
+    import asyncio
+    import threading
+
+    class Lazy:
+        shape, dtype, ndim = (3,), np.dtype("f8"), 1
+
+        def __init__(self):
+            self.n = 0
+
+        def __array__(self, dtype=None, copy=None):
+            self.n += 1
+            return np.full(3, 2.0)
+
+    store = cuzarr.storage.LocalStore(tmp_path / "s")
+    a = cuzarr.create_array(store, shape=(10,), chunks=(5,), dtype="f8")
+    v = Lazy()
+    a[:3] = v
+    assert v.n == 1
+    with cuzarr.config.set({"gpu.emulate": True}):
+        v = Lazy()
+        a[3:6] = v
+        assert v.n == 1
+    held, release = threading.Event(), threading.Event()
+
+    def hold():
+        async def main():
+            async with store.lock_keys(["c/0"]):
+                held.set()
+                await asyncio.to_thread(release.wait, 10)
+
+        asyncio.run(main())
+
+    t = threading.Thread(target=hold)
+    t.start()
+    held.wait(10)
+    threading.Timer(0.2, release.set).start()
+    v = Lazy()
+    a[0:3] = v  # the lock is busy: written through the loop once it is free
+    t.join(10)
+    assert v.n == 1
+    np.testing.assert_array_equal(a[...], [2, 2, 2, 2, 2, 2, 0, 0, 0, 0])

@@ -152,6 +152,16 @@ def _array_metadata_of(data: Any) -> ArrayMetadata:
     return meta
 
 
+class Converted:
+    """A write's value already converted to the array's dtype and the
+    selection's shape (see :meth:`AsyncArray.try_setitem_sync`)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
 class AsyncArray:
     """An array in a store; every operation is a coroutine.
 
@@ -1008,8 +1018,11 @@ class AsyncArray:
             ) from e
 
     def try_setitem_sync(self, selection: Any, value: Any) -> Any:
-        """Do a small basic write in the calling thread, or return ``NotImplemented``
-        (nothing written) for the caller to go through the event loop.
+        """Do a small basic write in the calling thread: None when done;
+        ``NotImplemented`` (nothing written, ``value`` untouched) or, when the
+        chunks' locks were busy, the converted value as a :class:`Converted`
+        (nothing written either) for the caller to write through the event loop
+        without converting ``value`` again (a dask array would be computed twice).
 
         As :meth:`try_getitem_sync` for reads: for a few chunks on a store with
         cheap blocking I/O, the trips through the loop and the pool cost more than
@@ -1032,16 +1045,21 @@ class AsyncArray:
         if not isinstance(plan, BasicPlan):
             return NotImplemented
         items = engine.chunk_items(plan.projections)
-        if len(items) > engine.SMALL_WRITE_CHUNKS:
+        if not engine.small_write(self.metadata, len(items)):
             return NotImplemented
-        v = self._as_value(
+        converted = self._as_value(
             value, plan.result_shape, keep_device=True, basic=True, scalar=plan.scalar
-        ).reshape(plan.buffer_shape)
+        )
         if engine.write_items_small_sync(
-            self.store_path, self.metadata, self._pipeline, items, v, self.write_empty_chunks
+            self.store_path,
+            self.metadata,
+            self._pipeline,
+            items,
+            converted.reshape(plan.buffer_shape),
+            self.write_empty_chunks,
         ):
             return None
-        return NotImplemented
+        return Converted(converted)
 
     async def setitem(self, selection: Any, value: Any, prototype: Any = None) -> None:
         """Write ``value`` into ``selection`` with numpy semantics (broadcasting).
@@ -1597,8 +1615,11 @@ class Array:
         return result
 
     def __setitem__(self, selection: Any, value: Any) -> None:
-        if self._async_array.try_setitem_sync(selection, value) is NotImplemented:
+        done = self._async_array.try_setitem_sync(selection, value)
+        if done is NotImplemented:
             sync(self._async_array.setitem(selection, value))
+        elif isinstance(done, Converted):  # locks busy: the slow way, converted once
+            sync(self._async_array.setitem(selection, done.value))
 
     def get_basic_selection(
         self,

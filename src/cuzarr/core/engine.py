@@ -791,6 +791,16 @@ SMALL_WRITE_CHUNKS = 4
 SMALL_WRITE_BYTES = 4 << 20
 
 
+def small_write(meta: ArrayMetadata, n: int) -> bool:
+    """Whether a host write of ``n`` chunk items of ``meta`` is small enough for
+    :func:`write_items_small_sync` (decided before the value is converted, so a
+    write that goes the slow way converts it once)."""
+    if n > SMALL_WRITE_CHUNKS or emulating():
+        return False
+    chunk_nbytes = math.prod(meta.chunk_shape) * max(1, meta.dtype.item_size)
+    return n <= 1 or n * chunk_nbytes <= SMALL_WRITE_BYTES
+
+
 def write_items_small_sync(
     store_path: StorePath,
     meta: ArrayMetadata,
@@ -806,15 +816,13 @@ def write_items_small_sync(
     same key locks, taken all at once or not at all."""
     if not items or value.size == 0:
         return True
-    if len(items) > SMALL_WRITE_CHUNKS or is_device_array(value) or emulating():
+    # big enough that encoding the chunks in parallel pays, or a device path
+    if not small_write(meta, len(items)) or is_device_array(value):
         return False
     store = store_path.store
     sio = store.sync_io()
     if sio is None:
         return False
-    chunk_nbytes = math.prod(meta.chunk_shape) * max(1, meta.dtype.item_size)
-    if len(items) > 1 and len(items) * chunk_nbytes > SMALL_WRITE_BYTES:
-        return False  # big enough that encoding the chunks in parallel pays
     job = _WriteJob(store_path, meta, pipeline, items, value, write_empty_chunks, sio=sio)
     if job.device is not None:
         return False
