@@ -569,10 +569,14 @@ def read_items_small_sync(
     items: list[ChunkItem],
     out: np.ndarray,
     sio: Any = None,
+    on_loop: bool = False,
 ) -> bool:
     """Read a small request in the calling thread if the store allows blocking
     I/O; False (nothing done) otherwise. ``sio``: the store's ``sync_io()``, if
-    the caller has it already."""
+    the caller has it already. ``on_loop``: the calling thread runs an event
+    loop (the async API), which only the smallest reads may hold up."""
+    if on_loop and len(items) > SMALL_READ_CHUNKS:
+        return False  # other tasks of that loop would wait on the decoding
     if not small_read(meta, len(items), out):
         return False
     if sio is None:
@@ -598,7 +602,7 @@ async def read_items(
     """Read every chunk item and scatter it into ``out``."""
     if not items or out.size == 0:
         return
-    if read_items_small_sync(store_path, meta, pipeline, items, out):
+    if read_items_small_sync(store_path, meta, pipeline, items, out, on_loop=True):
         return
     keys, decode_batch, device = _read_job(store_path, meta, pipeline, items, out)
     store = store_path.store
