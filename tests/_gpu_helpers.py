@@ -39,3 +39,27 @@ def sample(shape, dtype, seed=0, offset=0):
     if dt.kind == "f":
         return (np.cumsum(rng.standard_normal(n)) * 3 + offset).astype(dt).reshape(shape)
     return (np.arange(n) % 251 * 7 + min(offset, 1)).astype(dt).reshape(shape)
+
+
+def draw_grid_selection(draw, min_ndim: int, max_ndim: int):
+    """(shape, chunks, basic selection) for a hypothesis ``@composite``: small
+    shapes and chunks, and per dimension an int, ``:`` or a slice with any step
+    (bounds past either end included)."""
+    from hypothesis import strategies as st
+
+    ndim = draw(st.integers(min_ndim, max_ndim))
+    shape = tuple(draw(st.integers(1, 9)) for _ in range(ndim))
+    chunks = tuple(draw(st.integers(1, 5)) for _ in range(ndim))
+    sel = []
+    for s in shape:
+        kind = draw(st.sampled_from(["slice", "int", "all"]))
+        if kind == "int":
+            sel.append(draw(st.integers(-s, s - 1)))
+        elif kind == "all":
+            sel.append(slice(None))
+        else:
+            a = draw(st.one_of(st.none(), st.integers(-s - 2, s + 2)))
+            b = draw(st.one_of(st.none(), st.integers(-s - 2, s + 2)))
+            sel.append(slice(a, b, draw(st.sampled_from([None, 1, 2, 3, -1, -2, -3]))))
+    return shape, chunks, tuple(sel)
+

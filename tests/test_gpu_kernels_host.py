@@ -33,6 +33,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from _gpu_helpers import draw_grid_selection
 from cuzarr.core.engine import chunk_items
 from cuzarr.gpu import formats, kernels
 from cuzarr.gpu.executor import copy_word
@@ -191,22 +192,9 @@ def _ptr_mod(mis: int, delta: int) -> int:
 
 @st.composite
 def scatter_cases(draw):
-    ndim = draw(st.integers(0, 4))
-    shape = tuple(draw(st.integers(1, 9)) for _ in range(ndim))
-    chunks = tuple(draw(st.integers(1, 5)) for _ in range(ndim))
-    sel = []
-    for s in shape:
-        kind = draw(st.sampled_from(["slice", "int", "all"]))
-        if kind == "int":
-            sel.append(draw(st.integers(-s, s - 1)))
-        elif kind == "all":
-            sel.append(slice(None))
-        else:
-            a = draw(st.one_of(st.none(), st.integers(-s - 2, s + 2)))
-            b = draw(st.one_of(st.none(), st.integers(-s - 2, s + 2)))
-            sel.append(slice(a, b, draw(st.sampled_from([None, 1, 2, 3, -1, -2, -3]))))
+    shape, chunks, sel = draw_grid_selection(draw, 0, 4)
     return dict(
-        shape=shape, chunks=chunks, sel=tuple(sel),
+        shape=shape, chunks=chunks, sel=sel,
         seed=draw(st.integers(0, 2**16)),
         order=draw(st.sampled_from(["C", "F"])),
         dtype=draw(st.sampled_from(["u1", "<i2", "<i4", "<f8", "<c8", "<c16", "V3", "V12"])),

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from _gpu_helpers import require_nvrtc, skip_or_fail
+from _gpu_helpers import draw_grid_selection, require_nvrtc, skip_or_fail
 from cuzarr.core.engine import chunk_items, coordinate_items
 from cuzarr.gpu.plan import (
     PLAN_DTYPE,
@@ -56,27 +56,13 @@ def _reference(full, chunks, missing):
 
 @st.composite
 def cases(draw):
-    ndim = draw(st.integers(1, 3))
-    shape = tuple(draw(st.integers(1, 9)) for _ in range(ndim))
-    chunks = tuple(draw(st.integers(1, 5)) for _ in range(ndim))
-    sel = []
-    for s in shape:
-        kind = draw(st.sampled_from(["slice", "int", "all"]))
-        if kind == "int":
-            sel.append(draw(st.integers(-s, s - 1)))
-        elif kind == "all":
-            sel.append(slice(None))
-        else:
-            a = draw(st.one_of(st.none(), st.integers(-s - 2, s + 2)))
-            b = draw(st.one_of(st.none(), st.integers(-s - 2, s + 2)))
-            step = draw(st.sampled_from([None, 1, 2, 3, -1, -2, -3]))
-            sel.append(slice(a, b, step))
+    shape, chunks, sel = draw_grid_selection(draw, 1, 3)
     seed = draw(st.integers(0, 2**16))
     order = draw(st.sampled_from(["C", "F"]))
     dtype = draw(st.sampled_from(["i1", "<i2", "<i4", "<f8", "<c16", "V3"]))
     swap = draw(st.booleans())
     strided_out = draw(st.booleans())
-    return shape, chunks, tuple(sel), seed, order, dtype, swap, strided_out
+    return shape, chunks, sel, seed, order, dtype, swap, strided_out
 
 
 def _run(shape, chunks, sel, seed, order, dtype, swap, strided_out):
