@@ -419,3 +419,22 @@ def test_store_interface(gcs):
     ro = FsspecStore.from_url(url, storage_options=gcs["opts"], read_only=True)
     with pytest.raises(PermissionError):
         sync(ro.set("k", b"v"))
+
+
+def test_missing_bucket_is_named_not_read_as_empty(gcs):
+    # gcsfs reports a missing bucket as a missing object: the store asks for the
+    # bucket once, on its first "not found", and says so
+    from cuzarr.storage import BucketNotFoundError
+
+    missing = f"gs://no-such-bucket-{uuid.uuid4().hex[:8]}/x.zarr"
+    store = FsspecStore.from_url(missing, storage_options=gcs["opts"])
+    with pytest.raises(BucketNotFoundError, match="does not exist"):
+        sync(store.get("zarr.json"))
+    with pytest.raises(BucketNotFoundError):
+        _aiter(FsspecStore.from_url(missing, storage_options=gcs["opts"]).list())
+    with pytest.raises(BucketNotFoundError):
+        cuzarr.open_group(missing, mode="r", storage_options=gcs["opts"])
+    # a missing key of an existing bucket is still just missing (one bucket check)
+    ok = FsspecStore.from_url(_url(gcs, "absent.zarr"), storage_options=gcs["opts"])
+    assert sync(ok.get("zarr.json")) is None and sync(ok.get("other")) is None
+    assert _aiter(ok.list()) == []

@@ -537,24 +537,37 @@ class FsspecStore(Store):
             bucket,
         )
 
-    async def _check_bucket(self, what: str, key: str) -> None:
-        """Raise :class:`BucketNotFoundError` if the store's S3 bucket is missing.
+    def _gcs(self) -> bool:
+        return self.protocol in ("gs", "gcs") or (
+            isinstance(self.protocol, (list, tuple)) and "gs" in self.protocol
+        )
 
-        For answers that cannot tell a missing bucket from a missing key (a HEAD's
-        bare 404: ``exists``). Reads and listings need no check, S3 names the
-        missing bucket in their errors. One ``HeadBucket`` request per store
-        object, on its first such answer; any answer but "not found" (a 403 for
-        credentials without ``s3:ListBucket``, say) counts as "exists".
+    async def _check_bucket(self, what: str, key: str) -> None:
+        """Raise :class:`BucketNotFoundError` if the store's S3 or GCS bucket is
+        missing.
+
+        For answers that cannot tell a missing bucket from a missing key: on S3 a
+        HEAD's bare 404 (``exists``; reads and listings need no check, S3 names
+        the missing bucket in their errors); on GCS every "not found" (gcsfs
+        reports both alike). One bucket request per store object, on its first
+        such answer; any answer but "not found" (a 403 for credentials without
+        list rights, say) counts as "exists".
         """
         if self._bucket_seen:
             return
         bucket = self._bucket()
         fs = await self._afs() if self._async else self._fs
-        if not bucket or not _has_delete_objects(fs):
+        gcs = self._gcs()
+        if not bucket or not (gcs or _has_delete_objects(fs)):
             self._bucket_seen = True
             return
         try:
-            if self._async:
+            if gcs:
+                if self._async:
+                    await fs._info(bucket)
+                else:
+                    await asyncio.to_thread(fs.info, bucket)
+            elif self._async:
                 await fs._call_s3("head_bucket", Bucket=bucket)
             else:
                 await asyncio.to_thread(fs.call_s3, "head_bucket", Bucket=bucket)
@@ -659,7 +672,10 @@ class FsspecStore(Store):
     ) -> bytes | None:
         check_byte_range(byte_range)
         path = self._full(key)
-        return await self._retrying("read", key, self._fetch, path, byte_range)
+        value = await self._retrying("read", key, self._fetch, path, byte_range)
+        if value is None and not self._bucket_seen and self._gcs():
+            await self._check_bucket("read", key)  # gcsfs: a missing bucket reads as "missing"
+        return value
 
     async def getsize(self, key: str) -> int:
         """Bytes stored at ``key``, asked of the filesystem (a HEAD over HTTP and
@@ -876,7 +892,9 @@ class FsspecStore(Store):
         except FileNotFoundError as e:
             if _missing_bucket(e) is not None:
                 raise  # _retrying names the bucket
-            return []
+            found = []
+        if not found and not self._bucket_seen and self._gcs():
+            await self._check_bucket("list", sub)
         out = []
         for f in found:
             rel = self._rel(f)
@@ -924,7 +942,10 @@ class FsspecStore(Store):
 
             names: set[str] = set()
             base = self._canon(path).rstrip("/")
-            for entry in await self._retrying("list", prefix, ls):
+            entries = await self._retrying("list", prefix, ls)
+            if not entries and not self._bucket_seen and self._gcs():
+                await self._check_bucket("list", prefix)
+            for entry in entries:
                 e = self._canon(entry).rstrip("/")
                 if e.startswith(base + "/") or not base:
                     name = e[len(base) + 1 :] if base else e.lstrip("/")
