@@ -321,6 +321,9 @@ def test_missing_bucket_reads_and_lists_raise_bucket_not_found(s3):
         "list_prefix": lambda: _aiter(store.list_prefix("a/")),
         "list_dir": lambda: _aiter(store.list_dir("")),
         "set": lambda: sync(store.set("k", b"v")),
+        "delete": lambda: sync(store.delete("k")),
+        "delete_many": lambda: sync(store.delete_many(["k", "l"])),
+        "delete_dir": lambda: sync(store.delete_dir("g")),
     }
     for what, call in calls.items():
         with pytest.raises(BucketNotFoundError, match=MISSING) as info:
@@ -343,6 +346,8 @@ def test_missing_bucket_reads_and_lists_raise_bucket_not_found(s3):
     assert sync(here.get("c/0", byte_range=SuffixByteRequest(4))) is None
     assert not sync(here.exists("zarr.json"))
     assert _aiter(here.list()) == [] and _aiter(here.list_dir("")) == []
+    sync(here.delete("zarr.json"))  # absent keys: deleting them is no error
+    sync(here.delete_many(["zarr.json", "c/0"]))
     with pytest.raises(FileNotFoundError) as info:
         sync(here.getsize("zarr.json"))
     assert not isinstance(info.value, BucketNotFoundError)

@@ -184,10 +184,14 @@ def test_delete_many_semantics(s3, proxy):
     sync(store.delete_many([]))
     sync(store.delete_many(["missing/too"]))
     assert _left(s3, "t2") == ["s*t", "x"]
-    # a bucket that does not exist: nothing to delete, as for delete()
+    # a bucket that does not exist is an error, as for every other call (not an
+    # absent key: a delete there is a mistyped bucket, not a no-op)
+    from cuzarr.storage import BucketNotFoundError
+
     other = FsspecStore.from_url("s3://no-such-bucket-bulk/x", storage_options=s3["proxied"])
-    sync(other.delete_many(["a", "b"]))
-    sync(other.delete("a"))
+    for delete in (lambda: other.delete_many(["a", "b"]), lambda: other.delete("a")):
+        with pytest.raises(BucketNotFoundError, match="no-such-bucket-bulk"):
+            sync(delete())
 
 
 @pytest.mark.parametrize("how", ["create_array", "open_array"])

@@ -775,8 +775,9 @@ class FsspecStore(Store):
                     await fs._rm_file(path)
                 else:
                     await asyncio.to_thread(self._fs.rm_file, path)
-            except FileNotFoundError:
-                pass
+            except FileNotFoundError as e:
+                if _missing_bucket(e) is not None:
+                    raise  # not an absent key: _retrying names the bucket
 
         await self._retrying("delete", key, rm)
 
@@ -827,8 +828,10 @@ class FsspecStore(Store):
                         Bucket=bucket,
                         Delete={"Objects": [{"Key": n} for n, _ in items], "Quiet": True},
                     )
-                except FileNotFoundError:
-                    return []  # no bucket: nothing to delete (as delete() sees it)
+                except FileNotFoundError as e:
+                    if _missing_bucket(e) is not None:
+                        raise self._no_bucket("delete", items[0][1], bucket) from e
+                    return []
                 except OSError as e:
                     if not is_transient(e) and _http_status(e) in (400, 405, 501):
                         # S3-compatible endpoints without DeleteObjects (or that want
