@@ -219,3 +219,17 @@ def test_async_twins_take_async_handles():
     assert a == (1, 0, 40) and b == (1, 0, 40)
     np.testing.assert_array_equal(y, np.arange(10))
 
+
+
+def test_zarr_python_groups_as_destinations_and_dry_runs_into_a_new_zip(tmp_path):
+    src = _source(str(tmp_path / "src"))
+    zg = zarr.open_group(str(tmp_path / "z"), mode="w")
+    assert cuzarr.copy(src["sub"], zg, name="s")[0] == 4
+    np.testing.assert_array_equal(zarr.open_group(str(tmp_path / "z"))["s/b"][...], src["sub/b"][...])
+    # a dry run into a zip that does not exist yet: counted, nothing made
+    n = cuzarr.copy_store(str(tmp_path / "src"), str(tmp_path / "new.zip"), dry_run=True)
+    assert n[0] > 0 and n[2] == 0 and not (tmp_path / "new.zip").exists()
+    # the real copy closes the zip it opened: complete, readable at once
+    assert cuzarr.copy_store(str(tmp_path / "src"), str(tmp_path / "new.zip"))[0] == n[0]
+    zs = zarr.storage.ZipStore(tmp_path / "new.zip", mode="r")
+    np.testing.assert_array_equal(zarr.open_array(zs, path="a", mode="r")[...], src["a"][...])

@@ -288,3 +288,17 @@ def test_views_to_dask_are_named_by_reference_and_selection():
     assert a.lazy[[0, 2]].to_dask().name == a.lazy[[0, 2]].to_dask().name
     assert a.lazy[[0, 2]].to_dask().name != a.lazy[[0, 3]].to_dask().name
     assert a.lazy[1:].to_dask().name != a.lazy[:3].to_dask().name
+
+
+def test_dask_names_fsspec_stores_by_their_options_too():
+    # one path on two endpoints: two stores (as == says), two dask names
+    from dask.base import tokenize
+
+    from cuzarr.integrations.dask import register_tokenizers
+    from cuzarr.storage import FsspecStore
+
+    register_tokenizers()
+    opts = [{"endpoint_url": f"http://127.0.0.1:{p}", "anon": True} for p in (9, 10, 9)]
+    a, b, c = (FsspecStore.from_url("s3://bkt/data.zarr", storage_options=o) for o in opts)
+    assert a != b and tokenize(a) != tokenize(b)
+    assert a == c and tokenize(a) == tokenize(c)

@@ -244,6 +244,11 @@ def _dest_group(dest: Any, dry_run: bool) -> Any:
         return dest
     from cuzarr.api.synchronous import open_group
 
+    if type(dest).__module__.startswith("zarr.") and hasattr(dest, "store_path"):
+        # a zarr-python group: the same node, through its own store object
+        sp = dest.store_path
+        return open_group(sp.store, path=sp.path, mode="r" if dry_run else "a")
+
     if dry_run:
         try:
             return open_group(dest, mode="r")

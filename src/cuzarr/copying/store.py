@@ -9,7 +9,8 @@ from typing import Any
 
 from cuzarr.copying.log import log_writer, summary
 from cuzarr.errors import CopyError
-from cuzarr.storage.common import join_path, make_store, normalize_path
+from cuzarr.storage.base import Store
+from cuzarr.storage.common import StorePath, join_path, make_store, normalize_path
 
 __all__ = ["copy_store"]
 
@@ -63,12 +64,37 @@ def copy_store(
     (int, int, int)
         Keys copied, keys skipped, bytes copied.
     """
-    from cuzarr.core.sync import sync
 
     if if_exists not in ("raise", "replace", "skip"):
         raise ValueError(f"if_exists must be 'raise', 'replace' or 'skip', not {if_exists!r}")
     src = make_store(source, mode="r")
-    dst = make_store(dest, mode="r" if dry_run else "a")
+    # a dry run writes nothing, but its destination need not exist yet (a new zip)
+    dst = make_store(dest, mode="a")
+    try:
+        return _copy_keys(
+            src, dst, source_path, dest_path, excludes, includes, flags, if_exists, dry_run, log
+        )
+    finally:
+        # the stores made here from paths, URLs or dicts (a zip is finished on close)
+        for store, given in ((src, source), (dst, dest)):
+            if not isinstance(given, (Store, StorePath)):
+                store.close()
+
+
+def _copy_keys(
+    src: Any,
+    dst: Any,
+    source_path: str,
+    dest_path: str,
+    excludes: Any,
+    includes: Any,
+    flags: int,
+    if_exists: str,
+    dry_run: bool,
+    log: Any,
+) -> tuple[int, int, int]:
+    from cuzarr.core.sync import sync
+
     exc, inc = _patterns(excludes, flags), _patterns(includes, flags)
     src_prefix = normalize_path(source_path)
     dst_prefix = normalize_path(dest_path)

@@ -60,7 +60,25 @@ def _store_token(store: Any) -> tuple[Any, ...]:
         h = hash(store)
     except TypeError:  # an unhashable wrapped store: this very object
         h = id(store)
-    return ("cuzarr.Store", type(store).__module__, type(store).__qualname__, str(store), h)
+    # What else decides what a store reads: two fsspec stores of one path on
+    # different endpoints (or credentials) are different stores, as == says.
+    options = getattr(store, "storage_options", None)
+    inner = getattr(store, "inner", None) or getattr(store, "_store", None)
+    return (
+        "cuzarr.Store",
+        type(store).__module__,
+        type(store).__qualname__,
+        str(store),
+        h,
+        _normalize(options) if options else None,
+        _store_token(inner) if inner is not None and inner is not store else None,
+    )
+
+
+def _normalize(value: Any) -> Any:
+    from dask.base import normalize_token
+
+    return normalize_token(value)
 
 
 def to_dask(a: Any, chunks: Any = None, **kwargs: Any) -> Any:
