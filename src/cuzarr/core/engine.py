@@ -728,20 +728,6 @@ async def write_items(
     pool = get_executor()
     lock_keys = getattr(store, "lock_keys", None)
 
-    def rmw_pulled(lo: int, hi: int) -> bool:
-        if lock_keys is None:
-            rmw_sync(lo, hi, need_old(lo, hi))
-            return True
-        locks = lock_keys(keys[lo:hi])
-        if not hasattr(locks, "try_acquire") or not locks.try_acquire():
-            # busy (or a store's locks that can only be awaited): run on the loop
-            return False
-        try:
-            rmw_sync(lo, hi, need_old(lo, hi))
-        finally:
-            locks.release()
-        return True
-
     async def work(lo: int, hi: int) -> None:
         if lock_keys is not None:
             # Per-key locks (LocalStore: fcntl locks) around the read-modify-write of
@@ -781,7 +767,7 @@ async def write_items(
             and shard_codec is not None
             and shard_codec.shares(meta.dtype.item_size)
         )
-        declined = await pull_batches(len(items), size, rmw_pulled, helpable=helpable)
+        declined = await pull_batches(len(items), size, job.try_rmw, helpable=helpable)
         if declined:
             await _run_ranges(declined, work)
         return
@@ -830,21 +816,8 @@ def write_items_small_sync(
     job = _WriteJob(store_path, meta, pipeline, items, value, write_empty_chunks, sio=sio)
     if job.device is not None:
         return False
-    n = len(items)
-    lock_keys = getattr(store, "lock_keys", None)
-    if lock_keys is None:
-        job.prime_allocator()
-        job.rmw_sync(0, n, job.need_old(0, n))
-        return True
-    locks = lock_keys(job.keys)
-    if not hasattr(locks, "try_acquire") or not locks.try_acquire():
-        return False
-    try:
-        job.prime_allocator()
-        job.rmw_sync(0, n, job.need_old(0, n))
-    finally:
-        locks.release()
-    return True
+    job.prime_allocator()
+    return job.try_rmw(0, len(items))
 
 
 class _WriteJob:
@@ -865,6 +838,7 @@ class _WriteJob:
         sio: Any = _MISSING,
     ) -> None:
         self.meta = meta
+        self.store_path = store_path
         merging = fields is not None or where is not None
         keys = self.keys = chunk_keys(store_path, meta, items)
         store = store_path.store
@@ -1027,6 +1001,23 @@ class _WriteJob:
         self.for_store = for_store
         self.rmw_sync = rmw_sync
         self.need_old = need_old
+
+    def try_rmw(self, lo: int, hi: int) -> bool:
+        """The blocking read-modify-write of items ``lo:hi`` under their key
+        locks, if those are free at once; False (nothing done) when they are
+        busy, or are a store's locks that can only be awaited."""
+        lock_keys = getattr(self.store_path.store, "lock_keys", None)
+        if lock_keys is None:
+            self.rmw_sync(lo, hi, self.need_old(lo, hi))
+            return True
+        locks = lock_keys(self.keys[lo:hi])
+        if not hasattr(locks, "try_acquire") or not locks.try_acquire():
+            return False
+        try:
+            self.rmw_sync(lo, hi, self.need_old(lo, hi))
+        finally:
+            locks.release()
+        return True
 
     def prime_allocator(self) -> None:
         meta = self.meta
