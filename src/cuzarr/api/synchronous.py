@@ -8,6 +8,7 @@ from typing import Any
 
 from cuzarr.api import asynchronous as _async
 from cuzarr.core.array import Array, AsyncArray
+from cuzarr.core.blocking import run_blocking
 from cuzarr.core.group import Group
 from cuzarr.core.sync import sync
 
@@ -133,35 +134,35 @@ def create_array(
     -------
     Array
     """
-    return Array(
-        sync(
-            _async.create_array(
-                store,
-                name,
-                shape=shape,
-                dtype=dtype,
-                chunks=chunks,
-                shards=shards,
-                fill_value=fill_value,
-                order=order,
-                zarr_format=zarr_format,
-                compressors=compressors,
-                filters=filters,
-                serializer=serializer,
-                attributes=attributes,
-                dimension_names=dimension_names,
-                overwrite=overwrite,
-                write_empty_chunks=write_empty_chunks,
-                chunk_key_encoding=chunk_key_encoding,
-                dimension_separator=dimension_separator,
-                storage_options=storage_options,
-                meta_array=meta_array,
-                data=data,
-                config=config,
-                write_data=write_data,
-            )
+    def make() -> Any:
+        return _async.create_array(
+            store,
+            name,
+            shape=shape,
+            dtype=dtype,
+            chunks=chunks,
+            shards=shards,
+            fill_value=fill_value,
+            order=order,
+            zarr_format=zarr_format,
+            compressors=compressors,
+            filters=filters,
+            serializer=serializer,
+            attributes=attributes,
+            dimension_names=dimension_names,
+            overwrite=overwrite,
+            write_empty_chunks=write_empty_chunks,
+            chunk_key_encoding=chunk_key_encoding,
+            dimension_separator=dimension_separator,
+            storage_options=storage_options,
+            meta_array=meta_array,
+            data=data,
+            config=config,
+            write_data=write_data,
         )
-    )
+
+    # without data, only metadata is written: in this thread where the store allows
+    return Array(run_blocking(make) if data is None else sync(make()))
 
 
 def open_array(
@@ -210,8 +211,8 @@ def create_group(
     """Create a new group (and any missing parent groups); ``zarr_format`` None
     means the config's ``default_zarr_format`` (3), as in zarr-python."""
     return Group(
-        sync(
-            _async.create_group(
+        run_blocking(
+            lambda: _async.create_group(
                 store,
                 path=path,
                 zarr_format=zarr_format,

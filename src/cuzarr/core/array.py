@@ -26,12 +26,11 @@ from cuzarr.config import flag
 from cuzarr.core import engine
 from cuzarr.core.attributes import Attributes
 from cuzarr.core.nodes import (
-    ensure_parents,
-    ensure_vacant,
     load_node_metadata,
     publish_metadata,
     same_metadata,
     save_metadata,
+    write_new_node,
 )
 from cuzarr.core.shards import read_sharded, read_sharded_small_sync, sharding_codec
 from cuzarr.core.sync import sync
@@ -282,9 +281,7 @@ class AsyncArray:
         """Write ``metadata`` at ``store_path`` (refusing to clobber unless told)."""
         if store_path.store.read_only:
             raise ReadOnlyError(f"cannot create an array in read-only {store_path.store!r}")
-        await ensure_vacant(store_path, overwrite)
-        await ensure_parents(store_path, metadata.zarr_format)
-        await save_metadata(store_path, metadata)
+        await write_new_node(store_path, metadata, overwrite)
         return cls(metadata, store_path, write_empty_chunks=write_empty_chunks)
 
     # -- properties --------------------------------------------------------------

@@ -342,7 +342,10 @@ def build_array_metadata(
         )
         # Codecs evolved against the data type (e.g. blosc typesize) are what we store.
         pipe = meta.make_pipeline()
-        return meta.evolve(codecs=tuple(pipe.codecs))
+        evolved = tuple(pipe.codecs)
+        if len(evolved) == len(codecs) and all(a is b for a, b in zip(evolved, codecs)):
+            return meta  # nothing evolved: keep the pipeline already built with it
+        return meta.evolve(codecs=evolved)
     if shards is not None:
         raise ValueError("sharding needs Zarr v3 (zarr_format=3)")
     if serializer not in (None, "auto"):

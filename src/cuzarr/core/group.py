@@ -12,6 +12,7 @@ import numpy as np
 
 from cuzarr.core.array import Array, AsyncArray
 from cuzarr.core.attributes import Attributes
+from cuzarr.core.blocking import run_blocking
 from cuzarr.core.build import DEFAULT_FILL
 from cuzarr.core.consolidated import (
     ZMETADATA,
@@ -21,14 +22,13 @@ from cuzarr.core.consolidated import (
     patch_consolidated_attrs_v2,
 )
 from cuzarr.core.nodes import (
-    ensure_parents,
-    ensure_vacant,
     load_node_metadata,
     load_node_metadata_sync,
     load_nodes_metadata,
     publish_metadata,
     same_metadata,
     save_metadata,
+    write_new_node,
 )
 from cuzarr.core.sync import sync
 from cuzarr.errors import (
@@ -266,10 +266,8 @@ class AsyncGroup:
             raise ReadOnlyError(f"cannot create a group in read-only {store_path.store!r}")
         if zarr_format not in (2, 3):
             raise ValueError(f"zarr_format must be 2 or 3, got {zarr_format!r}")
-        await ensure_vacant(store_path, overwrite)
-        await ensure_parents(store_path, zarr_format)
         meta = GroupMetadata(zarr_format, dict(attributes or {}))
-        await save_metadata(store_path, meta)
+        await write_new_node(store_path, meta, overwrite)
         return cls(meta, store_path)
 
     @property
@@ -1083,10 +1081,14 @@ class Group:
         """Create an array named ``name`` in this group: the keyword arguments of
         :meth:`AsyncGroup.create_array` (those of :func:`cuzarr.create_array`;
         ``dtype`` is required unless ``data`` is given)."""
-        return Array(sync(self._async_group.create_array(name, **kwargs)))
+        def make() -> Any:
+            return self._async_group.create_array(name, **kwargs)
+
+        # without data, only metadata is written: in this thread where the store allows
+        return Array(sync(make()) if kwargs.get("data") is not None else run_blocking(make))
 
     def create_group(self, name: str, **kwargs: Any) -> Group:
-        return Group(sync(self._async_group.create_group(name, **kwargs)))
+        return Group(run_blocking(lambda: self._async_group.create_group(name, **kwargs)))
 
     def require_group(self, name: str, **kwargs: Any) -> Group:
         return Group(sync(self._async_group.require_group(name, **kwargs)))

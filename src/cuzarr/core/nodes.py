@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from cuzarr.core.blocking import blocking_path
 from cuzarr.errors import (
     ArrayNotFoundError,
     ContainsArrayError,
@@ -28,6 +29,7 @@ __all__ = [
     "node_kind",
     "parse_documents",
     "save_metadata",
+    "write_new_node",
 ]
 
 _V3 = "zarr.json"
@@ -41,8 +43,16 @@ _DOC_NAMES: dict[int | None, list[str]] = {
 }
 
 
-async def _fetch_docs(sp: StorePath, zarr_format: int | None) -> dict[str, Any]:
-    names = _DOC_NAMES[zarr_format]
+# what tells whether a node is there, and which kind (no ``.zattrs``)
+_KIND_NAMES: dict[int | None, list[str]] = {
+    k: [n for n in v if n != _V2_ATTRS] for k, v in _DOC_NAMES.items()
+}
+
+
+async def _fetch_docs(
+    sp: StorePath, zarr_format: int | None, names: list[str] | None = None
+) -> dict[str, Any]:
+    names = _DOC_NAMES[zarr_format] if names is None else names
     datas = await sp.store.get_many([sp.key(n) for n in names])
     return {n: d for n, d in zip(names, datas, strict=True) if d is not None}
 
@@ -143,9 +153,8 @@ def same_metadata(a: ArrayMetadata | GroupMetadata, b: ArrayMetadata | GroupMeta
 
 async def node_kind(sp: StorePath, zarr_format: int | None = None) -> str | None:
     """'array', 'group' or None, for whatever sits at ``sp``."""
-    try:
-        meta = await load_node_metadata(sp, zarr_format)
-    except NodeNotFoundError:
+    meta = parse_documents(await _fetch_docs(sp, zarr_format, _KIND_NAMES[zarr_format]), sp.key)
+    if meta is None:
         return None
     return "array" if isinstance(meta, ArrayMetadata) else "group"
 
@@ -210,3 +219,15 @@ async def ensure_parents(sp: StorePath, zarr_format: int) -> None:
         missing.append(parent)
     for parent in reversed(missing):  # top down: an interrupted walk leaves a hierarchy
         await save_metadata(parent, GroupMetadata(zarr_format))
+
+
+async def write_new_node(
+    sp: StorePath, meta: ArrayMetadata | GroupMetadata, overwrite: bool
+) -> None:
+    """Create a node: refuse (or, with ``overwrite``, clear) what is at ``sp``,
+    write the missing ancestor groups, then ``meta``'s documents. Under
+    :func:`~cuzarr.core.blocking.run_blocking` this runs in the calling thread."""
+    sp = blocking_path(sp, overwrite=overwrite)
+    await ensure_vacant(sp, overwrite)
+    await ensure_parents(sp, meta.zarr_format)
+    await save_metadata(sp, meta)

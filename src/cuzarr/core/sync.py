@@ -83,23 +83,32 @@ class _Pool(ThreadPoolExecutor):
                     del result
             del item, fut, fn, args, kwargs  # an idle thread holds no buffers
 
+    def start(self) -> None:
+        """Start every thread now (they start on first use otherwise): Python
+        refuses to start threads once it is shutting down, while threads it
+        waits for at exit may still call cuzarr."""
+        with self._lock:
+            self._start_locked()
+
+    def _start_locked(self) -> None:
+        if self._threads or self._closed:
+            return
+        for i in range(self._n):
+            t = threading.Thread(
+                target=self._work,
+                args=(self._queue,),
+                name=f"{self._prefix}_{i}",
+                daemon=True,
+            )
+            t.start()
+            self._threads.append(t)
+
     def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
         fut: Future[T] = Future()
         with self._lock:
             if self._closed:
                 raise RuntimeError("cannot schedule new futures after shutdown")
-            if not self._threads:
-                # All threads at once, on first use: Python refuses to start
-                # threads once it is shutting down.
-                for i in range(self._n):
-                    t = threading.Thread(
-                        target=self._work,
-                        args=(self._queue,),
-                        name=f"{self._prefix}_{i}",
-                        daemon=True,
-                    )
-                    t.start()
-                    self._threads.append(t)
+            self._start_locked()
             self._queue.put((fut, fn, args, kwargs))
         return fut
 
@@ -138,11 +147,24 @@ def get_loop() -> asyncio.AbstractEventLoop:
             # store calls in threads (asyncio.to_thread) keep working, as the
             # codec pool does, while the interpreter waits for user threads
             n_io = min(32, (os.cpu_count() or 1) + 4)  # asyncio's default
-            loop.set_default_executor(_Pool(n_io, thread_name_prefix="cuzarr-io-pool"))
+            io_pool = _Pool(n_io, thread_name_prefix="cuzarr-io-pool")
+            loop.set_default_executor(io_pool)
             thread = threading.Thread(target=_run_loop, args=(loop,), name="cuzarr-io", daemon=True)
             thread.start()
             _loop, _thread, _pid = loop, thread, os.getpid()
-    return _loop
+            # All of cuzarr's threads start with the loop, while threads can still
+            # start: a user thread that Python waits for at exit may be the first
+            # to need a pool (the calling thread may have done all before inline).
+            io_pool.start()
+            started = loop
+        else:
+            started = None
+    if started is not None:
+        from cuzarr.storage.base import _io_executor
+
+        get_executor().start()  # (takes _lock itself)
+        _io_executor().start()
+    return started if started is not None else _loop
 
 
 def max_workers() -> int:
@@ -160,7 +182,7 @@ def device_read_workers() -> int:
     return max(1, min(max_workers(), int(n) if n else max_workers()))
 
 
-def get_executor() -> ThreadPoolExecutor:
+def get_executor() -> _Pool:
     """Return the shared codec thread pool, rebuilt when its configured size changes."""
     global _pool, _pool_size, _pool_pid
     n = max_workers()

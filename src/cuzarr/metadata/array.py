@@ -21,6 +21,7 @@ from cuzarr.metadata.chunk_grid import (
 )
 from cuzarr.metadata.chunk_key_encoding import ChunkKeyEncoding, parse_chunk_key_encoding
 from cuzarr.metadata.dtypes import DataType, from_json_v2, from_json_v3
+from cuzarr.metadata.jsontext import dumps_indented
 
 __all__ = ["ArrayMetadata", "json_dumps", "parse_array_metadata_v2", "parse_array_metadata_v3"]
 
@@ -42,6 +43,8 @@ _V3_ARRAY_KEYS = {
 def json_dumps(obj: Any) -> bytes:
     """Serialize metadata as UTF-8 JSON (non-ASCII kept as text), NaN refused."""
     indent = config.get("json_indent")
+    if isinstance(indent, int) and not isinstance(indent, bool):
+        return dumps_indented(obj, indent).encode("utf-8")
     return json.dumps(obj, indent=indent, ensure_ascii=False, allow_nan=False).encode("utf-8")
 
 
