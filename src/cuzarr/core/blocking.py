@@ -6,20 +6,26 @@ A sync call normally hands its coroutine to cuzarr's event-loop thread and waits
 ``create_array`` on local disk. For stores with cheap blocking I/O (their
 ``sync_io()``), :func:`run_blocking` instead drives the same coroutine in the
 calling thread with :data:`BLOCKING` set. The code it reaches then does its store
-I/O through :func:`blocking_path` (the store's blocking calls behind the async
-methods it awaits), so no ``await`` suspends; where that cannot be done it raises
-:class:`NotBlocking` *before writing anything*, and :func:`run_blocking` runs a
-fresh coroutine on the loop instead.
+I/O through :func:`on_blocking_io` (the store's blocking calls behind the async
+methods it awaits), so no ``await`` suspends; where that cannot be done (another
+store, an overwrite) it suspends *before touching the store*, and
+:func:`run_blocking` hands that same coroutine, as it stands, to the loop. The
+coroutine is made once: its arguments (an iterator given as ``shape=``, say) are
+used once, and what it did before the hand-over (checks, building metadata) is
+not done again.
 
 Callers only hand :func:`run_blocking` coroutines whose every store access goes
-through :func:`blocking_path` (creating a node: no chunk data). One that suspends
-anyway is a bug, reported as such.
+through :func:`on_blocking_io` (creating a node: no chunk data). One that
+suspends on anything else is a bug, reported as such.
 """
 
 from __future__ import annotations
 
+import functools
+import sys
 import threading
-from collections.abc import Callable, Coroutine, Sequence
+import types
+from collections.abc import Callable, Coroutine, Generator, Sequence
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
@@ -28,14 +34,10 @@ from cuzarr.storage.common import StorePath
 
 T = TypeVar("T")
 
-__all__ = ["BLOCKING", "NotBlocking", "blocking_path", "run_blocking"]
+__all__ = ["BLOCKING", "on_blocking_io", "run_blocking"]
 
 #: Set while :func:`run_blocking` drives a coroutine in the calling thread.
 BLOCKING: ContextVar[bool] = ContextVar("cuzarr_blocking", default=False)
-
-
-class NotBlocking(Exception):
-    """This operation cannot run in the calling thread (raised before any write)."""
 
 
 class _BlockingStore:
@@ -72,26 +74,94 @@ class _BlockingStore:
         return str(self._store)
 
 
-def blocking_path(sp: StorePath, *, overwrite: bool = False) -> StorePath:
-    """``sp`` itself, or, under :func:`run_blocking`, ``sp`` over its store's
-    blocking I/O; :class:`NotBlocking` when the store has none, or ``overwrite``
-    (deleting a node's subtree is not among the blocking calls)."""
-    if not BLOCKING.get():
-        return sp
-    sio = sp.store.sync_io() if not overwrite else None
+# the async methods the node-metadata helpers call, which _BlockingStore replaces
+_FACADE_METHODS = ("get_many", "get_partial_values", "set_many", "delete", "delete_many")
+
+
+@functools.lru_cache(maxsize=256)
+def _offers_own_batches(cls: type) -> bool:
+    """Whether ``cls`` leaves the batch methods the facade replaces as the class
+    that gives it ``sync_io`` defines them: a subclass of ``MemoryStore`` or
+    ``LocalStore`` that overrides ``set_many`` (say) sees every metadata write
+    through it, as it did before the facade (``sync_io`` itself only looks at
+    ``get``/``set``/``delete``)."""
+    owner = next((c for c in cls.__mro__ if "sync_io" in c.__dict__), None)
+    return owner is not None and all(
+        getattr(cls, n, None) is getattr(owner, n, None) for n in _FACADE_METHODS
+    )
+
+
+def _facade_sio(store: Any) -> Any:
+    """``store.sync_io()`` where the facade may stand for ``store``'s async batch
+    methods (those of every store a ``WrapperStore`` hands them to), else None."""
+    # (no WrapperStore exists unless its module, loaded lazily, is)
+    wrapper = sys.modules.get("cuzarr.storage.wrapper")
+    inner = store
+    while True:
+        if not _offers_own_batches(type(inner)):
+            return None
+        if wrapper is None or not isinstance(inner, wrapper.WrapperStore):
+            return store.sync_io()
+        inner = inner._store
+
+
+def _blocking_path(sp: StorePath, overwrite: bool) -> StorePath | None:
+    """``sp`` over its store's blocking I/O, or None when the store has none, or
+    ``overwrite`` (deleting a node's subtree is not among the blocking calls)."""
+    sio = _facade_sio(sp.store) if not overwrite else None
     if sio is None:
-        raise NotBlocking
+        return None
     return StorePath(_BlockingStore(sp.store, sio), sp.path)  # type: ignore[arg-type]
 
 
+class _ToLoop:
+    """Awaited where an operation :func:`run_blocking` drives must go on on the
+    loop: the coroutine suspends, yielding this object, and is handed over."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Generator[Any, None, None]:
+        yield self
+
+
+_TO_LOOP = _ToLoop()
+
+
+async def on_blocking_io(sp: StorePath, *, overwrite: bool = False) -> StorePath:
+    """``sp`` itself, or, under :func:`run_blocking`, ``sp`` over its store's
+    blocking I/O. Where that cannot be (no blocking I/O, a store whose batch
+    methods are its own, ``overwrite``), the calling coroutine moves to the loop
+    here, before the store is touched, and gets ``sp`` back there."""
+    if not BLOCKING.get():
+        return sp
+    blocking = _blocking_path(sp, overwrite)
+    if blocking is not None:
+        return blocking
+    await _TO_LOOP  # run_blocking goes on with this coroutine on the loop
+    return sp
+
+
+@types.coroutine
+def _resume(coro: Coroutine[Any, Any, T]) -> Generator[Any, Any, T]:
+    # ``await coro`` refuses a coroutine suspended in an ``await``; ``yield from``
+    # resumes it (sending None into _ToLoop.__await__) and passes on everything
+    # (values, cancellation) as ``await`` would.
+    return (yield from coro)  # type: ignore[misc]
+
+
+async def _continue(coro: Coroutine[Any, Any, T]) -> T:
+    return await _resume(coro)
+
+
 def run_blocking(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
-    """Run ``make()`` in the calling thread with :data:`BLOCKING` set, or, if it
-    raises :class:`NotBlocking`, a new ``make()`` on cuzarr's event loop.
+    """Run ``make()`` in the calling thread with :data:`BLOCKING` set; where it
+    awaits :func:`on_blocking_io` and the store cannot serve it there, the
+    coroutine goes on, as it is, on cuzarr's event loop.
 
     Parameters
     ----------
     make : callable
-        Returns the coroutine; called a second time for the loop.
+        Returns the coroutine (called once).
 
     Returns
     -------
@@ -108,17 +178,16 @@ def run_blocking(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
     try:
         coro = make()
         try:
-            coro.send(None)
+            waited = coro.send(None)
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
-        except NotBlocking:
-            pass
-        else:
+        if waited is not _TO_LOOP:
             coro.close()
             raise RuntimeError(
-                "cuzarr internal error: an operation run in the calling thread waited "
-                "on the event loop"
+                "cuzarr internal error: an operation run in the calling thread "
+                "waited on the event loop"
             )
     finally:
         BLOCKING.reset(token)
-    return _sync.sync(make())
+    # the rest on the loop, outside BLOCKING (the loop's task gets this context)
+    return _sync.sync(_continue(coro))

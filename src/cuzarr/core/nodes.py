@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cuzarr.core.blocking import blocking_path
+from cuzarr.core.blocking import on_blocking_io
 from cuzarr.errors import (
     ArrayNotFoundError,
     ContainsArrayError,
@@ -227,7 +227,7 @@ async def write_new_node(
     """Create a node: refuse (or, with ``overwrite``, clear) what is at ``sp``,
     write the missing ancestor groups, then ``meta``'s documents. Under
     :func:`~cuzarr.core.blocking.run_blocking` this runs in the calling thread."""
-    sp = blocking_path(sp, overwrite=overwrite)
+    sp = await on_blocking_io(sp, overwrite=overwrite)
     await ensure_vacant(sp, overwrite)
     await ensure_parents(sp, meta.zarr_format)
     await save_metadata(sp, meta)

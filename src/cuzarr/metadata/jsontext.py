@@ -72,46 +72,43 @@ def _scalar(o: Any) -> str:
 def _encode(o: Any, parts: list[str], nl: str, step: str, depth: int) -> None:
     t = type(o)
     if t is dict:
-        if not o:
-            parts.append("{}")
-            return
-        if depth >= _MAX_DEPTH:
-            raise _Fallback
-        inner = nl + step
-        parts.append("{")
-        first = True
+        opener, closer = "{", "}"
+    elif t is list or t is tuple:
+        opener, closer = "[", "]"
+    else:
+        parts.append(_scalar(o))
+        return
+    if not o:
+        parts.append(opener + closer)
+        return
+    if depth >= _MAX_DEPTH:
+        raise _Fallback
+    inner = nl + step
+    sep = "," + inner
+    lead = inner
+    parts.append(opener)
+    append = parts.append
+    if t is dict:
         for k, v in o.items():
             if type(k) is not str:
                 raise _Fallback  # json's key conversions and errors
-            parts.append(inner if first else "," + inner)
-            first = False
-            parts.append(encode_basestring(k))
-            parts.append(": ")
+            append(lead)
+            append(encode_basestring(k))
+            append(": ")
             tv = type(v)
             if tv is dict or tv is list or tv is tuple:
                 _encode(v, parts, inner, step, depth + 1)
             else:
-                parts.append(_scalar(v))
-        parts.append(nl)
-        parts.append("}")
-    elif t is list or t is tuple:
-        if not o:
-            parts.append("[]")
-            return
-        if depth >= _MAX_DEPTH:
-            raise _Fallback
-        inner = nl + step
-        parts.append("[")
-        first = True
-        for v in o:
-            parts.append(inner if first else "," + inner)
-            first = False
-            tv = type(v)
-            if tv is dict or tv is list or tv is tuple:
-                _encode(v, parts, inner, step, depth + 1)
-            else:
-                parts.append(_scalar(v))
-        parts.append(nl)
-        parts.append("]")
+                append(_scalar(v))
+            lead = sep
     else:
-        parts.append(_scalar(o))
+        for v in o:
+            append(lead)
+            tv = type(v)
+            if tv is dict or tv is list or tv is tuple:
+                _encode(v, parts, inner, step, depth + 1)
+            else:
+                append(_scalar(v))
+            lead = sep
+    append(nl)
+    append(closer)

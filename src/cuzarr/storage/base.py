@@ -197,6 +197,17 @@ _io_pool_pid: int | None = None
 _io_pool_lock = threading.Lock()
 
 
+def _reset_io_pool_lock() -> None:
+    # A thread of the parent (the loop's, in every in_thread call) may have held
+    # the lock when another forked: the child's first call would wait forever.
+    global _io_pool_lock
+    _io_pool_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_io_pool_lock)
+
+
 def _io_executor() -> Any:
     """The thread pool of ``in_thread``: one that keeps serving while the
     interpreter waits for user threads at exit (``core.sync._Pool``), made anew in
