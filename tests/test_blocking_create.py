@@ -172,3 +172,50 @@ def test_concurrent_creates_from_threads(tmp_path):
     z = zarr.open_group(str(tmp_path / "t"), mode="r")
     assert sorted(z.group_keys()) == ["t0", "t1", "t2", "t3"]
     assert all(z[f"t{i}/a{k}"].shape == (k + 1,) for i in range(4) for k in range(20))
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_attribute_updates_need_no_event_loop(store, zarr_format):
+    a = cuzarr.create_array(store, name="g/a", shape=(3,), dtype="i4", zarr_format=zarr_format)
+    g = cuzarr.open_group(store, path="g", zarr_format=zarr_format)
+    cuzarr.consolidate_metadata(store, path="g")
+    gc = cuzarr.open_group(store, path="g", use_consolidated=True)
+    with _LoopHeld():
+        done = _in_thread_with_timeout(
+            lambda: (
+                a.attrs.update({"units": "µm", "n": 1}),
+                a.update_attributes({"m": [1, 2]}),
+                g.attrs.__setitem__("title", "x"),
+                gc.update_attributes({"c": True}),
+                a.attrs.__delitem__("n"),
+            )
+        )
+        assert done, "attribute updates waited on the event loop"
+    z = zarr.open_group(_zarr_store(store), path="g", mode="r", use_consolidated=False)
+    assert dict(z["a"].attrs) == {"units": "µm", "m": [1, 2]}
+    assert dict(z.attrs) == {"c": True}  # gc replaced what g wrote: its own view
+    if zarr_format == 2:  # the group's own entry in .zmetadata follows
+        zc = zarr.open_group(_zarr_store(store), path="g", mode="r", use_consolidated=True)
+        assert dict(zc.attrs) == {"c": True}
+    with pytest.raises(ReadOnlyError):
+        cuzarr.open_array(store, path="g/a", mode="r").attrs["x"] = 1
+    with pytest.raises(ValueError):  # NaN is refused before anything is written
+        a.attrs["bad"] = float("nan")
+    assert cuzarr.open_array(store, path="g/a").attrs.asdict() == {"units": "µm", "m": [1, 2]}
+
+
+class _SetCountingStore(MemoryStore):
+    sets: list = []
+
+    async def set(self, key, value, byte_range=None):
+        type(self).sets.append(key)
+        return await super().set(key, value, byte_range)
+
+
+def test_attribute_update_through_a_store_with_its_own_set():
+    st = _SetCountingStore()
+    a = cuzarr.create_array(st, name="a", shape=(3,), dtype="i4")
+    _SetCountingStore.sets.clear()
+    a.attrs["k"] = 1
+    assert _SetCountingStore.sets == ["a/zarr.json"]
+    assert cuzarr.open_array(st, path="a").attrs["k"] == 1

@@ -25,6 +25,7 @@ from cuzarr.codecs.sharding import ShardingCodec
 from cuzarr.config import flag
 from cuzarr.core import engine
 from cuzarr.core.attributes import Attributes
+from cuzarr.core.blocking import on_blocking_io, run_blocking
 from cuzarr.core.nodes import (
     load_node_metadata,
     publish_metadata,
@@ -1245,7 +1246,7 @@ class AsyncArray:
         self._check_writable()
         json.dumps(attrs, allow_nan=False)  # fail before writing anything
         new_meta = self.metadata.evolve(attributes=dict(attrs))
-        await save_metadata(self.store_path, new_meta)
+        await save_metadata(await on_blocking_io(self.store_path), new_meta)
         self._set_metadata(new_meta)
         return self
 
@@ -1525,12 +1526,12 @@ class Array:
     def attrs(self) -> Attributes:
         return Attributes(
             lambda: self._async_array.metadata.attributes,
-            lambda attrs: sync(self._async_array._replace_attributes(attrs)),
+            lambda attrs: run_blocking(lambda: self._async_array._replace_attributes(attrs)),
         )
 
     def update_attributes(self, new_attributes: dict[str, Any]) -> Array:
         """Merge ``new_attributes`` into the attributes (keys not in it are kept)."""
-        sync(self._async_array.update_attributes(new_attributes))
+        run_blocking(lambda: self._async_array.update_attributes(new_attributes))
         return self
 
     @classmethod

@@ -42,7 +42,8 @@ BLOCKING: ContextVar[bool] = ContextVar("cuzarr_blocking", default=False)
 
 class _BlockingStore:
     """A store's ``sync_io()`` behind the async calls the node-metadata helpers
-    make (``get_many``, ``set_many``, ``delete``): awaiting them never suspends.
+    make (``get``, ``get_many``, ``set``, ``set_many``, ``delete``): awaiting
+    them never suspends.
     It prints as the store, so that errors read as they do on the loop."""
 
     __slots__ = ("_sio", "_store")
@@ -67,6 +68,12 @@ class _BlockingStore:
     async def delete(self, key: str) -> None:
         self._sio.delete_many([key])
 
+    async def get(self, key: str, prototype: Any = None, byte_range: Any = None) -> Any:
+        return self._sio.get_ranges([(key, byte_range)])[0]
+
+    async def set(self, key: str, value: Any) -> None:
+        await self.set_many([(key, value)])
+
     def __repr__(self) -> str:
         return repr(self._store)
 
@@ -75,7 +82,9 @@ class _BlockingStore:
 
 
 # the async methods the node-metadata helpers call, which _BlockingStore replaces
-_FACADE_METHODS = ("get_many", "get_partial_values", "set_many", "delete", "delete_many")
+_FACADE_METHODS = (
+    "get", "get_many", "get_partial_values", "set", "set_many", "delete", "delete_many",
+)
 
 
 @functools.lru_cache(maxsize=256)

@@ -12,7 +12,7 @@ import numpy as np
 
 from cuzarr.core.array import Array, AsyncArray
 from cuzarr.core.attributes import Attributes
-from cuzarr.core.blocking import run_blocking
+from cuzarr.core.blocking import on_blocking_io, run_blocking
 from cuzarr.core.build import DEFAULT_FILL
 from cuzarr.core.consolidated import (
     ZMETADATA,
@@ -712,13 +712,14 @@ class AsyncGroup:
             # added are missing from it), so it does not write it back either.
             extra = {k: v for k, v in extra.items() if k != "consolidated_metadata"}
         meta = GroupMetadata(self.zarr_format, dict(attrs), extra)
-        await save_metadata(self.store_path, meta)
+        sp = await on_blocking_io(self.store_path)
+        await save_metadata(sp, meta)
         self.metadata = meta
         publish_metadata(self._meta_sinks, meta)
         if self.zarr_format == 2 and self._owns_consolidated:
             # As v3 (where they share zarr.json) and zarr-python: the group's own
             # entry in its .zmetadata follows its attributes.
-            await patch_consolidated_attrs_v2(self.store_path, meta.attributes)
+            await patch_consolidated_attrs_v2(sp, meta.attributes)
         return self
 
     async def delitem(self, key: str) -> None:
@@ -959,12 +960,12 @@ class Group:
     def attrs(self) -> Attributes:
         return Attributes(
             lambda: self._async_group.metadata.attributes,
-            lambda attrs: sync(self._async_group._replace_attributes(attrs)),
+            lambda attrs: run_blocking(lambda: self._async_group._replace_attributes(attrs)),
         )
 
     def update_attributes(self, new_attributes: dict[str, Any]) -> Group:
         """Merge ``new_attributes`` into the attributes (keys not in it are kept)."""
-        sync(self._async_group.update_attributes(new_attributes))
+        run_blocking(lambda: self._async_group.update_attributes(new_attributes))
         return self
 
     async def update_attributes_async(self, new_attributes: dict[str, Any]) -> Group:
