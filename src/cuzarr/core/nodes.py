@@ -63,15 +63,24 @@ def load_node_metadata_sync(
     """:func:`load_node_metadata` through a store's blocking I/O (``sio``, its
     ``sync_io()``), in the calling thread; None when no node is there (the caller
     goes the async way, which raises the error)."""
-    names = _DOC_NAMES[zarr_format]
     if zarr_format is None:
         # zarr.json first: where it is, parse_documents reads it alone
         v3 = sio.get_ranges([(sp.key(_V3), None)])[0]
         if v3 is not None:
             return parse_documents({_V3: v3}, sp.key)
-        names = _DOC_NAMES[2]
+        zarr_format = 2
+    if zarr_format == 3:
+        names = _DOC_NAMES[3]
+    else:
+        # .zarray and .zattrs; .zgroup only where there is no .zarray (which
+        # parse_documents prefers): one file less to look for in an array
+        names = [_V2_ARRAY, _V2_ATTRS]
     datas = sio.get_ranges([(sp.key(n), None) for n in names])
     docs = {n: d for n, d in zip(names, datas, strict=True) if d is not None}
+    if zarr_format == 2 and _V2_ARRAY not in docs:
+        group = sio.get_ranges([(sp.key(_V2_GROUP), None)])[0]
+        if group is not None:
+            docs[_V2_GROUP] = group
     return parse_documents(docs, sp.key)
 
 
