@@ -219,3 +219,33 @@ def test_attribute_update_through_a_store_with_its_own_set():
     a.attrs["k"] = 1
     assert _SetCountingStore.sets == ["a/zarr.json"]
     assert cuzarr.open_array(st, path="a").attrs["k"] == 1
+
+
+def test_require_group_and_array_need_no_event_loop(store):
+    root = cuzarr.create_group(store)
+    root.create_group("old").create_array("x", shape=(4,), dtype="i2")
+    cuzarr.consolidate_metadata(store)
+    cons = cuzarr.open_group(store, use_consolidated=True)
+    with _LoopHeld():
+        done = _in_thread_with_timeout(
+            lambda: (
+                root.require_group("old"),
+                root.require_group("new"),
+                cons.require_group("new2"),
+                root.require_group("old").require_array("x", shape=(4,), dtype="i2"),
+                root.require_array("made", shape=(3,), dtype="f4"),
+            )
+        )
+        assert done, "require_group/require_array waited on the event loop"
+    old, new, new2, x, made = done[0]
+    assert old.path == "old" and new.path == "new" and new2.path == "new2"
+    assert x.shape == (4,) and made.dtype == np.float32
+    assert sorted(cuzarr.open_group(store, use_consolidated=False).keys()) == [
+        "made", "new", "new2", "old",
+    ]
+    with pytest.raises(TypeError, match="shape"):
+        root.require_array("made", shape=(5,), dtype="f4")
+    with pytest.raises(TypeError):  # an array is in the way
+        root.require_group("made")
+    with pytest.raises(TypeError):  # a group is in the way
+        root.require_array("new", shape=(3,), dtype="f4")

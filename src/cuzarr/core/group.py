@@ -410,7 +410,7 @@ class AsyncGroup:
             return self._consolidated_node(key, cons)
         sp = self._child(key)
         try:
-            meta = await load_node_metadata(sp)
+            meta = await load_node_metadata(await on_blocking_io(sp))
         except NodeNotFoundError:
             raise KeyError(key) from None
         return self._node(meta, sp)
@@ -1092,10 +1092,14 @@ class Group:
         return Group(run_blocking(lambda: self._async_group.create_group(name, **kwargs)))
 
     def require_group(self, name: str, **kwargs: Any) -> Group:
-        return Group(sync(self._async_group.require_group(name, **kwargs)))
+        return Group(run_blocking(lambda: self._async_group.require_group(name, **kwargs)))
 
     def require_array(self, name: str, **kwargs: Any) -> Array:
-        return Array(sync(self._async_group.require_array(name, **kwargs)))
+        def make() -> Any:
+            return self._async_group.require_array(name, **kwargs)
+
+        # without data, only metadata is read or written: in this thread where it can
+        return Array(sync(make()) if kwargs.get("data") is not None else run_blocking(make))
 
     def create_hierarchy(
         self, nodes: dict[str, Any], *, overwrite: bool = False
