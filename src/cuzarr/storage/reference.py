@@ -5,7 +5,8 @@ TIFF or GRIB archive described by kerchunk reads as a Zarr hierarchy without
 conversion. Two JSON layouts are read:
 
 - version 0: ``{"key": value, ...}``
-- version 1: ``{"version": 1, "templates": {"u": "https://..."}, "refs": {...}}``
+- version 1: ``{"version": 1, "templates": {"u": "https://..."}, "refs": {...},
+  "gen": [...]}``
 
 Each value is one of: a ``str`` (the literal content, UTF-8 encoded), a
 ``"base64:..."`` string (decoded bytes), ``[url]`` (the whole target file) or
@@ -13,7 +14,20 @@ Each value is one of: a ``str`` (the literal content, UTF-8 encoded), a
 replaced by the template of that name. Targets are local paths or any URL that
 fsspec reads (``s3://``, ``https://``...); requests to one target run
 concurrently under the global I/O limit, and the store itself never lists a
-target. Not supported: the ``gen`` generator section and Parquet references.
+target.
+
+The ``gen`` section generates references: each entry's ``key``, ``url``,
+``offset`` and ``length`` are Jinja-style templates expanded over the product
+of its ``dimensions`` (``{"i": {"start": 0, "stop": 5, "step": 1}}`` or
+``{"i": [values]}``), as fsspec's ``ReferenceFileSystem`` expands them with
+``simple_templates=False``. jinja2 is not used: ``{{ expr }}`` may hold names
+(dimensions and templates), int, float and string literals, parentheses, unary
+``-``/``+`` and ``+ - * / // %`` (``%`` with a string on the left formats, as
+``'%03d' % i``); anything else (filters, statements, calls) is refused.
+
+A directory (or a URL ending in ``parq``/``parquet``/``/``, or with a
+``.zmetadata`` below it) holds Parquet references, read lazily: see
+:mod:`cuzarr.storage.reference_parquet`.
 
 A malformed reference raises :class:`~cuzarr.errors.MetadataError` naming its
 key when the store is made. Reading a key whose target is gone raises
@@ -23,13 +37,16 @@ key when the store is made. Reading a key whose target is gone raises
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import base64
 import binascii
+import itertools
 import json
+import operator
 import os
 import re
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any
 
 from cuzarr.errors import CuzarrError, MetadataError
@@ -37,9 +54,11 @@ from cuzarr.storage.base import (
     ByteRequest,
     RangeByteRequest,
     Store,
+    gather_or_cancel,
     range_bounds,
     slice_bytes,
 )
+from cuzarr.storage.reference_parquet import ParquetReferences, parquet_root
 
 __all__ = ["ReferenceStore"]
 
@@ -65,10 +84,6 @@ def _load_refs(fo: Any, target_options: dict[str, Any] | None) -> dict[str, Any]
             return _parse_refs(f.read(), s)
     if s.startswith("file://"):
         s = s[len("file://") :]
-    if os.path.isdir(s):
-        raise MetadataError(
-            f"{s} is a directory (Parquet references?): only JSON reference files are supported"
-        )
     with open(s, "rb") as f:
         return _parse_refs(f.read(), s)
 
@@ -123,20 +138,183 @@ def _nonnegative_int(key: str, v: Any) -> int:
     return v
 
 
+# -- the 'gen' section -------------------------------------------------------------
+
+_EXPR = re.compile(r"\{\{(.*?)\}\}", re.S)
+_BINOPS: dict[type, Callable[[Any, Any], Any]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+}
+_UNARY: dict[type, Callable[[Any], Any]] = {ast.USub: operator.neg, ast.UAdd: operator.pos}
+
+
+def _check_expr(node: ast.AST, where: str, text: str) -> None:
+    """Refuse, before anything is expanded, what the evaluator does not do."""
+    ok = (
+        (isinstance(node, ast.Constant) and type(node.value) in (int, float, str))
+        or isinstance(node, ast.Name)
+        or (isinstance(node, ast.BinOp) and type(node.op) in _BINOPS)
+        or (isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY)
+    )
+    if not ok:
+        raise MetadataError(
+            f"{where}: unsupported template expression {text!r} (names, numbers, strings, "
+            "parentheses and + - * / // % only; jinja2 is not used)"
+        )
+    for child in ast.iter_child_nodes(node):
+        if not isinstance(child, (ast.operator, ast.unaryop, ast.expr_context)):
+            _check_expr(child, where, text)
+
+
+def _eval_expr(node: ast.AST, names: Mapping[str, Any], where: str, text: str) -> Any:
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name):
+        if node.id not in names:
+            # (Jinja would render an undefined name as "", silently)
+            raise MetadataError(f"{where}: {text!r} names {node.id!r}, no dimension or template")
+        return names[node.id]
+    if isinstance(node, ast.UnaryOp):
+        value = _eval_expr(node.operand, names, where, text)
+        if isinstance(value, str):
+            raise MetadataError(f"{where}: {text!r}: a sign on a string")
+        return _UNARY[type(node.op)](value)
+    assert isinstance(node, ast.BinOp)
+    left = _eval_expr(node.left, names, where, text)
+    right = _eval_expr(node.right, names, where, text)
+    if isinstance(node.op, ast.Mult) and (isinstance(left, str) or isinstance(right, str)):
+        # a repeated string can be made arbitrarily large by one entry
+        raise MetadataError(f"{where}: {text!r}: repeating a string is not supported")
+    try:
+        return _BINOPS[type(node.op)](left, right)
+    except (TypeError, ValueError, ArithmeticError) as e:
+        raise MetadataError(f"{where}: {text!r} failed: {e}") from None
+
+
+def _compile_template(value: Any, where: str, field: str) -> list[Any]:
+    """Field ``field`` of a gen entry as literal strings and parsed ``{{ }}``
+    expressions."""
+    if field in ("offset", "length") and isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str):
+        raise MetadataError(f"{where}: {field!r} must be a string template, got {value!r}")
+    if "{%" in value or "{#" in value:
+        raise MetadataError(f"{where}: Jinja statements and comments are not supported")
+    parts: list[Any] = []
+    pos = 0
+    for m in _EXPR.finditer(value):
+        parts.append(value[pos : m.start()])
+        text = m.group(0)
+        try:
+            tree = ast.parse(m.group(1).strip(), mode="eval")
+        except SyntaxError:
+            raise MetadataError(f"{where}: unsupported template expression {text!r}") from None
+        _check_expr(tree.body, where, text)
+        parts.append((tree.body, text))
+        pos = m.end()
+    parts.append(value[pos:])
+    if any(isinstance(p, str) and "{{" in p for p in parts):
+        raise MetadataError(f"{where}: unclosed '{{{{' in {value!r}")
+    return parts
+
+
+def _render(parts: list[Any], names: Mapping[str, Any], where: str) -> str:
+    return "".join(
+        p if isinstance(p, str) else str(_eval_expr(p[0], names, where, p[1])) for p in parts
+    )
+
+
+def _dimension(name: str, spec: Any, where: str) -> Iterable[Any]:
+    if isinstance(spec, list):
+        return spec
+    if isinstance(spec, dict) and "stop" in spec and set(spec) <= {"start", "stop", "step"}:
+        bounds = [spec.get("start", 0), spec["stop"], spec.get("step", 1)]
+        if all(isinstance(b, int) and not isinstance(b, bool) for b in bounds) and bounds[2]:
+            return range(*bounds)
+    raise MetadataError(
+        f"{where}: dimension {name!r} must be a list of values or "
+        f'{{"start": int, "stop": int, "step": int (not 0)}}, got {spec!r}'
+    )
+
+
+def _expand_gen(gens: Any, templates: dict[str, str]) -> dict[str, Any]:
+    """The references of a version 1 ``gen`` section, ``key -> (url, offset, length)``."""
+    if not isinstance(gens, list):
+        raise MetadataError(f"kerchunk 'gen' must be a list of entries, got {gens!r}")
+    out: dict[str, Any] = {}
+    for n, gen in enumerate(gens):
+        where = f"kerchunk 'gen' entry {n}"
+        if not isinstance(gen, dict) or not {"key", "url", "dimensions"} <= set(gen):
+            raise MetadataError(f"{where}: needs 'key', 'url' and 'dimensions', got {gen!r}")
+        where = f"kerchunk 'gen' entry {n} ({gen['key']!r})"
+        unknown = set(gen) - {"key", "url", "offset", "length", "dimensions"}
+        if unknown:
+            raise MetadataError(f"{where}: unsupported fields {sorted(unknown)}")
+        if ("offset" in gen) != ("length" in gen):
+            raise MetadataError(f"{where}: 'offset' and 'length' go together")
+        dims = gen["dimensions"]
+        if not isinstance(dims, dict):
+            raise MetadataError(f"{where}: 'dimensions' must be an object, got {dims!r}")
+        clash = sorted(set(dims) & set(templates))
+        if clash:
+            raise MetadataError(f"{where}: dimensions {clash} are also template names")
+        axes = [list(_dimension(name, spec, where)) for name, spec in dims.items()]
+        key_t, url_t = (_compile_template(gen[f], where, f) for f in ("key", "url"))
+        ranged = "offset" in gen
+        if ranged:
+            off_t, len_t = (_compile_template(gen[f], where, f) for f in ("offset", "length"))
+        for values in itertools.product(*axes):
+            names = {**templates, **dict(zip(dims, values))}
+            key = _render(key_t, names, where)
+            url = _render(url_t, names, where)
+            if not ranged:
+                out[key] = (url, None, None)
+                continue
+            rendered = [_render(t, names, where) for t in (off_t, len_t)]
+            try:
+                offset, length = (int(r) for r in rendered)
+            except ValueError:
+                offset = length = -1
+            if offset < 0 or length < 0:
+                raise MetadataError(
+                    f"{where}: offset and length of {key!r} must render as non-negative "
+                    f"integers, got {rendered!r}"
+                )
+            out[key] = (url, offset, length)
+    return out
+
+
 class ReferenceStore(Store):
     """Zarr keys resolved through kerchunk references (read-only).
 
     Parameters
     ----------
     fo
-        The references: a dict (v0 or v1 layout), or a path / URL of a JSON file.
+        The references: a dict (v0 or v1 layout), a path / URL of a JSON file,
+        or a path / URL of a Parquet reference directory (fsspec's lazy format,
+        see :mod:`cuzarr.storage.reference_parquet`; needs the ``kerchunk`` extra).
     target_options
         fsspec options to read ``fo`` when it is a URL.
     remote_protocol, remote_options
         Options for the filesystem that holds the targets (``storage_options``
         of the :class:`~cuzarr.storage.fsspec.FsspecStore` built for remote URLs).
-        Relative target paths resolve against the directory of ``fo`` when it is
-        a local file.
+        Relative target paths resolve against the directory that holds ``fo``
+        when it is a local file or directory.
+    cache_size
+        Parquet references: how many record files stay decoded in memory (as
+        fsspec's ``cache_size``).
+
+    Raises
+    ------
+    MetadataError
+        A malformed reference (naming its key), ``gen`` entry or ``.zmetadata``.
+    ImportError
+        ``fo`` is a Parquet reference directory and neither fastparquet nor
+        pyarrow is installed.
     """
 
     supports_writes = False
@@ -149,35 +327,46 @@ class ReferenceStore(Store):
         target_options: dict[str, Any] | None = None,
         remote_protocol: str | None = None,
         remote_options: dict[str, Any] | None = None,
+        cache_size: int = 128,
         read_only: bool = True,
     ) -> None:
         super().__init__(read_only=True)
-        raw = _load_refs(fo, target_options)
         self._base = None
         if isinstance(fo, (str, os.PathLike)):
             local = os.fspath(fo)
             local = local[len("file://") :] if local.startswith("file://") else local
             if "://" not in local:
-                self._base = os.path.dirname(os.path.abspath(local))
+                # (a directory's trailing "/" would make it its own parent)
+                self._base = os.path.dirname(os.path.abspath(local.rstrip("/") or "/"))
         self.remote_protocol = remote_protocol
         self.remote_options = dict(remote_options or {})
+        self._remote: dict[str, Any] = {}
+        self._refs: dict[str, Any] = {}
+        self._lazy: ParquetReferences | None = None
+        root = parquet_root(fo, target_options)
+        if root is not None:
+            self._lazy = ParquetReferences(root, target_options, cache_size)
+            return
+        raw = _load_refs(fo, target_options)
+        gen: dict[str, Any] = {}
         if "version" in raw and "refs" in raw:
             if raw["version"] != 1:
                 raise MetadataError(f"unsupported kerchunk reference version {raw['version']!r}")
             refs = raw["refs"]
             templates = {k: str(v) for k, v in (raw.get("templates") or {}).items()}
-            if raw.get("gen"):
-                raise MetadataError("kerchunk 'gen' references are not supported")
+            if raw.get("gen") is not None:
+                gen = _expand_gen(raw["gen"], templates)
         else:
             refs, templates = raw, {}
         if not isinstance(refs, Mapping):
             raise MetadataError(f"kerchunk 'refs' must be a JSON object, got {type(refs).__name__}")
-        self._refs: dict[str, Any] = {}
         for key, value in refs.items():
             self._refs[key] = _parse_ref(key, value, templates)
-        self._remote: dict[str, Any] = {}
+        self._refs.update(gen)  # generated keys win, as in fsspec
 
     def __repr__(self) -> str:
+        if self._lazy is not None:
+            return f"ReferenceStore(<Parquet references at {self._lazy.root}>)"
         return f"ReferenceStore(<{len(self._refs)} refs>)"
 
     def with_read_only(self, read_only: bool = False) -> Store:
@@ -225,10 +414,37 @@ class ReferenceStore(Store):
         return await asyncio.to_thread(self._read_local, self._local_path(url), offset, length)
 
     # -- store interface -----------------------------------------------------------
+    async def _lookup(self, key: str) -> Any:
+        if self._lazy is not None:
+            return await self._lazy.resolve(key)
+        return self._refs.get(key)
+
     async def get(
         self, key: str, prototype: Any = None, byte_range: ByteRequest | None = None
     ) -> bytes | None:
-        ref = self._refs.get(key)
+        return await self._read_ref(key, await self._lookup(key), byte_range)
+
+    async def get_partial_values(
+        self, prototype: Any, key_ranges: Iterable[tuple[str, ByteRequest | None]]
+    ) -> list[bytes | None]:
+        key_ranges = list(key_ranges)
+        if self._lazy is None or type(self).get is not ReferenceStore.get:
+            return await super().get_partial_values(prototype, key_ranges)
+        from cuzarr.core.sync import io_semaphore
+
+        # one lookup per record file for the whole batch, then the reads
+        refs = await self._lazy.resolve_many([k for k, _ in key_ranges])
+        sem = io_semaphore()
+
+        async def one(key: str, ref: Any, rng: ByteRequest | None) -> bytes | None:
+            if ref is None or isinstance(ref, bytes):
+                return await self._read_ref(key, ref, rng)
+            async with sem:
+                return await self._read_ref(key, ref, rng)
+
+        return await gather_or_cancel(*(one(k, ref, r) for (k, r), ref in zip(key_ranges, refs)))
+
+    async def _read_ref(self, key: str, ref: Any, byte_range: ByteRequest | None) -> bytes | None:
         if ref is None:
             return None
         if isinstance(ref, bytes):
@@ -272,6 +488,8 @@ class ReferenceStore(Store):
         return data
 
     async def exists(self, key: str) -> bool:
+        if self._lazy is not None:
+            return await self._lazy.resolve(key) is not None
         return key in self._refs
 
     async def set(self, key: str, value: bytes) -> None:
@@ -281,8 +499,21 @@ class ReferenceStore(Store):
         self._check_writable()
 
     def list(self) -> AsyncIterator[str]:
+        if self._lazy is not None:
+            return self._lazy.list_prefix("")
+
         async def gen() -> AsyncIterator[str]:
             for key in list(self._refs):
                 yield key
 
         return gen()
+
+    def list_prefix(self, prefix: str) -> AsyncIterator[str]:
+        if self._lazy is not None:
+            return self._lazy.list_prefix(prefix)
+        return super().list_prefix(prefix)
+
+    def list_dir(self, prefix: str) -> AsyncIterator[str]:
+        if self._lazy is not None:
+            return self._lazy.list_dir(prefix)
+        return super().list_dir(prefix)
