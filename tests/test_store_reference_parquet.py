@@ -541,7 +541,8 @@ def test_malformed_zmetadata_raises_metadata_error(tmp_path):
 def test_without_a_parquet_engine_the_extra_is_named(tmp_path, monkeypatch):
     root = _zmeta(tmp_path / "refs.parq", json.dumps({"metadata": {}, "record_size": 4}))
     assert sync(ReferenceStore(root).get(".zmetadata")) is not None
-    for name in ("fastparquet", "pyarrow"):
+    # (cramjam: fastparquet's codecs, which cuzarr's own Parquet reader uses)
+    for name in ("cramjam", "pyarrow"):
         monkeypatch.setitem(sys.modules, name, None)  # an import of it fails
     with pytest.raises(ImportError, match=r"cuzarr\[kerchunk\]"):
         ReferenceStore(root)
@@ -569,3 +570,9 @@ def test_references_written_with_pyarrow(tmp_path):
     store = ReferenceStore(str(root))
     _check(cuzarr.open_group(store, mode="r"), expected)
     assert sorted(sync(_collect(store.list()))) == sorted(present | {".zmetadata"})
+    # and cuzarr's own reader (used where pyarrow is not installed)
+    from cuzarr.storage import reference_parquet
+
+    store._lazy = reference_parquet.ParquetReferences(str(root), None, 128)
+    store._lazy._engine = "builtin"
+    _check(cuzarr.open_group(store, mode="r"), expected)

@@ -46,7 +46,7 @@ import json
 import operator
 import os
 import re
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from cuzarr.errors import CuzarrError, MetadataError
@@ -91,7 +91,7 @@ def _load_refs(fo: Any, target_options: dict[str, Any] | None) -> dict[str, Any]
 def _parse_refs(raw: bytes, where: str) -> dict[str, Any]:
     try:
         doc = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+    except ValueError as e:  # (also an int past Python's digit limit, a bare ValueError)
         raise MetadataError(f"{where}: not a JSON reference file ({e})") from None
     if not isinstance(doc, dict):
         raise MetadataError(f"{where}: references must be a JSON object")
@@ -150,6 +150,15 @@ _BINOPS: dict[type, Callable[[Any, Any], Any]] = {
     ast.Mod: operator.mod,
 }
 _UNARY: dict[type, Callable[[Any], Any]] = {ast.USub: operator.neg, ast.UAdd: operator.pos}
+# Bounds on what one reference file may make the evaluator build: a string (and
+# a '%' field width or precision) of at most _MAX_TEXT characters, a number of at
+# most _MAX_BITS bits, and at most _MAX_GENERATED references in all gen entries.
+_MAX_TEXT = 1 << 16
+_MAX_BITS = 1 << 12
+_MAX_GENERATED = 10_000_000
+_SCALARS = (int, float, str)
+# a '%' conversion's flags, width and precision; '%%' is matched on its own
+_FORMAT = re.compile(r"%(?:%|[-+ #0]*(\d*)(?:\.(\d*))?)")
 
 
 def _check_expr(node: ast.AST, where: str, text: str) -> None:
@@ -186,13 +195,35 @@ def _eval_expr(node: ast.AST, names: Mapping[str, Any], where: str, text: str) -
     assert isinstance(node, ast.BinOp)
     left = _eval_expr(node.left, names, where, text)
     right = _eval_expr(node.right, names, where, text)
+    formats = isinstance(node.op, ast.Mod) and isinstance(left, str)
+    # (a list or an object from a dimension's values would repeat or format
+    # without bound: 'i * 1000000000', '%(a)s%(a)s...' % i; they are only formatted
+    # whole, as '%s' % i)
+    if not isinstance(left, _SCALARS) or not (
+        isinstance(right, _SCALARS) or (formats and not isinstance(right, dict))
+    ):
+        raise MetadataError(
+            f"{where}: {text!r}: operands must be numbers or strings, got "
+            f"{type(left).__name__} and {type(right).__name__}"
+        )
     if isinstance(node.op, ast.Mult) and (isinstance(left, str) or isinstance(right, str)):
         # a repeated string can be made arbitrarily large by one entry
         raise MetadataError(f"{where}: {text!r}: repeating a string is not supported")
+    if formats:
+        for m in _FORMAT.finditer(left):
+            if any(len(g) > 5 or int(g) > _MAX_TEXT for g in m.groups() if g):
+                raise MetadataError(
+                    f"{where}: {text!r}: a field width or precision over {_MAX_TEXT}"
+                )
     try:
-        return _BINOPS[type(node.op)](left, right)
+        value = _BINOPS[type(node.op)](left, right)
     except (TypeError, ValueError, ArithmeticError) as e:
         raise MetadataError(f"{where}: {text!r} failed: {e}") from None
+    if isinstance(value, str) and len(value) > _MAX_TEXT:
+        raise MetadataError(f"{where}: {text!r} makes a string over {_MAX_TEXT} characters")
+    if isinstance(value, int) and value.bit_length() > _MAX_BITS:
+        raise MetadataError(f"{where}: {text!r} makes a number over {_MAX_BITS} bits")
+    return value
 
 
 def _compile_template(value: Any, where: str, field: str) -> list[Any]:
@@ -224,21 +255,43 @@ def _compile_template(value: Any, where: str, field: str) -> list[Any]:
 
 def _render(parts: list[Any], names: Mapping[str, Any], where: str) -> str:
     return "".join(
-        p if isinstance(p, str) else str(_eval_expr(p[0], names, where, p[1])) for p in parts
+        p if isinstance(p, str) else _text(_eval_expr(p[0], names, where, p[1]), where, p[1])
+        for p in parts
     )
 
 
-def _dimension(name: str, spec: Any, where: str) -> Iterable[Any]:
+def _text(value: Any, where: str, text: str) -> str:
+    try:
+        return str(value)
+    except ValueError as e:  # an int past Python's digit limit
+        raise MetadataError(f"{where}: {text!r} failed: {e}") from None
+
+
+def _dimension(name: str, spec: Any, where: str) -> Sequence[Any]:
     if isinstance(spec, list):
         return spec
     if isinstance(spec, dict) and "stop" in spec and set(spec) <= {"start", "stop", "step"}:
         bounds = [spec.get("start", 0), spec["stop"], spec.get("step", 1)]
         if all(isinstance(b, int) and not isinstance(b, bool) for b in bounds) and bounds[2]:
-            return range(*bounds)
+            return range(*bounds)  # (not listed: its length is checked first)
     raise MetadataError(
         f"{where}: dimension {name!r} must be a list of values or "
         f'{{"start": int, "stop": int, "step": int (not 0)}}, got {spec!r}'
     )
+
+
+def _product_size(axes: list[Sequence[Any]]) -> int:
+    """How many references the dimensions ``axes`` make, capped past the bound."""
+    sizes = []
+    for axis in axes:
+        try:
+            sizes.append(len(axis))
+        except OverflowError:  # len() of a range past sys.maxsize
+            sizes.append(_MAX_GENERATED + 1)
+    size = 1
+    for n in sizes:
+        size = min(size * n, _MAX_GENERATED + 1)
+    return 0 if 0 in sizes else size
 
 
 def _expand_gen(gens: Any, templates: dict[str, str]) -> dict[str, Any]:
@@ -246,6 +299,7 @@ def _expand_gen(gens: Any, templates: dict[str, str]) -> dict[str, Any]:
     if not isinstance(gens, list):
         raise MetadataError(f"kerchunk 'gen' must be a list of entries, got {gens!r}")
     out: dict[str, Any] = {}
+    total = 0
     for n, gen in enumerate(gens):
         where = f"kerchunk 'gen' entry {n}"
         if not isinstance(gen, dict) or not {"key", "url", "dimensions"} <= set(gen):
@@ -262,11 +316,20 @@ def _expand_gen(gens: Any, templates: dict[str, str]) -> dict[str, Any]:
         clash = sorted(set(dims) & set(templates))
         if clash:
             raise MetadataError(f"{where}: dimensions {clash} are also template names")
-        axes = [list(_dimension(name, spec, where)) for name, spec in dims.items()]
+        axes = [_dimension(name, spec, where) for name, spec in dims.items()]
+        size = _product_size(axes)
+        total += size
+        if total > _MAX_GENERATED:
+            raise MetadataError(
+                f"{where}: the 'gen' section makes over {_MAX_GENERATED} references "
+                "(the product of each entry's dimensions, added up)"
+            )
         key_t, url_t = (_compile_template(gen[f], where, f) for f in ("key", "url"))
         ranged = "offset" in gen
         if ranged:
             off_t, len_t = (_compile_template(gen[f], where, f) for f in ("offset", "length"))
+        if size == 0:  # (product() would list the other dimensions first)
+            continue
         for values in itertools.product(*axes):
             names = {**templates, **dict(zip(dims, values))}
             key = _render(key_t, names, where)
@@ -313,8 +376,8 @@ class ReferenceStore(Store):
     MetadataError
         A malformed reference (naming its key), ``gen`` entry or ``.zmetadata``.
     ImportError
-        ``fo`` is a Parquet reference directory and neither fastparquet nor
-        pyarrow is installed.
+        ``fo`` is a Parquet reference directory and neither cramjam (the
+        ``kerchunk`` extra) nor pyarrow is installed.
     """
 
     supports_writes = False
