@@ -11,6 +11,7 @@ import pytest
 import zarr
 
 import cuzarr
+from _reference_helpers import zarray
 from cuzarr.core.sync import sync
 from cuzarr.errors import MetadataError
 from cuzarr.storage import ReferenceStore
@@ -21,21 +22,6 @@ pytest.importorskip("jinja2")  # fsspec's renderer: the oracle only
 
 async def _collect(store):
     return [k async for k in store.list()]
-
-
-def _zarray(shape, chunks, dtype="<i4"):
-    return json.dumps(
-        {
-            "zarr_format": 2,
-            "shape": list(shape),
-            "chunks": list(chunks),
-            "dtype": dtype,
-            "compressor": None,
-            "fill_value": 0,
-            "filters": None,
-            "order": "C",
-        }
-    )
 
 
 def _doc(tmp_path):
@@ -56,10 +42,10 @@ def _doc(tmp_path):
         "templates": {"u": str(tmp_path / "blob.bin"), "d": str(tmp_path)},
         "refs": {
             ".zgroup": '{"zarr_format": 2}',
-            "x/.zarray": _zarray([16], [4]),
-            "y/.zarray": _zarray([2, 9], [1, 3]),
-            "w/.zarray": _zarray([4], [2]),
-            "z/.zarray": _zarray([4], [2]),
+            "x/.zarray": zarray([16], [4]),
+            "y/.zarray": zarray([2, 9], [1, 3]),
+            "w/.zarray": zarray([4], [2]),
+            "z/.zarray": zarray([4], [2]),
             "x/3": ["{{u}}", 0, 16],  # replaced by the generated key, as in fsspec
         },
         "gen": [

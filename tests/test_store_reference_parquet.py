@@ -29,6 +29,7 @@ pytest.importorskip("kerchunk")
 from fsspec.implementations.reference import LazyReferenceMapper  # noqa: E402
 from kerchunk.df import refs_to_dataframe  # noqa: E402
 
+from _reference_helpers import zarray  # noqa: E402
 from test_store_reference_audit import _RangeHandler  # noqa: E402
 
 # fsspec writes (and reads, as the oracle) through pandas' fastparquet engine,
@@ -465,18 +466,7 @@ def test_broken_record_files_name_the_key(tmp_path):
         sync(store.get("t/0"))
     bad = tmp_path / "bad.parq"
     out = LazyReferenceMapper.create(str(bad), record_size=4)
-    out["x/.zarray"] = json.dumps(
-        {
-            "shape": [8],
-            "chunks": [4],
-            "dtype": "<i4",
-            "compressor": None,
-            "fill_value": 0,
-            "filters": None,
-            "order": "C",
-            "zarr_format": 2,
-        }
-    )
+    out["x/.zarray"] = zarray([8], [4])
     out["x/0"] = [str(tmp_path / "whole" / "t.0.bin"), -4, 16]
     out.flush()
     with pytest.raises(MetadataError, match=r"reference 'x/0': .*non-negative integers, got -4"):
@@ -490,16 +480,7 @@ def _zmeta(root, text):
 
 
 def test_malformed_zmetadata_raises_metadata_error(tmp_path):
-    za = {
-        "shape": [8],
-        "chunks": [4],
-        "dtype": "<i4",
-        "compressor": None,
-        "fill_value": 0,
-        "filters": None,
-        "order": "C",
-        "zarr_format": 2,
-    }
+    za = json.loads(zarray([8], [4]))
     cases = [
         ("{nope", r"\.zmetadata: not JSON"),
         ("[1, 2]", "'metadata' object"),

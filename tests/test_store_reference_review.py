@@ -35,22 +35,9 @@ pd = pytest.importorskip("pandas")
 
 from fsspec.implementations.reference import LazyReferenceMapper  # noqa: E402
 
+from _reference_helpers import zarray  # noqa: E402
+
 pytestmark = pytest.mark.filterwarnings("ignore:The 'fastparquet' engine is deprecated")
-
-
-def _zarray(shape, chunks, dtype="<i4", fill=0):
-    return json.dumps(
-        {
-            "zarr_format": 2,
-            "shape": list(shape),
-            "chunks": list(chunks),
-            "dtype": dtype,
-            "compressor": None,
-            "fill_value": fill,
-            "filters": None,
-            "order": "C",
-        }
-    )
 
 
 async def _collect(it):
@@ -72,9 +59,9 @@ def _grid_refs(tmp_path):
         ".zgroup": json.dumps({"zarr_format": 2}),
         "g/.zgroup": json.dumps({"zarr_format": 2}),
         "g/h/.zgroup": json.dumps({"zarr_format": 2}),
-        "g/h/a.b/.zarray": _zarray(shape, chunks, fill=-1),
-        "s/.zarray": _zarray((), (), "<f8"),
-        "z0/.zarray": _zarray((0, 4), (2, 2)),
+        "g/h/a.b/.zarray": zarray(shape, chunks, fill=-1),
+        "s/.zarray": zarray((), (), "<f8"),
+        "z0/.zarray": zarray((0, 4), (2, 2)),
         "s/0": np.array(2.5).tobytes(),
     }
     blob = bytearray(b"head")
@@ -326,7 +313,7 @@ def test_corrupt_record_files_raise_and_never_crash(tmp_path):
 def _record_dir(tmp_path, name, df, record_size=4, **write):
     root = tmp_path / name
     (root / "x").mkdir(parents=True)
-    meta = {"metadata": {"x/.zarray": json.loads(_zarray([len(df)], [1]))}}
+    meta = {"metadata": {"x/.zarray": json.loads(zarray([len(df)], [1]))}}
     (root / ".zmetadata").write_text(json.dumps({**meta, "record_size": record_size}))
     fastparquet.write(str(root / "x" / "refs.0.parq"), df, stats=False, **write)
     return ReferenceStore(str(root))
@@ -386,7 +373,7 @@ def test_huge_integers_in_json_are_metadata_errors(tmp_path):
 def test_record_cache_under_concurrent_reads(tmp_path, monkeypatch):
     root = tmp_path / "refs.parq"
     out = LazyReferenceMapper.create(str(root), record_size=4)
-    out["x/.zarray"] = _zarray([16], [1], "|u1")
+    out["x/.zarray"] = zarray([16], [1], "|u1")
     for i in range(16):
         out[f"x/{i}"] = bytes([i])
     out.flush()
