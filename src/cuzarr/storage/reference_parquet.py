@@ -260,8 +260,8 @@ def _items(v: Any, what: str) -> list[Any]:
 
 
 def _check_parquet(data: bytes, max_rows: int) -> dict[int, Any]:
-    """The footer of a Parquet file, once its row counts, column chunk offsets and
-    page headers are checked against the file and ``max_rows`` (rows in all)."""
+    """The footer of a Parquet file, once its row counts are checked against
+    ``max_rows`` (rows in all); :func:`_read_chunk` checks the pages it reads."""
     if len(data) < 12 or data[:4] != b"PAR1" or data[-4:] != b"PAR1":
         raise ValueError("not a Parquet file (no PAR1 marks at both ends)")
     n = int.from_bytes(data[-8:-4], "little")
@@ -284,17 +284,6 @@ def _check_parquet(data: bytes, max_rows: int) -> dict[int, Any]:
                 raise ValueError("a column chunk in another file")
             (cmd,) = _items([cc.get(3)], "column metadata")
             _count(cmd.get(5), "value count", max_rows)
-            first, stop = _chunk_span(cmd, body)
-            pos = first
-            while pos < stop:
-                page = _Thrift(data, pos, stop)
-                head = page.struct()
-                _count(head.get(2), "uncompressed page size", 2**31 - 1)
-                pos = page.pos + _count(head.get(3), "page size", stop - page.pos)
-                for f in (5, 7, 8):  # data, dictionary, data v2 page headers
-                    if f in head:
-                        (sub,) = _items([head[f]], "page header")
-                        _count(sub.get(1), "page value count", max_rows)
     return meta
 
 
@@ -458,8 +447,9 @@ def _read_chunk(
     while pos < stop:
         page = _Thrift(data, pos, stop)
         head = page.struct()
-        start, pos = page.pos, page.pos + head[3]
-        size = head[2]
+        size = _count(head.get(2), "uncompressed page size", 2**31 - 1)
+        start = page.pos
+        pos = start + _count(head.get(3), "page size", stop - start)
         budget[0] -= size
         if budget[0] < 0:
             raise ValueError(f"pages decompress to more than {_MAX_DECODED} bytes")
