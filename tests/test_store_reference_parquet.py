@@ -30,7 +30,7 @@ from fsspec.implementations.reference import LazyReferenceMapper  # noqa: E402
 from kerchunk.df import refs_to_dataframe  # noqa: E402
 
 from _reference_helpers import zarray  # noqa: E402
-from test_store_reference_audit import _RangeHandler  # noqa: E402
+from test_store_reference_spec import _RangeHandler  # noqa: E402
 
 # fsspec writes (and reads, as the oracle) through pandas' fastparquet engine,
 # which pandas 3 deprecates; cuzarr calls fastparquet itself

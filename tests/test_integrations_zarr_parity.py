@@ -1,5 +1,5 @@
-"""Audit of the xarray and dask integrations against zarr-python + xarray's own
-zarr backend: regressions for what the audit found (real stores, no mocks)."""
+"""The xarray and dask integrations against zarr-python + xarray's own
+zarr backend: behaviour that must match (real stores, no mocks)."""
 
 from __future__ import annotations
 
