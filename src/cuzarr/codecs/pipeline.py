@@ -389,6 +389,19 @@ class V3Pipeline:
         return data if isinstance(data, bytes | Concat) else bytes(data)
 
 
+# numcodecs compressors that use the chunk's shape (zfp compresses in N-d blocks)
+_ARRAY_AWARE = frozenset({"zfpy"})
+
+
+def _f_only(a: Any) -> bool:
+    return isinstance(a, np.ndarray) and a.ndim > 1 and not a.flags.c_contiguous
+
+
+def _memory_bytes(a: np.ndarray) -> np.ndarray:
+    """The bytes of ``a`` in memory order (C- or F-contiguous alike)."""
+    return a.reshape(-1, order="A" if a.flags.f_contiguous else "C").view(np.uint8)
+
+
 class V2Pipeline:
     """v2 chunk encoding: flatten in ``order``, apply ``filters``, then ``compressor``."""
 
@@ -458,6 +471,9 @@ class V2Pipeline:
             except Exception as e:
                 raise CodecError(f"filter {f.codec_id} decode failed: {e}") from e
         if isinstance(buf, np.ndarray):
+            # an array-aware codec returns the chunk in its (C-order) shape:
+            # memory order is the stored order (zarr-python reads it so too)
+            buf = buf.reshape(-1, order="A")
             if buf.dtype.hasobject and not self.dtype.dtype.hasobject:
                 buf = self._from_objects(buf, n)
             if buf.dtype != self.dtype.dtype:
@@ -538,22 +554,30 @@ class V2Pipeline:
         else:
             if flat.dtype != self.dtype.dtype or flat.dtype.str != self.dtype.dtype.str:
                 flat = _as_stored(flat, self.dtype.dtype)
-            data = flat
+            # Filters and compressor get the chunk in its shape, contiguous in the
+            # array's order, as zarr-python hands it to them: array-aware codecs
+            # (zfpy) compress in N-d and write the same bytes as numcodecs.
+            data = flat.reshape(arr.shape, order=self.order)
             for f in self.filters:
                 data = f.encode(data)
+            if getattr(self.compressor, "codec_id", None) in _ARRAY_AWARE and _f_only(data):
+                # zfpy takes C order only (numcodecs refuses F): the transposed
+                # view is C-contiguous, and decoding reads it back in memory order
+                data = data.T
         if self._zstd is not None:
             out = self._zstd.encode(
-                np.ascontiguousarray(data).view(np.uint8) if isinstance(data, np.ndarray) else data,
+                _memory_bytes(data) if isinstance(data, np.ndarray) else data,
                 None,
             )  # type: ignore[arg-type]
         elif self.compressor is not None:
             if isinstance(data, np.ndarray) and self.dtype.kind == "ml":
                 # ml_dtypes (bfloat16, float8, int4) cannot export a buffer; an
                 # unsigned view of the same item size keeps blosc's typesize.
-                data = np.ascontiguousarray(data).view(f"u{data.dtype.itemsize}")
+                # (a view keeps an F-order chunk's memory order)
+                data = data.view(f"u{data.dtype.itemsize}")
             out = self.compressor.encode(data)
         else:
             out = data
         if isinstance(out, np.ndarray):
-            return np.ascontiguousarray(out).tobytes()
+            return out.tobytes(order="A")  # memory order: an F-order chunk stays so
         return bytes(out)
