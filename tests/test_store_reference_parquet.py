@@ -26,7 +26,10 @@ fsspec = pytest.importorskip("fsspec")
 pytest.importorskip("fastparquet")
 pytest.importorskip("kerchunk")
 
-from fsspec.implementations.reference import LazyReferenceMapper  # noqa: E402
+from fsspec.implementations.reference import (  # noqa: E402
+    LazyReferenceMapper,
+    ReferenceFileSystem,
+)
 from kerchunk.df import refs_to_dataframe  # noqa: E402
 
 from _reference_helpers import zarray  # noqa: E402
@@ -132,9 +135,24 @@ def _write(refs, root, record_size, writer):
         out.flush()
 
 
+class _OracleReferences(ReferenceFileSystem):
+    """fsspec's ReferenceFileSystem, but a missing row reads as a missing key.
+
+    pandas 3 gives NaN, not None, for a null string cell (always with pyarrow
+    installed, and for fastparquet's categorical columns); fsspec's ``cat`` skips
+    it, but ``_cat_file``, which zarr-python calls, takes the NaN for a URL and
+    raises TypeError."""
+
+    async def _cat_file(self, path, start=None, end=None, **kwargs):
+        url, _, _ = self._cat_common(path, start=start, end=end)
+        if not isinstance(url, (bytes, str)):
+            raise FileNotFoundError(path)
+        return await super()._cat_file(path, start=start, end=end, **kwargs)
+
+
 def _oracle_array(fo, name, **kw):
     # remote_protocol given: fsspec would otherwise scan every reference for one
-    fs = fsspec.filesystem("reference", fo=str(fo), asynchronous=True, **kw)
+    fs = _OracleReferences(fo=str(fo), asynchronous=True, **kw)
     store = zarr.storage.FsspecStore(fs, read_only=True, path="")
     return zarr.open_array(store, path=name, mode="r", zarr_format=2)
 
@@ -178,9 +196,6 @@ def test_parquet_references_match_fsspec_and_numpy(tmp_path, writer, record_size
         assert df["path"].dtype == "category"
 
     def oracle(name):
-        if name == "big" and record_size == 50:
-            # fsspec itself fails there: it takes the NaN of a missing row for a URL
-            return zarr.array(expected["big"], fill_value=7)
         return _oracle_array(root, name, remote_protocol="file")
 
     store = ReferenceStore(str(root))

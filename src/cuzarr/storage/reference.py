@@ -376,8 +376,8 @@ class ReferenceStore(Store):
     MetadataError
         A malformed reference (naming its key), ``gen`` entry or ``.zmetadata``.
     ImportError
-        ``fo`` is a Parquet reference directory and neither cramjam (the
-        ``kerchunk`` extra) nor pyarrow is installed.
+        ``fo`` is a Parquet reference directory and pyarrow (the ``kerchunk``
+        extra) is not installed.
     """
 
     supports_writes = False
