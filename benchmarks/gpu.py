@@ -29,12 +29,18 @@ then cuzarr gpu as a fraction of the ceiling.
 ``--emulate`` runs everything that needs no device (build, stream extraction,
 cuzarr's device path on the host via ``gpu.emulate``) on a small array, to
 check the script itself on a machine without a GPU.
+
+``--host-only`` measures the host's share of a device read on any machine: the
+device read path with a null executor (no decode, no scatter) over ``--gib``
+(default 1 there) of zstd, plain and sharded, against a plain loop of preads of
+the same files (``gpu_host.py``).
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -179,8 +185,20 @@ def main() -> None:
                     help="also time writes from device memory")
     ap.add_argument("--emulate", action="store_true",
                     help="no device: host twin of the GPU path, small array, no nvCOMP")
+    ap.add_argument("--host-only", action="store_true",
+                    help="no device: host overhead of the device read path (gpu_host.py)")
+    ap.add_argument("--workers", type=int, default=1, help="read threads for --host-only")
     args = ap.parse_args()
     import cuzarr
+
+    if args.host_only:
+        from gpu_host import run
+
+        gib = 1.0 if "--gib" not in sys.argv else args.gib
+        root = Path(args.dir)
+        root.mkdir(parents=True, exist_ok=True)
+        run(root, gib, args.repeats, args.workers, args.layouts.split(","))
+        return
 
     device = not args.emulate
     if args.emulate:

@@ -1,0 +1,139 @@
+"""Host overhead of the device read path, on any machine (``gpu.py --host-only``).
+
+Runs cuzarr's device read path (``gpu.emulate``: the same fetches, parsing,
+validation and plans as on a GPU) with a *null* device executor, which neither
+decodes nor scatters: what is left is the host's share of a device read. It
+reads ``--gib`` of zstd float32 in 1 MiB chunks, plain and sharded (64 chunks
+per shard), and times, interleaved, medians of ``--repeats``:
+
+* the read with the null executor;
+* the *pread limit*: a plain loop of ``os.preadv`` of the same files (the
+  chunk files, or the shard files) into one preallocated buffer.
+
+Per layout it prints::
+
+    gpu-host: <us> us/chunk host overhead, staging <x> GB/s = <f> of the pread limit <layout>
+
+where host overhead is (read - pread limit) / chunks: everything the read does
+besides the byte copies that the plain loop does too (opening files, planning,
+parsing headers, validation, packing, Python per chunk), and staging is the
+compressed bytes over the read's time. Reads run with ``--workers`` threads
+(default 1, so the figure is per chunk of one thread's work).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+class NullExecutor:
+    """A device executor that takes prepared batches and does nothing with them
+    (no decode, no scatter): the host half of a read, alone."""
+
+    is_device = False
+
+    def __init__(self) -> None:
+        self.batches = 0
+        self.streams = 0
+        self.staged = 0
+
+    def run(self, batch: Any, out: Any, fill: Any) -> None:
+        self.batches += 1
+        self.streams += sum(len(r) for r in batch.streams.values())
+
+    def scatter_fancy(self, items: Any, chunks: Any, out: Any, fill: Any) -> None:
+        raise AssertionError("the host-only benchmark reads slices only")
+
+    def synchronize(self) -> None:
+        """Nothing in flight."""
+
+
+def _files(a: Any) -> list[tuple[str, int]]:
+    """(path, size) of every chunk or shard file of the array ``a``."""
+    root = Path(str(a.store.root)) / (a.path or "")
+    out = []
+    for dirpath, _dirs, names in os.walk(root):
+        for n in names:
+            if n == "zarr.json":
+                continue
+            p = os.path.join(dirpath, n)
+            out.append((p, os.stat(p).st_size))
+    out.sort()
+    return out
+
+
+def pread_loop(files: list[tuple[str, int]], buf: np.ndarray) -> int:
+    """Read every file whole into ``buf``, one after another; bytes read."""
+    view = memoryview(buf)
+    p = 0
+    for path, n in files:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            got = os.preadv(fd, [view[p : p + n]], 0)
+        finally:
+            os.close(fd)
+        if got != n:
+            raise OSError(f"{path}: short read")
+        p += n
+    return p
+
+
+@contextlib.contextmanager
+def null_device(null: NullExecutor):
+    """Route the device read path's batches to ``null``."""
+    import cuzarr
+    import cuzarr.gpu.reader as rd
+
+    orig = rd._executor
+    rd._executor = lambda device: contextlib.nullcontext(null)
+    try:
+        with cuzarr.config.set({"gpu.emulate": True}):
+            yield
+    finally:
+        rd._executor = orig
+
+
+def run(root: Path, gib: float, repeats: int, workers: int, layouts: list[str]) -> dict:
+    """Measure every layout; returns {layout: figures} and prints one line each."""
+    import cuzarr
+    from gpu import build
+
+    results = {}
+    for layout in layouts:
+        a = build(root, gib, "zstd", layout == "sharded")
+        files = _files(a)
+        total = sum(n for _, n in files)
+        buf = np.ones(total, np.uint8)  # faulted in once, as a reused staging buffer is
+        nchunks = a.nchunks if layout == "plain" else int(np.prod(a.shape) // a.shape[1])
+        null = NullExecutor()
+        conf = {"threading.max_workers": workers, "gpu.read_workers": workers}
+        times: dict[str, list[float]] = {"read": [], "pread": []}
+        with cuzarr.config.set(conf), null_device(null):
+            a[0:1]  # warm: imports, kernels of the plan code
+            for _ in range(repeats):
+                t = time.perf_counter()
+                a[...]
+                times["read"].append(time.perf_counter() - t)
+                t = time.perf_counter()
+                pread_loop(files, buf)
+                times["pread"].append(time.perf_counter() - t)
+        t_read = statistics.median(times["read"])
+        t_pread = statistics.median(times["pread"])
+        over = (t_read - t_pread) / nchunks * 1e6
+        gbs = total / t_read / 1e9
+        frac = t_pread / t_read
+        print(f"gpu-host: {over:.1f} us/chunk host overhead, staging {gbs:.2f} GB/s = "
+              f"{frac:.2f} of the pread limit {layout}")
+        print(f"  ({nchunks} chunks, {len(files)} files, {total / 1e6:.0f} MB compressed; "
+              f"read {t_read:.4f} s, pread loop {t_pread:.4f} s, {workers} worker(s), "
+              f"{null.batches} batches)")
+        results[layout] = {"us_per_chunk": over, "staging_gbs": gbs, "fraction": frac,
+                           "read_s": t_read, "pread_s": t_pread, "chunks": nchunks}
+    return results
