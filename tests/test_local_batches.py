@@ -15,8 +15,9 @@ import pytest
 import cuzarr
 from cuzarr.errors import StoreKeyError
 from cuzarr.storage import LocalStore
-from cuzarr.storage import local as local_mod
-from cuzarr.storage.local import TEMP_PREFIX, _lock_runs
+from cuzarr.storage.local import TEMP_PREFIX
+from cuzarr.storage.local import files as local_mod
+from cuzarr.storage.local.locks import _lock_runs
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX batch path")
 
@@ -234,8 +235,8 @@ def test_concat_values_are_written_whole_with_writev(tmp_path, monkeypatch):
     do not take parts get bytes."""
     import os
 
-    from cuzarr.storage import local
     from cuzarr.storage.base import Concat
+    from cuzarr.storage.local import files as local
 
     parts = [bytes([i % 251]) * (i % 7 + 1) for i in range(3000)]  # > IOV_MAX parts
     want = b"".join(parts)

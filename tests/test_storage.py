@@ -628,7 +628,7 @@ def test_local_store_whole_reads_symlinks(tmp_path):
 def test_local_store_temp_name_collision_keeps_the_other_file(tmp_path, monkeypatch):
     """A temporary name that exists already (another writer's) is skipped, never
     removed, and the write goes through under the next name."""
-    from cuzarr.storage import local
+    from cuzarr.storage.local import store as local_store
 
     root = tmp_path / "s"
     store = LocalStore(root)
@@ -636,7 +636,7 @@ def test_local_store_temp_name_collision_keeps_the_other_file(tmp_path, monkeypa
     taken = root / "c" / f"{TEMP_PREFIX}taken-0"
     taken.write_bytes(b"someone else's")
     names = iter([taken.name, f"{TEMP_PREFIX}free-0"])
-    monkeypatch.setattr(local, "_temp_name", lambda name: next(names))
+    monkeypatch.setattr(local_store, "_temp_name", lambda name: next(names))
     run(store.set("c/0", b"new"))
     assert (root / "c" / "0").read_bytes() == b"new"
     assert taken.read_bytes() == b"someone else's"
@@ -649,7 +649,7 @@ def test_local_store_temp_names_differ_after_fork(tmp_path):
 
     code = (
         "import os\n"
-        "from cuzarr.storage import local\n"
+        "from cuzarr.storage.local import files as local\n"
         "r, w = os.pipe()\n"
         "pid = os.fork()\n"
         "if pid == 0:\n"
@@ -670,7 +670,7 @@ _KEY_CHARS = "ab0_-.:/\\ Cé\x00"
 def test_local_store_plain_key_fast_path_matches_checks(tmp_path, seed):
     """Keys taking the regex fast path get exactly the path (and keys it rejects
     exactly the error) that the general checks give."""
-    from cuzarr.storage import local
+    from cuzarr.storage.local import paths as local
 
     class Key(str):
         pass  # not exactly str: always the general checks
@@ -711,7 +711,7 @@ def test_local_store_whole_reads_survive_short_reads(tmp_path, monkeypatch):
         arrays[name] = cuzarr.create_array(tmp_path / name, shape=data.shape, chunks=(64, 128),
                                            dtype=data.dtype, compressors=comp, fill_value=0)
         arrays[name][...] = data
-    from cuzarr.storage import local
+    from cuzarr.storage.local import mounts as local
 
     # a file system not known to read in full (FUSE, NFS, ...): short reads are
     # confirmed; then every read is cut to 4 KiB, as FUSE with direct_io may do
@@ -755,7 +755,7 @@ def test_custom_store_typed_buffers_in_batched_reads():
 def test_local_store_knows_which_file_systems_read_in_full(tmp_path):
     """Short reads are taken as the end only on local file systems known to
     read in full; /proc (or anything not found) gets the confirming read."""
-    from cuzarr.storage import local
+    from cuzarr.storage.local import mounts as local
 
     if not os.path.exists("/proc/self/mountinfo"):
         assert local._reads_full(str(tmp_path)) is False
@@ -773,7 +773,7 @@ def test_local_store_knows_which_file_systems_read_in_full(tmp_path):
 def test_local_store_confirms_short_reads_per_directory(tmp_path, monkeypatch):
     """A mount point inside a store's tree (a FUSE file system under one group,
     say) gets the confirming read there, and only there."""
-    from cuzarr.storage import local
+    from cuzarr.storage.local import mounts as local
 
     store = LocalStore(tmp_path / "s")
     rng = np.random.default_rng(5)

@@ -111,7 +111,7 @@ def test_lock_owner_records_of_multi_run_lockers(tmp_path, waiter):
     if B is then cancelled (as gather_or_cancel cancels a sibling batch), A's
     record of the second must stay ("cancelled": B once erased it, and the sync
     call hung)."""
-    from cuzarr.storage import local
+    from cuzarr.storage.local import locks as local
 
     store = cuzarr.storage.LocalStore(tmp_path / "s")
     keys = ["c/0/0", "c/1/0"]

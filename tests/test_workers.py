@@ -248,7 +248,7 @@ def test_host_import_leaves_device_and_remote_modules_unloaded():
 
 def test_get_reused_reads_whole_values_into_a_thread_buffer(tmp_path, monkeypatch):
     from cuzarr.core.sync import sync
-    from cuzarr.storage import local
+    from cuzarr.storage.local import files as local
 
     store = LocalStore(tmp_path)
     sync(store.set("a/b", b"x" * 1000))
@@ -285,7 +285,7 @@ def test_writes_survive_the_lock_directory_being_removed(tmp_path, monkeypatch):
     import shutil
     import tempfile
 
-    from cuzarr.storage.local import _lock_dir
+    from cuzarr.storage.local.locks import _lock_dir
 
     # a temp dir of this test's own: other test processes' locks stay untouched
     (tmp_path / "tmp").mkdir()
@@ -321,7 +321,8 @@ def test_cancelled_loops_stop_after_their_current_batch():
 
 def test_get_ranges_reused(tmp_path, monkeypatch):
     from cuzarr.core.sync import sync
-    from cuzarr.storage import OffsetByteRequest, RangeByteRequest, local
+    from cuzarr.storage import OffsetByteRequest, RangeByteRequest
+    from cuzarr.storage.local import files as local
 
     store = LocalStore(tmp_path)
     sync(store.set("k", bytes(range(100))))
@@ -392,7 +393,7 @@ def test_raise_mmap_threshold_is_monotonic_and_capped(monkeypatch):
 def test_short_os_writes_are_continued(tmp_path, monkeypatch):
     """os.write may write less than asked: the rest is written, nothing lost."""
     from cuzarr.core.sync import sync
-    from cuzarr.storage import local
+    from cuzarr.storage.local import files as local
 
     real_write = local.os.write
     calls = []

@@ -8,8 +8,8 @@ into the same directory can tell a killed writer's leftovers (unlocked) from a
 live writer's (locked) and removes only the former (see ``cleanup_temporaries``).
 
 ``lock_keys`` takes per-key advisory locks (fcntl locks on files in
-``<tempdir>/cuzarr-locks-<uid>/``, outside the store); the array engine holds them around the read-modify-write of
-partly covered chunks, so concurrent partial writers, in threads or processes,
+``<tempdir>/cuzarr-locks-<uid>/``, outside the store; see ``locks``); the array
+engine holds them around the read-modify-write of partly covered chunks, so concurrent partial writers, in threads or processes,
 never lose each other's updates. Keys are checked to stay below the root: '..',
 absolute paths, NUL bytes, backslashes and reserved names are refused, and a
 directory that is (or passes through) a symlink leading out of the root is never
@@ -21,24 +21,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import hashlib
-import itertools
 import os
-import re
-import secrets
 import shutil
 import stat
-import struct
-import sys
-import tempfile
-import threading
-import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple, NoReturn
+from typing import Any, NamedTuple
 
 from cuzarr.errors import StoreKeyError
-from cuzarr.storage import keylocks
 from cuzarr.storage.base import (
     ByteRequest,
     Concat,
@@ -51,15 +41,34 @@ from cuzarr.storage.base import (
     check_byte_range,
     gather_or_cancel,
     in_thread,
-    normalize_key,
 )
+from cuzarr.storage.local import files, mounts
+from cuzarr.storage.local.files import (
+    _CREATE_NEW,
+    _GUESS,
+    _NOFOLLOW,
+    _RDONLY_NOFOLLOW,
+    _RESERVED,
+    _SHORT_NAME,
+    _pread,
+    _pread_into,
+    _raise_for_key,
+    _read_all,
+    _read_all_reused,
+    _read_rest,
+    _rmtree,
+    _temp_name,
+    _thread_buffer,
+    _tls,
+    _write_file,
+    cleanup_dir,
+    empty_dir,
+    link_if_absent,
+)
+from cuzarr.storage.local.locks import _KeyLocks
+from cuzarr.storage.local.paths import _PATHS_MAX, KeyPaths
 
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - Windows: no flock; locking is a no-op there
-    fcntl = None  # type: ignore[assignment]
-
-__all__ = ["LOCK_NAME", "TEMP_PREFIX", "LocalFile", "LocalStore"]
+__all__ = ["LocalFile", "LocalStore"]
 
 
 class LocalFile(NamedTuple):
@@ -69,504 +78,11 @@ class LocalFile(NamedTuple):
     size: int
 
 
-TEMP_PREFIX = ".cuzarr-tmp-"
-LOCK_NAME = ".cuzarr-lock"
-LOCK_PREFIX = LOCK_NAME + "-"
-_RESERVED = (TEMP_PREFIX, LOCK_NAME)
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_RDONLY_NOFOLLOW = os.O_RDONLY | _NOFOLLOW | getattr(os, "O_BINARY", 0)
-# Without flock (Windows), temporaries older than this are taken as abandoned.
-_STALE_AGE_S = 600.0
 # Batching file I/O amortizes the thread hop; a few dozen small files per hop.
 _BATCH = 32
 
 
-# Temporaries are named from a random token per process and a counter: unique
-# without a uuid4 per write (an os.urandom call, ~4% of a small-chunk write).
-# O_EXCL still refuses any name that exists; a forked child draws a new token.
-_tmp_token = secrets.token_hex(8)
-_tmp_count = itertools.count()
-
-
-def _new_token() -> None:
-    global _tmp_token
-    _tmp_token = secrets.token_hex(8)
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_new_token)
-
-
-def _temp_name(name: str) -> str:
-    return f"{TEMP_PREFIX}{_tmp_token}{next(_tmp_count):x}-{name}"
-
-
-# A temporary's name carries the key's name after ~45 bytes of prefix, token and
-# counter: for a name near the file system's limit (255 bytes) that is too long
-# although the name itself is not. Such a write retries with the name cut to
-# this many characters (at most 4 bytes each in UTF-8).
-_SHORT_NAME = 32
-
-
-def _raise_for_key(e: OSError, key: str, path: str) -> NoReturn:
-    """Raise ``e`` as an error of writing ``key``: the same class and errno,
-    naming ``path`` (where the key's value goes), not the temporary the error
-    came from, chained from ``e``. Errors without an errno (or of classes
-    other than the built-in ones) go on as they are."""
-    if e.errno is None or type(e).__module__ != "builtins":
-        raise e
-    raise type(e)(e.errno, f"{e.strerror} (writing key {key!r})", path) from e
-
-
-# O_EXCL: a fresh name, never an existing file or a symlink planted there.
-_CREATE_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
-
-
-def _iov_max() -> int:
-    try:
-        n = os.sysconf("SC_IOV_MAX")
-    except (AttributeError, ValueError, OSError):  # not a POSIX system, or unknown
-        n = -1
-    return n if n > 0 else 1024
-
-
-# Buffers one os.writev call takes at most.
-_IOV_MAX = _iov_max()
-
-
-def _write_all(fd: int, value: Any) -> None:
-    """All of ``value`` (bytes-like, or a :class:`Concat`, written with
-    ``os.writev``): the calls may write less than asked (signals, full disks),
-    so they are continued."""
-    if isinstance(value, Concat):
-        parts = [memoryview(p).cast("B") for p in value.parts]
-        i = 0
-        while i < len(parts):
-            n = os.writev(fd, parts[i : i + _IOV_MAX])
-            while n:
-                if n >= len(parts[i]):
-                    n -= len(parts[i])
-                    i += 1
-                else:
-                    parts[i] = parts[i][n:]
-                    n = 0
-        return
-    view = memoryview(value).cast("B")
-    while view:
-        view = view[os.write(fd, view) :]
-
-
-def _write_file(path: str, value: bytes) -> None:
-    fd = os.open(path, _CREATE_NEW, 0o666)
-    try:
-        if fcntl is not None:
-            # Held until the file is renamed into place (or the writer dies): marks
-            # the temporary as live for cleanup_temporaries in other processes.
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            if os.fstat(fd).st_nlink == 0:  # a cleaner removed it before we locked
-                raise FileNotFoundError(path)
-        _write_all(fd, value)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd  # type: ignore[return-value]
-
-
-def _pread(fd: int, n: int, offset: int) -> bytes:
-    """``n`` bytes at ``offset`` (fewer only at the end of the file)."""
-    if n > REUSE_MAX:
-        # os.pread allocates ``n`` bytes first: a range from a corrupt shard index
-        # (exabytes) raised MemoryError instead of reading short, to the end.
-        n = max(0, min(n, os.fstat(fd).st_size - offset))
-    data = os.pread(fd, n, offset)
-    if len(data) < n:  # rare short read: keep going until EOF
-        parts = [data]
-        got = len(data)
-        while got < n:
-            more = os.pread(fd, n - got, offset + got)
-            if not more:
-                break
-            parts.append(more)
-            got += len(more)
-        data = b"".join(parts)
-    return data
-
-
-def _read_all(fd: int) -> bytes:
-    return _pread(fd, os.fstat(fd).st_size, 0)
-
-
-# The first read of a file in a batch asks for this much; a file that fills it is
-# read to its end (see _read_to_end), and later files of the batch ask for about
-# its size. Most chunk files of a batch are alike in size.
-_GUESS = 64 << 10
-
-
-def _read_rest(fd: int, data: bytes, guess: int, confirm: bool) -> bytes:
-    """The whole file, given ``data`` from a first ``read`` of ``guess`` bytes:
-    read calls only, no ``fstat`` for a file shorter than ``guess``. On this
-    2-core VM the ``fstat`` (and its result object) cost ~1 us of a ~6 us
-    small-file read and kept two threads reading small files from scaling. With
-    ``confirm``, a short read is followed by one more, which must come back
-    empty: a short read need not be the end (FUSE file systems with
-    ``direct_io``, for one, return less than asked before it). Without it (file
-    systems in ``_FULL_READ_FS``) that read is saved, which took 8-12% off a read
-    of 20,000 small chunk files, as it is also one more hand-over of the GIL per
-    file."""
-    if len(data) < guess:
-        if not confirm:
-            return data
-        more = os.read(fd, 1)
-        if not more:
-            return data
-        data += more
-    return _read_to_end(fd, data)
-
-
-# Local file systems whose reads of regular files come back short only at the
-# end (they loop over the page cache until the request is served). On others
-# (FUSE, NFS, CIFS, anything not listed or not found) a short read is confirmed.
-_FULL_READ_FS = frozenset(
-    {
-        "ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "ramfs", "zfs", "f2fs",
-        "overlay", "jfs", "reiserfs", "bcachefs", "squashfs", "erofs",
-    }
-)
-_fs_full: dict[int, bool] = {}
-
-
-def _reads_full(directory: str) -> bool | None:
-    """Whether regular files in ``directory`` read short only at their end: its
-    file system (from /proc/self/mountinfo, by device number) is in
-    ``_FULL_READ_FS``. False where that cannot be told; None if ``directory``
-    cannot be looked at (yet)."""
-    try:
-        dev = os.stat(directory).st_dev
-    except OSError:
-        return None
-    known = _fs_full.get(dev)
-    if known is None:
-        known = _fs_full[dev] = _fs_type(dev) in _FULL_READ_FS
-    return known
-
-
-def _fs_type(dev: int) -> str | None:
-    """The type of the file system on device ``dev`` as Linux's mount table
-    names it; None elsewhere, or when it is not found."""
-    if not hasattr(os, "major"):
-        return None  # Windows
-    want = f"{os.major(dev)}:{os.minor(dev)}"
-    try:
-        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                left, sep, right = line.partition(" - ")
-                fields = left.split()
-                if sep and len(fields) > 2 and fields[2] == want:
-                    kind = right.split()
-                    return kind[0] if kind else None
-    except OSError:
-        pass
-    return None
-
-
-def _read_to_end(fd: int, head: bytes) -> bytes:
-    """``head``, read from the start of the file, and the rest of the file up to
-    its ``fstat`` size (``_pread`` keeps reading where the file system reads
-    short). A file much longer than ``head`` is read again from the start in
-    one piece: copying the head twice costs less than joining the pieces. A
-    file that is not a regular file (a device planted as a key) reads as
-    ``_read_all`` reads it: its ``fstat`` size from the start."""
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode) or st.st_size > 4 * len(head):
-        return _pread(fd, st.st_size, 0)
-    rest = _pread(fd, max(0, st.st_size - len(head)), len(head))
-    return head + rest if rest else head
-
-
-# Files up to this size are read by ``SyncIO.get_reused`` into one buffer per
-# thread: no fresh allocation (and page faults) per chunk, and a read of many
-# chunks holds one compressed chunk per worker, not one per allocator arena.
-REUSE_MAX = 16 << 20
-# Keys made of plain names (chunk keys, most metadata keys) pass every check of
-# ``LocalStore._key_path`` by construction: ASCII letters, digits, '_', '-' and
-# inner '.', no component starting with '.' (so no '.', '..' or reserved name),
-# none empty or longer than 255, no ':' (drive letters) or backslashes. One
-# regex match instead of the general checks (~2 us a key, twice per written key).
-_PLAIN_KEY = re.compile(r"[\w\-][\w.\-]{0,254}(?:/[\w\-][\w.\-]{0,254})*", re.ASCII)
-# Keys whose checked paths a LocalStore keeps (then it starts over).
-_PATHS_MAX = 1 << 16
-_tls = threading.local()
-
-
-def _thread_buffer(size: int) -> memoryview:
-    """This thread's reusable read buffer, at least ``size`` bytes."""
-    buf = getattr(_tls, "buf", None)
-    if buf is None or len(buf) < size:
-        buf = _tls.buf = bytearray(max(size + size // 4, 64 << 10))
-    return memoryview(buf)
-
-
-def _pread_into(fd: int, view: memoryview, offset: int) -> memoryview:
-    """Fill ``view`` from ``offset``; the part filled (short only at EOF)."""
-    got = 0
-    while got < len(view):
-        n = os.preadv(fd, [view[got:]], offset + got)
-        if n == 0:  # the file ends (or shrank under us): what is there
-            break
-        got += n
-    return view[:got]
-
-
-def _read_all_reused(fd: int) -> memoryview | bytes:
-    size = os.fstat(fd).st_size
-    if size > REUSE_MAX:
-        return _pread(fd, size, 0)
-    return _pread_into(fd, _thread_buffer(size)[:size], 0)
-
-
-def _try_lock_path(path: str) -> int | None:
-    """flock ``path`` (created if missing) without blocking; the fd, or None if busy.
-
-    The lock is on the file that is at ``path`` now: a file unlinked by its
-    previous holder between our open and our flock is detected and retried.
-    """
-    while True:
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | _NOFOLLOW, 0o666)
-        except FileNotFoundError:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            continue
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            return None
-        except BaseException:
-            os.close(fd)
-            raise
-        try:
-            same = os.stat(path, follow_symlinks=False).st_ino == os.fstat(fd).st_ino
-        except FileNotFoundError:
-            same = False
-        if same:
-            return fd
-        os.close(fd)
-
-
-def _unlock_path(path: str, fd: int) -> None:
-    # Unlink while still holding the lock, then release: waiters that opened the
-    # old file see it is gone (inode check in _try_lock_path) and retry.
-    with contextlib.suppress(OSError):
-        os.unlink(path)
-    os.close(fd)
-
-
-_OFD = fcntl is not None and hasattr(fcntl, "F_OFD_SETLK")
-
-
-def _try_lock_range(fd: int, offset: int, length: int = 1) -> bool:
-    """Open-file-description lock on ``length`` bytes of a lock file (all or none)."""
-    flock = struct.pack("hhqqi4x", fcntl.F_WRLCK, 0, offset, length, 0)
-    try:
-        fcntl.fcntl(fd, fcntl.F_OFD_SETLK, flock)
-    except BlockingIOError:
-        return False
-    return True
-
-
-# A key's lock is one byte of its store's lock file. Keys whose last name is a
-# number (chunk keys: 'c/5/70', '5.70') lie at that number past a hash of the rest
-# (38 bits), so a batch of neighbouring chunks locks one range with one call, and
-# the kernel keeps it as one lock: one lock per key cost a call each, and every
-# call scanned all the locks held on the file (~6% of a small-chunk write with two
-# writer threads, 256 locks each). Other keys lie at a 56-bit hash, above 2**62.
-_TAIL_BITS = 24
-_HASHED = 1 << 62
-
-
-def _hash_bits(text: str, bits: int) -> int:
-    digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest()
-    return int.from_bytes(digest, "little") >> (64 - bits)
-
-
-def _lock_runs(keys: Iterable[str]) -> list[tuple[int, int]]:
-    """The sorted, merged byte ranges ``(start, length)`` locking ``keys``. Two keys
-    may share a byte (a hash collision): they then exclude each other, which is
-    safe; a key always maps to the same byte."""
-    offsets = set()
-    prefixes: dict[str, int] = {}
-    for key in keys:
-        cut = max(key.rfind("/"), key.rfind(".")) + 1
-        tail = key[cut:]
-        if 0 < len(tail) <= 8 and tail.isascii() and tail.isdigit():
-            n = int(tail)
-            if n < (1 << _TAIL_BITS):
-                prefix = key[:cut]
-                base = prefixes.get(prefix)
-                if base is None:
-                    base = prefixes[prefix] = _hash_bits(prefix, 38) << _TAIL_BITS
-                offsets.add(base | n)
-                continue
-        offsets.add(_HASHED | _hash_bits(key, 56))
-    runs: list[tuple[int, int]] = []
-    for off in sorted(offsets):
-        if runs and runs[-1][0] + runs[-1][1] == off:
-            runs[-1] = (runs[-1][0], runs[-1][1] + 1)
-        else:
-            runs.append((off, 1))
-    return runs
-
-
-def _lock_dir() -> str:
-    # Lock files live outside the store, so the store holds only data (other
-    # tools list its files); one directory per user under the system temp dir.
-    uid = os.getuid() if hasattr(os, "getuid") else 0
-    d = os.path.join(tempfile.gettempdir(), f"cuzarr-locks-{uid}")
-    os.makedirs(d, mode=0o700, exist_ok=True)
-    return d
-
-
-def _lock_base(store: LocalStore) -> str:
-    """Where ``store``'s lock files are named from (computed once per store
-    object: every batch of writes asks)."""
-    base = store._lock_base
-    if base is None:
-        if store._real_root is None:
-            store._real_root = os.path.realpath(store._root_str)
-        root_id = hashlib.blake2b(store._real_root.encode("utf-8", "surrogatepass"), digest_size=12)
-        base = store._lock_base = os.path.join(_lock_dir(), root_id.hexdigest())
-    return base
-
-
-def _open_created(path: str, flags: int) -> int:
-    """``os.open`` with ``O_CREAT``; recreates the lock directory once if a
-    temp cleaner removed it since ``_lock_base`` made it."""
-    try:
-        return os.open(path, flags | os.O_CREAT, 0o600)
-    except FileNotFoundError:
-        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-        return os.open(path, flags | os.O_CREAT, 0o600)
-
-
-class _KeyLocks:
-    """Async context manager holding exclusive locks on a set of keys.
-
-    The locks live in ``<tempdir>/cuzarr-locks-<uid>/``, named after the store
-    root's real path. Linux: one lock file per store root, one byte of it per key
-    (see ``_lock_runs``), locked with open-file-description locks, which conflict
-    between threads as well as processes; neighbouring bytes go in one call.
-    Elsewhere with ``flock``: one file per key's byte, removed on release. Bytes
-    are locked in ascending order, so two lockers never deadlock.
-    """
-
-    def __init__(self, store: LocalStore, keys: Iterable[str]) -> None:
-        keys = list(keys)  # walked twice below: a generator would lock nothing
-        for k in keys:
-            # the key's syntax only: its directory is checked when it is written
-            if type(k) is not str or k not in store._paths:
-                store._key_path(k)
-        self.base = _lock_base(store)
-        self.keys = keys
-        self.wanted = _lock_runs(keys)
-        self.noted: list[tuple[int, int]] = []
-        self.fd: int | None = None
-        self.held: list[tuple[str, int]] = []
-
-    def _try(self, run: tuple[int, int]) -> bool:
-        start, length = run
-        if _OFD:
-            if self.fd is None:
-                self.fd = _open_created(self.base, os.O_RDWR | _NOFOLLOW)
-            return _try_lock_range(self.fd, start, length)
-        # one lock file per key's byte; a run is taken whole or not at all
-        taken = len(self.held)
-        for h in range(start, start + length):
-            path = f"{self.base}-{h:016x}"
-            fd = _try_lock_path(path)
-            if fd is None:
-                while len(self.held) > taken:
-                    _unlock_path(*self.held.pop())
-                return False
-            self.held.append((path, fd))
-        return True
-
-    async def __aenter__(self) -> _KeyLocks:
-        if fcntl is None:
-            return self
-        try:
-            for start, length in self.wanted:
-                delay = 0.0005
-                # Non-blocking tries polled from the loop: a blocked lock call in a
-                # worker thread could starve the threads the holder needs.
-                while not self._try((start, length)):
-                    keylocks.check_waiter(self.base, range(start, start + length), self.keys)
-                    await asyncio.sleep(delay)
-                    delay = min(delay * 2, 0.02)
-                # noted run by run: a holder of some runs that waits for the next
-                # one holds those already
-                keylocks.held_by_running_loop(self.base, range(start, start + length))
-                self.noted.append((start, length))
-        except BaseException:
-            self._forget_owners()
-            self._release()
-            raise
-        return self
-
-    def _forget_owners(self) -> None:
-        # only the runs this object took: another task may hold the others
-        for start, length in self.noted:
-            keylocks.released(self.base, range(start, start + length))
-        self.noted.clear()
-
-    def try_acquire(self) -> bool:
-        """Take every lock now without waiting (for worker threads, which must
-        not block on a holder that may need them); False, holding none, if any
-        is busy."""
-        if fcntl is None:
-            return True
-        try:
-            for run in self.wanted:
-                if not self._try(run):
-                    self._release()
-                    return False
-        except BaseException:
-            self._release()
-            raise
-        return True
-
-    def release(self) -> None:
-        """Drop the locks taken by :meth:`try_acquire`."""
-        self._release()
-
-    def _release(self) -> None:
-        while self.held:
-            path, fd = self.held.pop()
-            _unlock_path(path, fd)
-        if self.fd is not None:
-            os.close(self.fd)  # releases every range this description holds
-            self.fd = None
-
-    async def __aexit__(self, *exc: object) -> None:
-        self._forget_owners()
-        self._release()
-
-
-def _skip_missing(exc: BaseException) -> None:
-    if not isinstance(exc, FileNotFoundError):
-        raise exc
-
-
-def _rmtree(path: str) -> None:
-    """``shutil.rmtree`` that goes on past entries already gone (a concurrent
-    deleter, a temporary renamed away) instead of stopping there, and raises
-    every other error."""
-    if sys.version_info >= (3, 12):
-        shutil.rmtree(path, onexc=lambda _f, _p, e: _skip_missing(e))
-    else:  # pragma: no cover - Python 3.11
-        shutil.rmtree(path, onerror=lambda _f, _p, ei: _skip_missing(ei[1]))
-
-
-class LocalStore(Store):
+class LocalStore(KeyPaths, Store):
     """Keys map to files below ``root`` ('/' in a key is a directory level).
 
     Parameters
@@ -617,91 +133,6 @@ class LocalStore(Store):
     def __hash__(self) -> int:
         return hash(self._root_str)
 
-    def _path(self, key: str) -> str:
-        path = self._paths.get(key) if type(key) is str else None
-        if path is not None:
-            return path
-        path = self._key_path(key)
-        directory = os.path.dirname(path)
-        if directory not in self._safe_dirs:
-            self._check_dir(key, directory)
-        if directory in self._safe_dirs:
-            if len(self._paths) >= _PATHS_MAX:
-                self._paths.clear()
-            self._paths[key] = path
-        return path
-
-    def _key_path(self, key: str) -> str:
-        """``key``'s path below the root, from the key alone (no symlink checks):
-        refuses keys that are malformed, reserved, or lead outside the root."""
-        if type(key) is str and _PLAIN_KEY.fullmatch(key):
-            return self._root_prefix + key
-        normalize_key(key)
-        for part in key.split("/"):
-            if part.startswith(_RESERVED):
-                raise StoreKeyError(f"key {key!r} uses a name reserved for cuzarr's temporaries")
-            if len(part) > 255 or (len(part) >= 2 and part[1] == ":" and part[0].isalpha()):
-                # Too long for any filesystem; or a Windows drive ('C:') component.
-                raise StoreKeyError(f"invalid store key {key!r}")
-        path = os.path.join(self._root_str, key)
-        # normalize_key already rejects '..', '.', empty parts, backslashes and
-        # absolute keys, so the join stays below the root; checked again here as
-        # a plain prefix test (os.path.commonpath cost ~3 us a key).
-        if not path.startswith(self._root_prefix):
-            raise StoreKeyError(f"key {key!r} resolves outside the store root")
-        return path
-
-    def _check_dir(self, key: str, directory: str) -> None:
-        """Refuse a key whose directory resolves (through symlinks) outside the root."""
-        if self._real_root is None:
-            self._real_root = os.path.realpath(self._root_str)
-        # Only existing components can be symlinks: check the deepest existing
-        # ancestor (a new array's chunk directories do not exist yet, and a full
-        # realpath of them on every write cost ~8% of a write's CPU time).
-        existing = directory
-        while (
-            existing not in self._safe_dirs
-            and len(existing) > len(self._root_str)
-            and not os.path.lexists(existing)
-        ):
-            existing = os.path.dirname(existing)
-        if existing in self._safe_dirs:
-            return
-        real = self._realpath_below_root(existing)
-        if real != self._real_root and not real.startswith(os.path.join(self._real_root, "")):
-            raise StoreKeyError(f"key {key!r} resolves outside the store root (symlink)")
-        if os.path.isdir(existing):
-            # Cache only what exists. A directory swapped for a symlink later, while
-            # this store object is in use, goes unnoticed (docs/reliability.md).
-            self._safe_dirs.add(existing)
-
-    def _realpath_below_root(self, path: str) -> str:
-        """``os.path.realpath(path)`` of an existing ``path`` inside the root (no
-        '..' parts), resolved from the root's real path already known: only the
-        parts below the root are looked at (a store opened by path name, as every
-        ``open_array(str)`` does, resolved the root's parts twice)."""
-        assert self._real_root is not None
-        rel = path[len(self._root_prefix) :] if path.startswith(self._root_prefix) else None
-        if rel is None or path == self._root_str:
-            return os.path.realpath(path)
-        real = self._real_root
-        for part in rel.split("/") if os.sep == "/" else rel.replace("\\", "/").split("/"):
-            if not part:
-                continue
-            candidate = os.path.join(real, part)
-            # a symlink is resolved whole (its target may lie anywhere); its
-            # parent is a real path already
-            real = os.path.realpath(candidate) if os.path.islink(candidate) else candidate
-        return real
-
-    def _check_file(self, key: str, path: str) -> None:
-        """A symlinked file is followed only if it stays below the root."""
-        if self._real_root is None:
-            self._real_root = os.path.realpath(self._root_str)
-        real = os.path.realpath(path)
-        if not real.startswith(os.path.join(self._real_root, "")):
-            raise StoreKeyError(f"key {key!r} is a symlink leading outside the store root")
-
     def lock_keys(self, keys: Iterable[str]) -> _KeyLocks:
         """Exclusive advisory locks on ``keys``, for ``async with``.
 
@@ -711,6 +142,10 @@ class LocalStore(Store):
         return _KeyLocks(self, keys)
 
     # -- blocking helpers (run in threads) --------------------------------------
+    _link_if_absent = staticmethod(link_if_absent)
+    _empty_dir = staticmethod(empty_dir)
+    _cleanup_dir = staticmethod(cleanup_dir)
+
     def _open_checked(self, key: str, path: str) -> int:
         """A read descriptor for ``path``; a symlink is followed only inside the root."""
         try:
@@ -831,7 +266,7 @@ class LocalStore(Store):
             finally:
                 close(fd)
             if len(data) >= guess:
-                guess = min(REUSE_MAX, len(data) + (len(data) >> 3) + 1)
+                guess = min(files.REUSE_MAX, len(data) + (len(data) >> 3) + 1)
             out.append(data)
         return out
 
@@ -839,7 +274,7 @@ class LocalStore(Store):
         """Whether a short read of a file in ``directory`` must be confirmed by
         one more read (its file system is not known to read in full); cached
         once the directory could be looked at."""
-        full = _reads_full(directory)
+        full = mounts._reads_full(directory)
         if full is None:
             return True  # not there (yet): the files in it are missing too
         if len(self._confirm_dirs) >= _PATHS_MAX:
@@ -855,7 +290,7 @@ class LocalStore(Store):
         sizes = [
             max(0, r.end - r.start) if isinstance(r, RangeByteRequest) else -1 for _, r in reqs
         ]
-        if min(sizes, default=0) < 0 or sum(sizes) > REUSE_MAX:
+        if min(sizes, default=0) < 0 or sum(sizes) > files.REUSE_MAX:
             return self._read_batch(reqs)
         view = _thread_buffer(sum(sizes))
         out: list[bytes | memoryview | None] = []
@@ -1013,24 +448,8 @@ class LocalStore(Store):
             "temporary names were taken by other files"
         )
 
-    @staticmethod
-    def _link_if_absent(tmp: str, path: str) -> None:
-        try:
-            os.link(tmp, path)
-        except FileExistsError:
-            pass
-        except OSError as e:
-            if e.errno not in (
-                errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.ENOSYS
-            ):
-                raise
-            # no hard links on this file system: a check, then the move (not atomic
-            # against another writer of the same key in that window)
-            if not os.path.lexists(path):
-                os.replace(tmp, path)
-
     def _write_batch(self, items: Sequence[tuple[str, bytes]]) -> None:
-        if fcntl is None or os.sep != "/" or len(items) < 2:
+        if files.fcntl is None or os.sep != "/" or len(items) < 2:
             for key, value in items:
                 self._write(key, value)
             return
@@ -1063,7 +482,7 @@ class LocalStore(Store):
             if type(value) is not bytes:
                 value = memoryview(value).cast("B")  # len() counts bytes
             plan.append((key, value, path, directory, f"{directory}/{_temp_name(name)}"))
-        flock, lock_ex, fstat = fcntl.flock, fcntl.LOCK_EX, os.fstat
+        flock, lock_ex, fstat = files.fcntl.flock, files.fcntl.LOCK_EX, os.fstat
         open_, write, replace, close = os.open, os.write, os.replace, os.close
         for key, value, path, directory, tmp in plan:
             if directory not in safe:
@@ -1243,31 +662,6 @@ class LocalStore(Store):
         if os.path.isdir(path):
             _rmtree(path)
 
-    @staticmethod
-    def _empty_dir(path: str) -> None:
-        try:
-            entries = list(os.scandir(path))
-        except (FileNotFoundError, NotADirectoryError):
-            return
-        for e in entries:
-            try:
-                if e.is_dir(follow_symlinks=False):
-                    _rmtree(e.path)
-                else:
-                    os.unlink(e.path)
-            except FileNotFoundError:
-                pass
-
-    def _dir_path(self, prefix: str) -> str:
-        """The directory ``prefix`` names, refused (``StoreKeyError``) if it is, or
-        passes through, a symlink leading out of the root."""
-        prefix = prefix.strip("/")
-        if not prefix:
-            return self._root_str
-        base = self._path(prefix)
-        self._check_dir(prefix, base)
-        return base
-
     def _walk(self, prefix: str) -> list[str]:
         base = self._dir_path(prefix)
         out: list[str] = []
@@ -1312,40 +706,6 @@ class LocalStore(Store):
         # the root stays (empty), as in zarr-python: it may be a mount point or a
         # directory with permissions of its own
         await asyncio.to_thread(self._empty_dir, self._root_str)
-
-    @staticmethod
-    def _cleanup_dir(directory: str) -> int:
-        """Remove abandoned temporaries and lock files in one directory."""
-        try:
-            entries = [
-                e.name
-                for e in os.scandir(directory)
-                if e.name.startswith((TEMP_PREFIX, LOCK_PREFIX))
-            ]
-        except OSError:
-            return 0
-        n = 0
-        for name in entries:
-            path = os.path.join(directory, name)
-            if fcntl is None:
-                try:
-                    if time.time() - os.stat(path).st_mtime > _STALE_AGE_S:
-                        os.unlink(path)
-                        n += 1
-                except OSError:
-                    pass
-                continue
-            try:
-                fd = _try_lock_path(path) if os.path.lexists(path) else None
-            except OSError:
-                continue
-            if fd is None:
-                continue  # a live writer (or lock holder) owns it
-            # Unlocked: its writer died (or just renamed it away, in which case the
-            # inode check in _try_lock_path made us lock a fresh empty file).
-            _unlock_path(path, fd)
-            n += 1
-        return n
 
     def cleanup_temporaries(self, prefix: str = "") -> int:
         """Remove temporaries and lock files left by killed writers below ``prefix``.
