@@ -230,3 +230,93 @@ def test_zero_dimensional_arrays_and_root_array_listing(tmp_path):
     )
     r[:] = 1
     assert cuzarr.open_array(str(tmp_path / "r.n5"), mode="r").nchunks_initialized == 3
+
+
+def test_n5_path_defaults_to_its_only_format(tmp_path):
+    # create_array/create_group on an N5 container without zarr_format make
+    # v2-style nodes (the one layout N5 holds); tensorstore reads the result
+    path = tmp_path / "d.n5"
+    data = np.arange(5 * 7 * 3, dtype="float32").reshape(5, 7, 3)
+    a = cuzarr.create_array(str(path), name="x", shape=data.shape, chunks=(2, 4, 3), dtype="f4")
+    assert a.metadata.zarr_format == 2
+    a[...] = data
+    t = _ts_open(path / "x")
+    assert t.shape == (3, 7, 5)  # tensorstore keeps N5's order
+    np.testing.assert_array_equal(t.read().result(), data.T)
+    g = cuzarr.create_group(str(tmp_path / "g.n5"))
+    assert g.metadata.zarr_format == 2
+    b = g.create_array("y", shape=(4,), dtype="i4")
+    b[...] = [1, 2, 3, 4]
+    np.testing.assert_array_equal(_ts_open(tmp_path / "g.n5" / "y").read().result(), [1, 2, 3, 4])
+    c = cuzarr.zeros((3, 2), store=N5Store(tmp_path / "z.n5"), dtype="u2")
+    assert c.metadata.zarr_format == 2
+    with pytest.raises(MetadataError, match="zarr_format=2"):  # asked for v3 explicitly
+        cuzarr.create_array(str(tmp_path / "e.n5"), shape=(2,), dtype="i4", zarr_format=3)
+
+
+def test_dimension_order_n5_matches_tensorstore(tmp_path):
+    path = tmp_path / "ts.n5"
+    n5_shape = [11, 7, 3]
+    t = ts.open(
+        {
+            "driver": "n5",
+            "kvstore": {"driver": "file", "path": str(path / "vol")},
+            "metadata": {
+                "dimensions": n5_shape,
+                "blockSize": [4, 3, 2],
+                "dataType": "int16",
+                "compression": {"type": "gzip"},
+            },
+        },
+        create=True,
+    ).result()
+    data = np.random.default_rng(3).integers(-999, 999, n5_shape).astype("int16")
+    t[...] = data
+    store = N5Store(path, dimension_order="n5")
+    a = cuzarr.open_array(store, path="vol")
+    assert (a.shape, a.chunks, a.metadata.order) == ((11, 7, 3), (4, 3, 2), "F")
+    np.testing.assert_array_equal(a[...], data)
+    np.testing.assert_array_equal(a[2:9, 1, ::2], data[2:9, 1, ::2])
+    # writes through it land where tensorstore reads them
+    a[3:10, 2:6, 1] = -1
+    data[3:10, 2:6, 1] = -1
+    np.testing.assert_array_equal(t.read().result(), data)
+    # a new array in N5 order, C order on the writer's side, read by tensorstore
+    b = cuzarr.create_array(store, name="new", shape=(9, 5), chunks=(4, 2), dtype="u1")
+    values = np.arange(45, dtype="u1").reshape(9, 5)
+    b[...] = values
+    np.testing.assert_array_equal(_ts_open(path / "new").read().result(), values)
+    np.testing.assert_array_equal(cuzarr.open_array(store, path="new")[...], values)
+    # the default order shows the same dataset reversed
+    np.testing.assert_array_equal(cuzarr.open_array(str(path), path="new")[...], values.T)
+
+
+def test_byte_order_native(tmp_path):
+    path = tmp_path / "n.n5"
+    data = np.linspace(-1, 1, 24, dtype="float64").reshape(4, 6)
+    big = cuzarr.create_array(str(path), name="v", shape=data.shape, chunks=(3, 4), dtype="f8")
+    big[...] = data
+    assert cuzarr.open_array(str(path), path="v")[...].dtype == np.dtype(">f8")  # N5's own
+    store = N5Store(path, byte_order="native")
+    a = cuzarr.open_array(store, path="v")
+    assert a.dtype == np.dtype("=f8") and a.dtype.isnative
+    out = a[...]
+    assert out.dtype.isnative
+    np.testing.assert_array_equal(out, data)
+    a[1:3, 2:5] = 7.5
+    data[1:3, 2:5] = 7.5
+    np.testing.assert_array_equal(_ts_open(path / "v").read().result(), data.T)
+    w = cuzarr.create_array(store, name="w", shape=(5,), chunks=(2,), dtype="<i4")
+    w[...] = np.arange(5)
+    np.testing.assert_array_equal(_ts_open(path / "w").read().result(), np.arange(5))
+    assert cuzarr.open_array(store, path="w")[...].dtype.isnative
+
+
+def test_store_options_checked(tmp_path):
+    with pytest.raises(ValueError, match="dimension_order"):
+        N5Store(tmp_path / "a.n5", dimension_order="reversed")
+    with pytest.raises(ValueError, match="byte_order"):
+        N5Store(tmp_path / "a.n5", byte_order="little")
+    s = N5Store(tmp_path / "a.n5", dimension_order="n5")
+    assert s != N5Store(tmp_path / "a.n5") and "dimension_order='n5'" in repr(s)
+    assert s.with_read_only(True).dimension_order == "n5"

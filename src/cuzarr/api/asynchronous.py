@@ -34,7 +34,7 @@ from cuzarr.errors import (
 from cuzarr.metadata.array import ArrayMetadata
 from cuzarr.metadata.group import GroupMetadata
 from cuzarr.storage.base import Store
-from cuzarr.storage.common import StorePath, make_store_path
+from cuzarr.storage.common import StorePath, make_store_path, only_zarr_format
 
 __all__ = [
     "AsyncArray",
@@ -90,8 +90,26 @@ def _resolve_mode(mode: str | None, store: Any) -> str:
     return mode
 
 
-def _format(zarr_format: int | None) -> int:
-    """``zarr_format``, or config ``default_zarr_format`` (3) where it is None."""
+class _DefaultFormat(int):
+    """``create_array``'s default ``zarr_format`` (3, as in zarr-python) that
+    knows it was not given: a store with one possible layout picks its own."""
+
+    def __repr__(self) -> str:
+        return "3"
+
+
+FORMAT_DEFAULT: int = _DefaultFormat(3)
+
+
+def _format(zarr_format: int | None, store: Any = None) -> int:
+    """``zarr_format``, or config ``default_zarr_format`` (3) where it is None;
+    where ``store`` can hold one format only (N5), that one unless given."""
+    if zarr_format is None or isinstance(zarr_format, _DefaultFormat):
+        only = only_zarr_format(store)
+        if only is not None:
+            return only
+    if isinstance(zarr_format, _DefaultFormat):
+        return 3
     if zarr_format is not None:
         return zarr_format
     fmt = cuzarr_config.get("default_zarr_format")
@@ -110,7 +128,7 @@ async def create_array(
     shards: Any = None,
     fill_value: Any = DEFAULT_FILL,
     order: str | None = None,
-    zarr_format: int | None = 3,
+    zarr_format: int | None = FORMAT_DEFAULT,
     compressors: Any = "auto",
     filters: Any = None,
     serializer: Any = "auto",
@@ -176,7 +194,7 @@ async def create_array(
         shards=shards,
         fill_value=fill_value,
         order=order,
-        zarr_format=_format(zarr_format),
+        zarr_format=_format(zarr_format, store),
         compressors=compressors,
         filters=filters,
         serializer=serializer,
@@ -215,7 +233,7 @@ async def open_array(
         return await _create_like_zarr(
             kwargs.pop("shape"),
             sp,
-            {"zarr_format": _format(zarr_format), "overwrite": mode == "w",
+            {"zarr_format": _format(zarr_format, sp), "overwrite": mode == "w",
              "meta_array": meta_array, **kwargs},
         )
     try:
@@ -227,7 +245,7 @@ async def open_array(
             return await _create_like_zarr(
                 kwargs.pop("shape"),
                 sp,
-                {"zarr_format": _format(zarr_format), "meta_array": meta_array, **kwargs},
+                {"zarr_format": _format(zarr_format, sp), "meta_array": meta_array, **kwargs},
             )
         raise
     config = kwargs.get("config")
@@ -309,7 +327,7 @@ async def create_group(
     """Create a group; see :func:`cuzarr.create_group`."""
     sp = make_store_path(store, path, mode="a", storage_options=storage_options)
     return await AsyncGroup.create(
-        sp, zarr_format=_format(zarr_format), attributes=attributes, overwrite=overwrite
+        sp, zarr_format=_format(zarr_format, sp), attributes=attributes, overwrite=overwrite
     )
 
 
@@ -357,10 +375,10 @@ async def _open_group(
     sp = make_store_path(store, path, mode=mode, storage_options=storage_options)
     if mode == "w":
         return await AsyncGroup.create(
-            sp, zarr_format=_format(zarr_format), attributes=attributes, overwrite=True
+            sp, zarr_format=_format(zarr_format, sp), attributes=attributes, overwrite=True
         )
     if mode == "w-":
-        return await AsyncGroup.create(sp, zarr_format=_format(zarr_format), attributes=attributes)
+        return await AsyncGroup.create(sp, zarr_format=_format(zarr_format, sp), attributes=attributes)
     try:
         return await AsyncGroup.open(sp, zarr_format, use_consolidated=use_consolidated)
     except GroupNotFoundError:
@@ -369,7 +387,7 @@ async def _open_group(
                 await load_node_metadata(sp, zarr_format)
             except NodeNotFoundError:
                 return await AsyncGroup.create(
-                    sp, zarr_format=_format(zarr_format), attributes=attributes
+                    sp, zarr_format=_format(zarr_format, sp), attributes=attributes
                 )
             raise ContainsArrayError(f"an array, not a group, exists at path {sp.path!r}") from None
         raise
@@ -397,8 +415,8 @@ async def open(
         if mode == "a":
             if "shape" in kwargs:
                 kwargs.setdefault("dtype", "float64")  # zarr-python's default here
-                return await create_array(sp, zarr_format=_format(zarr_format), **kwargs)
-            return await AsyncGroup.create(sp, zarr_format=_format(zarr_format))
+                return await create_array(sp, zarr_format=_format(zarr_format, sp), **kwargs)
+            return await AsyncGroup.create(sp, zarr_format=_format(zarr_format, sp))
         # zarr-python raises GroupNotFoundError here (a NodeNotFoundError too)
         raise GroupNotFoundError(str(e)) from None
     if isinstance(meta, ArrayMetadata):
@@ -468,7 +486,7 @@ async def array(data: Any, store: Any = None, **kwargs: Any) -> AsyncArray:
     data = np.asanyarray(data) if not hasattr(data, "__cuda_array_interface__") else data
     kwargs.setdefault("dtype", data.dtype)
     kwargs.setdefault("shape", data.shape)
-    kwargs["zarr_format"] = _format(kwargs.get("zarr_format"))
+    kwargs["zarr_format"] = _format(kwargs.get("zarr_format"), store)
     a = await create_array(store, name_of(kwargs), **kwargs)
     await a.setitem(Ellipsis, data)
     return a
@@ -486,10 +504,10 @@ async def _create_like_zarr(shape: Any, store: Any, kwargs: dict[str, Any]) -> A
     # v3 filters (array-to-array codecs, as DESIGN.md accepts them for both
     # formats): the legacy ``create`` refuses them, as zarr-python's does.
     v3_filters = (
-        kwargs.get("filters") is not None and _format(kwargs.get("zarr_format")) == 3
+        kwargs.get("filters") is not None and _format(kwargs.get("zarr_format"), store) == 3
     )
     if v3_filters or _CREATE_ARRAY_ONLY.intersection(kwargs):
-        kwargs["zarr_format"] = _format(kwargs.get("zarr_format"))
+        kwargs["zarr_format"] = _format(kwargs.get("zarr_format"), store)
         if kwargs.get("dtype") is None:
             kwargs["dtype"] = "float64"  # the legacy functions' default
         return await create_array(store, name_of(kwargs), shape=shape, **kwargs)
@@ -718,7 +736,7 @@ async def from_array(
     else:
         chunks = "auto" if chunks == "keep" else chunks
         shards = None if shards == "keep" else shards
-        zarr_format = _format(zarr_format)
+        zarr_format = _format(zarr_format, store)
         filters = None if filters in ("keep", "auto") else filters
         compressors = "auto" if compressors == "keep" else compressors
         serializer = "auto" if serializer == "keep" else serializer
@@ -818,7 +836,7 @@ async def create(
     data: Any = None,
 ) -> AsyncArray:
     """Create an array (zarr-python's legacy creation function); see :func:`cuzarr.create`."""
-    zarr_format = _format(zarr_format)
+    zarr_format = _format(zarr_format, store)
     if object_codec is not None and zarr_format == 2:
         # zarr-python 2's meaning: the object codec is the first filter (zarr 3.4
         # ignores it with a warning, and the array silently becomes a string one)
@@ -1011,7 +1029,7 @@ async def save_group(
             raise TypeError(f"Keyword argument '{k}' must be a numpy or other NDArrayLike array")
     if not args and not kwargs:
         raise ValueError("at least one array must be provided")
-    fmt = _format(zarr_format)
+    fmt = _format(zarr_format, store)
     sp = make_store_path(store, path, mode="w", storage_options=storage_options)
     await AsyncGroup.create(sp, zarr_format=fmt, overwrite=True)
     items = [(f"arr_{i}", a) for i, a in enumerate(args)] + list(kwargs.items())
@@ -1146,7 +1164,7 @@ async def open_like(
     a: Any, path: str, *, zarr_format: int | None = None, **kwargs: Any
 ) -> AsyncArray:
     """Open the array at ``path`` (the store is ``store=``), creating it like ``a``."""
-    like = _like_args(a, _format(zarr_format))
+    like = _like_args(a, _format(zarr_format, kwargs.get("store")))
     like.pop("zarr_format", None)
     kw = {**like, **kwargs}
     if kw.get("mode") is None:

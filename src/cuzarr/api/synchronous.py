@@ -52,7 +52,7 @@ def create_array(
     shards: Any = None,
     fill_value: Any = _async._DEFAULT_FILL,
     order: str | None = None,
-    zarr_format: int | None = 3,
+    zarr_format: int | None = _async.FORMAT_DEFAULT,
     compressors: Any = "auto",
     filters: Any = None,
     serializer: Any = "auto",
@@ -99,7 +99,7 @@ def create_array(
     order : {"C", "F"}, optional
         Memory order of chunks (stored order for v2).
     zarr_format : {2, 3}
-        Format version (default 3).
+        Format version (default 3; 2 in an N5 container, the one format it holds).
     compressors, filters, serializer
         numcodecs codecs, v3 codec dicts or cuzarr codecs. ``"auto"``
         compressors give zstd level 0, as zarr-python does; ``None`` none.
@@ -345,7 +345,7 @@ def array(data: Any, store: Any = None, **kwargs: Any) -> Array:
 
 def full(shape: Any, fill_value: Any, store: Any = None, **kwargs: Any) -> Array:
     """An array whose elements all read as ``fill_value`` (nothing is written)."""
-    kwargs["zarr_format"] = _async._format(kwargs.get("zarr_format"))
+    kwargs["zarr_format"] = _async._format(kwargs.get("zarr_format"), store)
     if kwargs.get("dtype") is None:
         kwargs["dtype"] = "float64"  # zarr-python's default for the legacy functions
     return create_array(
@@ -362,7 +362,7 @@ def ones(shape: Any, store: Any = None, **kwargs: Any) -> Array:
 
 
 def empty(shape: Any, store: Any = None, **kwargs: Any) -> Array:
-    kwargs["zarr_format"] = _async._format(kwargs.get("zarr_format"))
+    kwargs["zarr_format"] = _async._format(kwargs.get("zarr_format"), store)
     if kwargs.get("dtype") is None:
         kwargs["dtype"] = "float64"
     return create_array(store, _async.name_of(kwargs), shape=shape, **kwargs)

@@ -328,6 +328,9 @@ class Store(ABC):
     supports_deletes: bool = True
     supports_listing: bool = True
     supports_partial_writes: bool = False
+    #: The one Zarr format a store can hold, where it cannot hold both (N5: 2):
+    #: creation without ``zarr_format`` uses it.
+    only_zarr_format: int | None = None
 
     def __init__(self, *, read_only: bool = False) -> None:
         self._read_only = read_only

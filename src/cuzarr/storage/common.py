@@ -111,6 +111,20 @@ def make_store(
     return result
 
 
+def only_zarr_format(store: Any) -> int | None:
+    """The one Zarr format ``store`` (any StoreLike) can hold, or None for both:
+    2 for an N5 container (an ``N5Store`` or a ``*.n5`` path)."""
+    if isinstance(store, StorePath):
+        store = store.store
+    if isinstance(store, Store):
+        return store.only_zarr_format
+    if isinstance(store, (str, os.PathLike)):
+        s = os.fspath(store)
+        if s.startswith("file://") or not _is_url(s):
+            return 2 if s.rstrip("/\\").lower().endswith(".n5") else None
+    return None
+
+
 def make_store_path(
     store: Any,
     path: str | None = None,

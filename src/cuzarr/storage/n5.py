@@ -8,6 +8,8 @@ library knows about N5:
   shape and chunks reversed (N5 lists the fastest-varying dimension first),
   big-endian dtype, ``order: "C"``, ``compressor: null``, ``fill_value: 0``,
   ``dimension_separator: "."``; without ``dimensions`` it reads as ``.zgroup``.
+  ``dimension_order="n5"`` keeps N5's order instead (``order: "F"``, as
+  tensorstore shows N5 data) and ``byte_order="native"`` gives native dtypes.
   The other attributes read as ``.zattrs``.
 - Chunk key ``i.j.k`` is the N5 block ``k/j/i``. Reading a block parses its
   big-endian header (mode, number of dimensions, block size per dimension, the
@@ -308,19 +310,31 @@ def _n5_compression_from(compressor: dict[str, Any] | None, itemsize: int = 1) -
     )
 
 
-def _synth_zarray(attrs: dict[str, Any]) -> dict[str, Any]:
+def _synth_zarray(
+    attrs: dict[str, Any], dimension_order: str = "zarr", byte_order: str = "big"
+) -> dict[str, Any]:
     dtype = _n5_dtype(attrs["dataType"])
+    if byte_order == "native":
+        dtype = dtype.newbyteorder("=")
+    keep = dimension_order == "n5"
     return {
         "zarr_format": 2,
-        "shape": [int(d) for d in reversed(attrs["dimensions"])],
-        "chunks": [int(b) for b in reversed(attrs["blockSize"])],
+        "shape": [int(d) for d in _ordered(attrs["dimensions"], keep)],
+        "chunks": [int(b) for b in _ordered(attrs["blockSize"], keep)],
         "dtype": dtype.str,
         "compressor": None,
         "fill_value": 0,
-        "order": "C",
+        # N5 blocks hold the first listed dimension fastest: in N5's order the
+        # same bytes are an F-order chunk
+        "order": "F" if keep else "C",
         "filters": None,
         "dimension_separator": ".",
     }
+
+
+def _ordered(seq: Sequence[Any], keep: bool) -> list[Any]:
+    """N5's dimension list in the store's order: as listed, or reversed."""
+    return list(seq) if keep else list(reversed(seq))
 
 
 def _split(key: str) -> tuple[str, str]:
@@ -344,6 +358,15 @@ class N5Store(Store):
         ``Store`` holding the N5 files.
     read_only
         Refuse writes when true.
+    dimension_order : {"zarr", "n5"}
+        ``"zarr"`` (the default) reverses N5's dimension list, which names the
+        fastest-varying dimension first, so arrays read in C order with the
+        fastest dimension last, as z5py and zarr-python 2's ``N5Store`` show
+        them. ``"n5"`` keeps N5's own order, as tensorstore's ``n5`` driver and
+        the N5 Java library do: shapes match theirs, and the arrays are F order.
+    byte_order : {"big", "native"}
+        N5 stores big-endian values; ``"native"`` presents (and accepts) them in
+        the machine's byte order, as CuPy and torch need.
 
     Examples
     --------
@@ -352,8 +375,23 @@ class N5Store(Store):
     ...                     chunks=(32, 32), zarr_format=2)  # doctest: +SKIP
     """
 
-    def __init__(self, store: Store | str | os.PathLike[str], *, read_only: bool = False) -> None:
+    only_zarr_format = 2
+
+    def __init__(
+        self,
+        store: Store | str | os.PathLike[str],
+        *,
+        read_only: bool = False,
+        dimension_order: str = "zarr",
+        byte_order: str = "big",
+    ) -> None:
+        if dimension_order not in ("zarr", "n5"):
+            raise ValueError(f"dimension_order must be 'zarr' or 'n5', not {dimension_order!r}")
+        if byte_order not in ("big", "native"):
+            raise ValueError(f"byte_order must be 'big' or 'native', not {byte_order!r}")
         super().__init__(read_only=read_only)
+        self.dimension_order = dimension_order
+        self.byte_order = byte_order
         if not isinstance(store, Store):
             from cuzarr.storage.local import LocalStore
 
@@ -364,10 +402,36 @@ class N5Store(Store):
         self._lock: asyncio.Lock | None = None
 
     def __repr__(self) -> str:
-        return f"N5Store({self.inner!r})"
+        opts = "".join(
+            f", {k}={v!r}"
+            for k, v, d in (
+                ("dimension_order", self.dimension_order, "zarr"),
+                ("byte_order", self.byte_order, "big"),
+            )
+            if v != d
+        )
+        return f"N5Store({self.inner!r}{opts})"
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, N5Store) and other.inner == self.inner
+        return (
+            isinstance(other, N5Store)
+            and other.inner == self.inner
+            and (other.dimension_order, other.byte_order)
+            == (self.dimension_order, self.byte_order)
+        )
+
+    def _synth(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        return _synth_zarray(attrs, self.dimension_order, self.byte_order)
+
+    def _order(self, seq: Sequence[Any]) -> list[Any]:
+        """Between N5's dimension list and this store's (the same mapping both ways)."""
+        return _ordered(seq, self.dimension_order == "n5")
+
+    def _flip(self, arr: np.ndarray) -> np.ndarray:
+        """Between a chunk in this store's dimension order and one as
+        :func:`decode_block` gives and :func:`encode_block` takes it (C order
+        over N5's list reversed): a transposed view in N5 order, else itself."""
+        return arr.T if self.dimension_order == "n5" else arr
 
     def __hash__(self) -> int:  # equal stores hash alike
         return hash(self.inner)
@@ -446,9 +510,8 @@ class N5Store(Store):
             return True
         return False
 
-    @staticmethod
-    def _block_key(path: str, coords: tuple[int, ...]) -> str:
-        return _join(path, "/".join(str(c) for c in reversed(coords)) or "0")
+    def _block_key(self, path: str, coords: tuple[int, ...]) -> str:
+        return _join(path, "/".join(str(c) for c in self._order(coords)) or "0")
 
     # -- client view -----------------------------------------------------------------
     def _client_doc(self, path: str, attrs: dict[str, Any]) -> dict[str, Any] | None:
@@ -456,11 +519,11 @@ class N5Store(Store):
         doc = self._client.get(path)
         if doc is None:
             return None
-        synth = _synth_zarray(attrs)
+        synth = self._synth(attrs)
         plain = (
             doc.get("compressor") is None
             and not doc.get("filters")
-            and doc.get("order", "C") == "C"
+            and doc.get("order", "C") == synth["order"]
             and np.dtype(doc["dtype"]) == np.dtype(synth["dtype"])
             and np.dtype(doc["dtype"]).str == synth["dtype"]
         )
@@ -503,7 +566,7 @@ class N5Store(Store):
             attrs = await self._attrs(path, fresh=True)
             if not self._is_array(attrs):
                 return None
-            doc = self._client.get(path) or _synth_zarray(attrs)
+            doc = self._client.get(path) or self._synth(attrs)
             return json.dumps(doc).encode()
         if name == ".zgroup":
             attrs = await self._attrs(path, fresh=True)
@@ -536,9 +599,12 @@ class N5Store(Store):
     def _decode_for_client(
         self, raw: bytes, path: str, attrs: dict[str, Any], block_key: str
     ) -> bytes:
-        arr = decode_block(raw, attrs, block_key)
+        arr = self._flip(decode_block(raw, attrs, block_key))
         doc = self._client_doc(path, attrs)
-        return arr.tobytes() if doc is None else self._encode_client(arr, doc)
+        if doc is None:
+            synth = self._synth(attrs)
+            return arr.astype(synth["dtype"], copy=False).tobytes(order=synth["order"])
+        return self._encode_client(arr, doc)
 
     async def exists(self, key: str) -> bool:
         return await self._get_full(key) is not None
@@ -590,17 +656,18 @@ class N5Store(Store):
     def _encode_from_client(
         self, value: bytes, path: str, coords: tuple[int, ...], attrs: dict[str, Any]
     ) -> bytes:
-        synth = _synth_zarray(attrs)
+        synth = self._synth(attrs)
         doc = self._client_doc(path, attrs)
         if doc is None:
-            arr = np.frombuffer(value, dtype=np.dtype(synth["dtype"])).reshape(synth["chunks"])
+            arr = np.frombuffer(value, dtype=np.dtype(synth["dtype"]))
+            arr = arr.reshape(synth["chunks"], order=synth["order"])
         else:
             arr = self._decode_client(value, doc)
         edge = tuple(
             slice(0, max(0, min(c, s - i * c)))
             for i, c, s in zip(coords, synth["chunks"], synth["shape"])
         )
-        return encode_block(arr[edge], attrs)
+        return encode_block(self._flip(arr[edge]), attrs)
 
     async def _set_zarray(self, path: str, doc: dict[str, Any]) -> None:
         dtype = np.dtype(doc["dtype"])
@@ -630,8 +697,8 @@ class N5Store(Store):
             new = {
                 **user,
                 **kept,
-                "dimensions": [int(d) for d in reversed(doc["shape"])],
-                "blockSize": [int(c) for c in reversed(doc["chunks"])],
+                "dimensions": [int(d) for d in self._order(doc["shape"])],
+                "blockSize": [int(c) for c in self._order(doc["chunks"])],
                 "dataType": name,
                 **old_comp,
             }
@@ -708,7 +775,7 @@ class N5Store(Store):
                         out.append(_join(apath, "0"))
                     elif len(attrs["dimensions"]) == k:
                         try:
-                            coords = [int(c) for c in reversed(parts[-k:])]
+                            coords = [int(c) for c in self._order(parts[-k:])]
                         except ValueError:
                             break
                         sep = self._client.get(apath, {}).get("dimension_separator") or "."
