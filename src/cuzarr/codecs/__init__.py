@@ -14,6 +14,7 @@ def _load_builtin_codecs() -> None:
         bytes_codec,
         checksum,
         compressors,
+        numcodecs,
         sharding,
         transpose,
         value_codecs,

@@ -8,6 +8,7 @@ dicts, cuzarr codecs) into cuzarr codec objects.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
@@ -24,20 +25,29 @@ from cuzarr.codecs.lazy_numcodecs import is_numcodec, numcodecs
 from cuzarr.errors import CodecError, MetadataError, UnknownCodecError
 from cuzarr.metadata.dtypes import parse_data_type
 
-__all__ = ["as_v3_codec", "numcodecs_v3_codec"]
+__all__ = ["as_v3_codec", "get_numcodec", "numcodecs_v3_codec", "zarr_python_codec_json"]
 
 # numcodecs ids that transform arrays (the rest transform bytes).
 _ARRAY_TO_ARRAY = {"delta", "bitround", "fixedscaleoffset", "quantize", "astype", "packbits"}
 _ARRAY_TO_BYTES = {"pcodec", "zfpy"}
 
 
-def _get_numcodec(codec_id: str, conf: dict[str, Any]) -> Any:
+def get_numcodec(codec_id: str, conf: dict[str, Any]) -> Any:
+    """The numcodecs codec ``codec_id`` with ``conf``: ``UnknownCodecError`` when
+    numcodecs has no such codec, ``MetadataError`` when it refuses ``conf``."""
+    nc = numcodecs()
+    unknown = getattr(getattr(nc, "errors", None), "UnknownCodecError", None)
     try:
-        return numcodecs().get_codec({"id": codec_id, **conf})
-    except (ValueError, KeyError) as e:
-        raise UnknownCodecError(f"numcodecs has no codec {codec_id!r}") from e
-    except TypeError as e:
-        raise MetadataError(f"invalid configuration for numcodecs.{codec_id}: {conf!r}") from e
+        return nc.get_codec({"id": codec_id, **conf})
+    except (ValueError, KeyError, TypeError) as e:
+        if (unknown is not None and isinstance(e, unknown)) or "not available" in str(e):
+            raise UnknownCodecError(f"numcodecs has no codec {codec_id!r}") from e
+        raise MetadataError(
+            f"invalid configuration for numcodecs.{codec_id}: {conf!r} ({e})"
+        ) from e
+
+
+_get_numcodec = get_numcodec
 
 
 class _NumcodecsMixin:
@@ -191,6 +201,16 @@ def numcodecs_v3_codec(name: str, conf: dict[str, Any]) -> Codec:
     return _wrap(_get_numcodec(name.split(".", 1)[1], conf))
 
 
+def zarr_python_codec_json(value: Any) -> dict[str, Any] | None:
+    """The v3 JSON of a zarr-python codec object (``zarr.codecs.*``,
+    ``zarr.codecs.numcodecs.*``, ``numcodecs.zarr3.*``), else ``None``. Nothing is
+    one unless zarr was imported, so this imports nothing."""
+    abc = sys.modules.get("zarr.abc.codec")
+    if abc is None or not isinstance(value, abc.BaseCodec):
+        return None
+    return dict(value.to_dict())
+
+
 def as_v3_codec(value: Any) -> Codec:
     """Convert a caller's codec (cuzarr, numcodecs, dict or name) to a cuzarr codec.
 
@@ -200,6 +220,9 @@ def as_v3_codec(value: Any) -> Codec:
     """
     if isinstance(value, Codec):
         return value
+    zjson = zarr_python_codec_json(value)
+    if zjson is not None:
+        return codec_from_json(zjson)
     if is_numcodec(value):
         conf = value.get_config()
         cid = conf.pop("id")
@@ -241,6 +264,9 @@ def as_numcodec(value: Any) -> Any:
     """Convert a caller's codec to a numcodecs codec (for v2 metadata)."""
     if is_numcodec(value):
         return value
+    zjson = zarr_python_codec_json(value)
+    if zjson is not None:
+        return as_numcodec(zjson)
     if isinstance(value, dict):
         if "id" in value:
             return numcodecs().get_codec(dict(value))
