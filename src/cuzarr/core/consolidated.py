@@ -29,10 +29,26 @@ __all__ = [
     "parse_consolidated_v2",
     "parse_consolidated_v3",
     "patch_consolidated_attrs_v2",
+    "split_consolidated",
 ]
 
 ZMETADATA = ".zmetadata"
 NodeMeta = ArrayMetadata | GroupMetadata
+
+
+def split_consolidated(
+    cons: dict[str, NodeMeta], max_depth: int | None = None
+) -> dict[str, dict[str, NodeMeta]]:
+    """Each group's part of ``cons`` (its descendants, keyed relative to it), for
+    the groups at most ``max_depth`` levels down (``None``: all), in one pass:
+    work in proportion to the keys' total depth, not to keys times groups."""
+    subs: dict[str, dict[str, NodeMeta]] = {}
+    for key, meta in cons.items():
+        parts = key.split("/")
+        last = len(parts) - 1 if max_depth is None else min(len(parts) - 1, max_depth + 1)
+        for j in range(1, last + 1):
+            subs.setdefault("/".join(parts[:j]), {})["/".join(parts[j:])] = meta
+    return subs
 
 
 def _v3_doc(meta: NodeMeta) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from cuzarr.core.consolidated import (
     parse_consolidated_v2,
     parse_consolidated_v3,
     patch_consolidated_attrs_v2,
+    split_consolidated,
 )
 from cuzarr.core.nodes import (
     load_node_metadata,
@@ -359,26 +360,38 @@ class AsyncGroup:
         prefix = normalize_path(name) + "/"
         return {k[len(prefix) :]: v for k, v in self.consolidated.items() if k.startswith(prefix)}
 
-    def _consolidated_node(self, key: str, cons: dict[str, Any]) -> AsyncArray | AsyncGroup:
+    def _consolidated_node(
+        self,
+        key: str,
+        cons: dict[str, Any],
+        subs: dict[str, dict[str, ArrayMetadata | GroupMetadata]] | None = None,
+    ) -> AsyncArray | AsyncGroup:
         """``getitem`` answered from ``cons``, this group's consolidated metadata:
-        no request, so callable from any thread without the event loop."""
+        no request, so callable from any thread without the event loop. ``subs``:
+        the group members' parts of ``cons`` (``split_consolidated``), if made."""
         norm = normalize_path(key)  # as _child, _sub_consolidated and _adopt have it
         sp = StorePath(self.store_path.store, join_path(self.store_path.path, norm))
         cmeta = cons.get(norm)
         if cmeta is None:
             raise KeyError(key)
-        sub = None if isinstance(cmeta, ArrayMetadata) else self._sub_consolidated(norm)
+        sub = None
+        if not isinstance(cmeta, ArrayMetadata):
+            sub = self._sub_consolidated(norm) if subs is None else subs.get(norm, {})
         return self._adopt(self._node(cmeta, sp, sub), norm, normalized=True)
 
     def _consolidated_members(
         self, max_depth: int | None, cons: dict[str, Any]
     ) -> list[tuple[str, AsyncArray | AsyncGroup]]:
         """``_members`` answered from ``cons``, this group's consolidated metadata."""
+        # Every group member's part of ``cons`` is made in one pass over its keys:
+        # one scan of all keys per group member was quadratic (8,000 member
+        # groups took 4.8 s).
+        subs = split_consolidated(cons, max_depth)
         out: list[tuple[str, AsyncArray | AsyncGroup]] = []
         for path in sorted(cons):
             if max_depth is not None and path.count("/") > max_depth:
                 continue
-            out.append((path, self._consolidated_node(path, cons)))
+            out.append((path, self._consolidated_node(path, cons, subs)))
         return out
 
     def _consolidated_keys(self, cons: dict[str, Any]) -> list[str]:
