@@ -11,6 +11,7 @@ def _load_builtin_codecs() -> None:
     if _loaded:
         return
     from cuzarr.codecs import (  # noqa: F401
+        bitround,
         bytes_codec,
         checksum,
         compressors,
@@ -27,6 +28,7 @@ def _load_builtin_codecs() -> None:
 _load_builtin_codecs()
 
 from cuzarr.codecs.base import ChunkSpec, Codec, codec_from_json, register_codec  # noqa: E402
+from cuzarr.codecs.bitround import BitRoundCodec  # noqa: E402
 from cuzarr.codecs.bytes_codec import BytesCodec, Endian  # noqa: E402
 from cuzarr.codecs.checksum import Crc32cCodec  # noqa: E402
 from cuzarr.codecs.compressors import (  # noqa: E402
@@ -42,6 +44,7 @@ from cuzarr.codecs.value_codecs import CastValueCodec, ScaleOffsetCodec  # noqa:
 from cuzarr.codecs.vlen import VLenBytesCodec, VLenUTF8Codec  # noqa: E402
 
 __all__ = [
+    "BitRoundCodec",
     "BloscCname",
     "BloscCodec",
     "BloscShuffle",

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from cuzarr.errors import MetadataError
+from cuzarr.errors import MetadataError, UnsupportedExtensionError
 
 __all__ = ["DataType", "parse_data_type"]
 
@@ -583,10 +583,24 @@ def from_json_v3(obj: Any) -> DataType:
             if isinstance(e, MetadataError):
                 raise
             raise MetadataError(f"invalid data_type {obj!r}: {e}") from e
+        known = _UNSUPPORTED_EXTENSIONS.get(name)
+        if known is not None:
+            raise UnsupportedExtensionError(f"data_type {name!r}: {known}")
         if obj.get("must_understand", True) is False:
             raise MetadataError(f"unknown data_type {name!r}")
         raise MetadataError(f"unknown data_type {name!r}")
     raise MetadataError(f"invalid data_type {obj!r}")
+
+
+# Registered zarr-extensions data types cuzarr knows of and does not read, with why
+_UNSUPPORTED_EXTENSIONS = {
+    "optional": (
+        "the zarr-extensions 'optional' data type (nullable values, as zarrs writes "
+        "them; https://github.com/zarr-developers/zarr-extensions/tree/main/data-types/optional) "
+        "is not supported: its specification is not stable yet, and it has one "
+        "implementation (zarrs)"
+    ),
+}
 
 
 def _looks_v2(s: Any) -> bool:
