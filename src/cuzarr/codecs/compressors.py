@@ -18,6 +18,7 @@ import zstandard
 
 from cuzarr.codecs import libzstd
 from cuzarr.codecs.base import BytesBytesCodec, ChunkSpec, register_codec
+from cuzarr.codecs.bounded import gunzip
 from cuzarr.codecs.lazy_numcodecs import nc_zstd, numcodecs
 from cuzarr.errors import CodecError, MetadataError
 
@@ -193,44 +194,8 @@ class GzipCodec(BytesBytesCodec):
     def decode(
         self, data: Any, spec: ChunkSpec, size_hint: int | None = None, limit: int | None = None
     ) -> Any:
-        bound = size_hint if size_hint is not None else limit
-        try:
-            d = zlib.decompressobj(47)  # 32 + 15: gzip or zlib header, auto-detected
-            out = d.decompress(data, 0 if bound is None else bound + 1)
-            if d.eof and d.unused_data and d.unused_data.strip(b"\0"):
-                out = _more_gzip_members(out, d.unused_data, bound)
-        except zlib.error as e:
-            raise CodecError(f"gzip decompression failed: {e}") from e
-        if bound is not None and len(out) > bound:
-            raise CodecError(f"gzip data decompresses to more than {bound} bytes")
-        if not d.eof:
-            raise CodecError("gzip stream is truncated")
-        return out
-
-
-def _more_gzip_members(out: bytes, rest: bytes, bound: int | None) -> bytes:
-    """``out`` followed by the members in ``rest``: a gzip file may hold several
-    (RFC 1952), which Python's gzip module, and so numcodecs, read one after
-    another, skipping zero padding after the last; anything else is an error."""
-    parts = [out]
-    total = len(out)
-    while rest.strip(b"\0"):
-        if bound is not None and total > bound:
-            # already past the bound (the caller refuses it): a max_length of 0
-            # below would mean no limit at all
-            break
-        if rest[:2] != b"\x1f\x8b":
-            raise CodecError("gzip data is followed by bytes that are not a gzip member")
-        d = zlib.decompressobj(31)
-        part = d.decompress(rest, 0 if bound is None else bound - total + 1)
-        parts.append(part)
-        total += len(part)
-        if bound is not None and total > bound:
-            break
-        if not d.eof:
-            raise CodecError("gzip stream is truncated")
-        rest = d.unused_data
-    return b"".join(parts)
+        # the shared bounded decoder (codecs/bounded.py), as numcodecs' gzip reads
+        return gunzip(data, size_hint if size_hint is not None else limit)
 
 
 _SHUFFLE = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}

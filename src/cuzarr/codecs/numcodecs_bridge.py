@@ -21,6 +21,7 @@ from cuzarr.codecs.base import (
     Codec,
     codec_from_json,
 )
+from cuzarr.codecs.bounded import BOUNDED_NUMCODECS, decode_numcodec
 from cuzarr.codecs.lazy_numcodecs import is_numcodec, numcodecs
 from cuzarr.errors import CodecError, MetadataError, UnknownCodecError
 from cuzarr.metadata.dtypes import parse_data_type
@@ -71,6 +72,11 @@ class NumcodecsBytesBytes(_NumcodecsMixin, BytesBytesCodec):
 
     def __init__(self, numcodec: Any) -> None:
         self.numcodec = numcodec
+        # ``numcodecs.zstd`` / ``numcodecs.blosc`` decode through cuzarr's own
+        # codecs, which check the declared size before decompressing.
+        self._checked: Codec | None = None
+        if numcodec.codec_id in ("zstd", "blosc"):
+            self._checked = as_v3_codec(numcodec)
 
     def encode(self, data: Any, spec: ChunkSpec) -> Any:
         return self.numcodec.encode(np.frombuffer(data, dtype=np.uint8))
@@ -78,11 +84,16 @@ class NumcodecsBytesBytes(_NumcodecsMixin, BytesBytesCodec):
     def decode(
         self, data: Any, spec: ChunkSpec, size_hint: int | None = None, limit: int | None = None
     ) -> Any:
+        bound = size_hint if size_hint is not None else limit
+        if isinstance(self._checked, BytesBytesCodec):
+            return self._checked.decode(data, spec, size_hint, limit)
+        if self.numcodec.codec_id in BOUNDED_NUMCODECS:
+            # streaming decoders that stop at the bound: no decompression bombs
+            return decode_numcodec(self.numcodec, data, size_hint, bound)
         try:
             out = self.numcodec.decode(data)
         except Exception as e:
             raise CodecError(f"{self.name} decode failed: {e}") from e
-        bound = size_hint if size_hint is not None else limit
         if bound is not None and memoryview(out).nbytes > bound:
             raise CodecError(f"{self.name} output is larger than the {bound} bytes allowed")
         return out

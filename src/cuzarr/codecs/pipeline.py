@@ -23,6 +23,7 @@ from cuzarr.codecs.base import (
     ChunkSpec,
     Codec,
 )
+from cuzarr.codecs.bounded import BOUNDED_NUMCODECS, decode_numcodec
 from cuzarr.codecs.bytes_codec import BytesCodec
 from cuzarr.codecs.compressors import ZstdCodec, _dctx, zstd_decompress
 from cuzarr.codecs.compressors import zstd_decompress_into as _zstd_into
@@ -442,6 +443,11 @@ class V2Pipeline:
             return self._checked.decode(data, None, nbytes, limit)  # type: ignore[arg-type]
         if self.compressor is None:
             return data
+        if self.compressor.codec_id in BOUNDED_NUMCODECS:
+            # streaming decoders that stop at the bound (codecs/bounded.py)
+            return decode_numcodec(
+                self.compressor, data, nbytes, nbytes if nbytes is not None else limit
+            )
         try:
             return self.compressor.decode(data)
         except Exception as e:
