@@ -2,26 +2,83 @@
 
 Keys: ``async.concurrency`` (global limit on in-flight store requests),
 ``threading.max_workers`` (codec thread pool size; ``None`` = CPU count),
-``array.write_empty_chunks``, ``array.order``, ``buffer`` (``"cpu"`` or ``"gpu"``),
+``array.write_empty_chunks``, ``array.order``, ``array.read_missing_chunks``
+(False: reading a chunk that is not stored raises ``ChunkNotFoundError``),
+``async.timeout`` (seconds a blocking call waits), ``json_indent``, ``buffer`` (``"cpu"`` or ``"gpu"``),
 ``gpu.emulate`` (run the device paths' plans on the host), ``gpu.gds`` (read
 uncompressed local chunks straight into device memory), ``gpu.stream`` (the
 caller's CUDA stream), ``gpu.read_workers`` (threads feeding one device read;
 at most ``threading.max_workers``), ``codecs.zstd_system_library`` (decode large zstd frames
 through the system's libzstd when found).
 Environment variables such as ``CUZARR_ASYNC__CONCURRENCY=32`` override defaults.
+These keys mean what zarr-python's keys of the same names mean. Setting a key
+cuzarr does not know warns (``ZarrUserWarning``): it would have no effect.
+``config.reset()`` restores the defaults (and the environment's settings).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import warnings
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
 from donfig import Config as _DonfigConfig
 
+from cuzarr.errors import ZarrUserWarning
+
+# zarr-python keys with another name (or no counterpart) in cuzarr: the warning says so
+_ZARR_PYTHON_KEYS = {
+    "array.sharding_coalesce_max_gap_bytes": "use 'sharding.coalesce_max_gap'",
+    "array.sharding_coalesce_max_bytes": "use 'sharding.coalesce_max_size'",
+    "ndbuffer": "use cuzarr.config.enable_gpu() or 'buffer': 'gpu'",
+    "codec_pipeline": "cuzarr has one codec pipeline; it is not configurable",
+    "codecs": "cuzarr's codecs are registered with cuzarr.codecs.register_codec",
+}
+# keys read where they are set that have no default (see storage/fsspec.py)
+_OPTIONAL_KEYS = frozenset({"storage.retries"})
+
+
+def _leaves(d: Mapping[str, Any], prefix: str = "") -> Iterator[str]:
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, Mapping) and v:
+            yield from _leaves(v, key + ".")
+        else:
+            yield key
+
 
 class Config(_DonfigConfig):
     """donfig configuration with the GPU switch as setter and context manager."""
+
+    def set(self, arg: Mapping[str, Any] | None = None, **kwargs: Any) -> Any:
+        """Set configuration values, globally or in a ``with`` block (donfig's
+        ``set``); keys cuzarr does not know warn with ``ZarrUserWarning``."""
+        given = {**(arg or {}), **{k.replace("__", "."): v for k, v in kwargs.items()}}
+        self._warn_unknown(given)
+        return super().set(arg, **kwargs)
+
+    def reset(self) -> None:
+        """Restore the defaults (then the environment's settings), as zarr-python's
+        ``config.reset()`` does."""
+        self.clear()
+        self.refresh()
+
+    def _warn_unknown(self, given: Mapping[str, Any]) -> None:
+        known = {k for d in self.defaults for k in _leaves(d)} | _OPTIONAL_KEYS
+        for key in _leaves(given):
+            if key in known or any(key.startswith(k + ".") for k in known):
+                continue
+            hint = next(
+                (h for k, h in _ZARR_PYTHON_KEYS.items() if key == k or key.startswith(k + ".")),
+                None,
+            )
+            warnings.warn(
+                f"cuzarr.config: unknown key {key!r} has no effect"
+                + (f" ({hint})" if hint else ""),
+                ZarrUserWarning,
+                stacklevel=3,
+            )
 
     def enable_gpu(self, stream: Any = None) -> _GpuToggle:
         """Make device (CuPy) buffers the default output.
@@ -62,7 +119,7 @@ defaults: list[dict[str, Any]] = [
         "default_zarr_format": 3,
         "async": {"concurrency": 64, "timeout": None},
         "threading": {"max_workers": None},
-        "array": {"order": "C", "write_empty_chunks": False},
+        "array": {"order": "C", "write_empty_chunks": False, "read_missing_chunks": True},
         # Byte ranges of one shard closer than max_gap are fetched as one request.
         "sharding": {"coalesce_max_gap": 1 << 16, "coalesce_max_size": 16 << 20},
         "buffer": "cpu",

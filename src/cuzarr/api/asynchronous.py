@@ -179,6 +179,7 @@ async def create_array(
             write_empty_chunks=write_empty_chunks,
             dimension_separator=dimension_separator,
             meta_array=meta_array,
+            config=config,
         )
     if dtype is None:
         raise ValueError(
@@ -211,7 +212,7 @@ async def create_array(
         sp, meta, overwrite=overwrite, write_empty_chunks=write_empty_chunks
     )
     arr.set_prototype(meta_array)
-    return arr
+    return _with_read_missing(arr, config)
 
 
 async def open_array(
@@ -623,6 +624,17 @@ def _apply_config(
     return order, write_empty_chunks
 
 
+def _with_read_missing(arr: AsyncArray, config: Any) -> AsyncArray:
+    """``arr`` with the ``read_missing_chunks`` key of ``config``, where it has one."""
+    if config is None:
+        return arr
+    given = config.to_dict() if isinstance(config, ArrayConfig) else dict(config)
+    missing = given.get("read_missing_chunks")
+    if missing is None or missing == arr.config.read_missing_chunks:
+        return arr
+    return arr.with_config({"read_missing_chunks": missing})
+
+
 def _is_zarr_array(x: Any) -> bool:
     """True for a cuzarr or zarr-python array (whose settings ``"keep"`` copies)."""
     if isinstance(x, (Array, AsyncArray)):
@@ -769,6 +781,7 @@ async def from_array(
         storage_options=storage_options,
         meta_array=meta_array,
     )
+    result = _with_read_missing(result, config)
     if write_data:
         if src_is_array:
             await _copy_array(data, result)
@@ -924,6 +937,7 @@ async def create(
         chunk_key_encoding=chunk_key_encoding,
         dimension_separator=dimension_separator,
         meta_array=meta_array,
+        config=config,
         **kw,
     )
     if data is not None:

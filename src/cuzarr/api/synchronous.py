@@ -124,7 +124,8 @@ def create_array(
         and is written unless ``write_data`` is False. A cuzarr or zarr-python array
         also gives its fill value, as in :func:`from_array`.
     config : dict or ArrayConfig, optional
-        Runtime settings ``{"order": "C" | "F", "write_empty_chunks": bool}``
+        Runtime settings ``{"order": "C" | "F", "write_empty_chunks": bool,
+        "read_missing_chunks": bool}``
         (zarr-python's ``ArrayConfig``); explicit ``order`` / ``write_empty_chunks``
         arguments win.
     write_data : bool

@@ -202,6 +202,9 @@ class AsyncArray:
             order = given.get("order")
             if order is not None and order != metadata.order and metadata.zarr_format == 3:
                 metadata = metadata.evolve(order=order)
+            missing = given.get("read_missing_chunks")
+            if missing is not None:
+                metadata = metadata.evolve(read_missing_chunks=missing)
             if write_empty_chunks is None:
                 write_empty_chunks = given.get("write_empty_chunks")
         self.store_path = store_path
@@ -476,11 +479,13 @@ class AsyncArray:
 
     @property
     def config(self) -> Any:
-        """The runtime configuration (``order``, ``write_empty_chunks``): an
-        ``ArrayConfig``; change it with :meth:`with_config`."""
+        """The runtime configuration (``order``, ``write_empty_chunks``,
+        ``read_missing_chunks``): an ``ArrayConfig``; change it with :meth:`with_config`."""
         from cuzarr.core.array_config import ArrayConfig
 
-        return ArrayConfig(self.order, self.write_empty_chunks)
+        return ArrayConfig(
+            self.order, self.write_empty_chunks, not engine.missing_chunks_refused(self.metadata)
+        )
 
     def with_config(self, config: Any) -> AsyncArray:
         """A copy of this array with another runtime configuration.
@@ -500,6 +505,8 @@ class AsyncArray:
                     "with_config cannot change it"
                 )
             meta = meta.evolve(order=new.order)
+        if new.read_missing_chunks != cur["read_missing_chunks"]:
+            meta = meta.evolve(read_missing_chunks=new.read_missing_chunks)
         out = type(self)(meta, self.store_path, write_empty_chunks=new.write_empty_chunks)
         out._prototype = self._prototype
         return out
@@ -1549,7 +1556,7 @@ class Array:
         store : str, pathlib.Path, dict, Store or StorePath
             Where the array is.
         config : dict or ArrayConfig, optional
-            Runtime settings ``{"order", "write_empty_chunks"}``.
+            Runtime settings ``{"order", "write_empty_chunks", "read_missing_chunks"}``.
 
         Returns
         -------
@@ -1563,7 +1570,8 @@ class Array:
     @property
     def config(self) -> Any:
         """The runtime configuration: an ``ArrayConfig`` (``order``,
-        ``write_empty_chunks``); change it with :meth:`with_config`."""
+        ``write_empty_chunks``, ``read_missing_chunks``); change it with
+        :meth:`with_config`."""
         return self._async_array.config
 
     def with_config(self, config: Any) -> Array:
@@ -1572,8 +1580,8 @@ class Array:
         Parameters
         ----------
         config : dict or ArrayConfig
-            ``{"order": "C" | "F", "write_empty_chunks": bool}``; missing keys keep
-            this array's values.
+            ``{"order": "C" | "F", "write_empty_chunks": bool, "read_missing_chunks":
+            bool}``; missing keys keep this array's values.
 
         Returns
         -------

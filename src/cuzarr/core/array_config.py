@@ -23,10 +23,14 @@ class ArrayConfig:
         is stored in its metadata).
     write_empty_chunks : bool
         Store chunks that equal the fill value (False: such chunks are deleted).
+    read_missing_chunks : bool
+        Read chunks that are not stored as the fill value (False: reading one
+        raises ``ChunkNotFoundError``; in a sharded array, a shard not stored).
     """
 
     order: str = "C"
     write_empty_chunks: bool = False
+    read_missing_chunks: bool = True
 
     def __post_init__(self) -> None:
         if self.order not in ("C", "F"):
@@ -35,6 +39,10 @@ class ArrayConfig:
             raise TypeError(
                 f"write_empty_chunks must be a bool, got {self.write_empty_chunks!r}"
             )
+        if not isinstance(self.read_missing_chunks, bool):
+            raise TypeError(
+                f"read_missing_chunks must be a bool, got {self.read_missing_chunks!r}"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         """The settings as a plain ``dict``.
@@ -42,7 +50,7 @@ class ArrayConfig:
         Returns
         -------
         dict
-            ``{"order": ..., "write_empty_chunks": ...}``.
+            ``{"order": ..., "write_empty_chunks": ..., "read_missing_chunks": ...}``.
         """
         return dataclasses.asdict(self)
 
@@ -54,7 +62,7 @@ def parse_array_config(value: ArrayConfig | Mapping[str, Any] | None) -> ArrayCo
     ----------
     value : ArrayConfig, dict or None
         Missing keys come from ``cuzarr.config`` (``array.order``,
-        ``array.write_empty_chunks``); unknown keys raise.
+        ``array.write_empty_chunks``, ``array.read_missing_chunks``); unknown keys raise.
 
     Returns
     -------
@@ -63,9 +71,10 @@ def parse_array_config(value: ArrayConfig | Mapping[str, Any] | None) -> ArrayCo
     if isinstance(value, ArrayConfig):
         return value
     d = dict(value or {})
-    unknown = set(d) - {"order", "write_empty_chunks"}
+    unknown = set(d) - {"order", "write_empty_chunks", "read_missing_chunks"}
     if unknown:
         raise ValueError(f"unknown array config keys: {sorted(unknown)}")
     d.setdefault("order", _global_config.get("array.order", "C") or "C")
     d.setdefault("write_empty_chunks", flag("array.write_empty_chunks"))
+    d.setdefault("read_missing_chunks", flag("array.read_missing_chunks", True))
     return ArrayConfig(**d)

@@ -14,6 +14,7 @@ from cuzarr.codecs.lazy_numcodecs import numcodecs
 from cuzarr.codecs.numcodecs_bridge import as_numcodec, as_v3_codec
 from cuzarr.codecs.sharding import ShardingCodec
 from cuzarr.codecs.vlen import VLenBytesCodec, VLenUTF8Codec
+from cuzarr.config import config
 from cuzarr.metadata.array import (
     ArrayMetadata,
     normalize_dimension_names,
@@ -302,7 +303,8 @@ def build_array_metadata(
     chunk_shape = _normalize_chunks(
         chunks, shape, dt.item_size if not dt.is_vlen else 1, sharded=shards is not None
     )
-    order = order or "C"
+    # as zarr-python: no order given is the global ``array.order``
+    order = order or config.get("array.order") or "C"
     if order not in ("C", "F"):
         raise ValueError(f"order must be 'C' or 'F', got {order!r}")
     if fill_value is DEFAULT_FILL or (fill_value is None and zarr_format == 3):

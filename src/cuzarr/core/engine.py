@@ -22,9 +22,10 @@ from cuzarr.buffer import cpu_prototype, is_device_array
 from cuzarr.codecs.base import ChunkSpec
 from cuzarr.codecs.pipeline import BATCH_DECODE_MAX
 from cuzarr.codecs.sharding import sharding_codec
+from cuzarr.config import flag
 from cuzarr.core.sync import device_read_workers, get_executor, max_workers
 from cuzarr.core.workers import pull_batches, raise_mmap_threshold
-from cuzarr.errors import CodecError
+from cuzarr.errors import ChunkNotFoundError, CodecError
 from cuzarr.gpu.dispatch import device_reader_for, device_writer_for, emulating
 from cuzarr.indexing.projection import (
     EDGE,
@@ -188,6 +189,28 @@ def keyed(e: CodecError, key: str) -> CodecError:
     return type(e)(f"{key}: {e}")
 
 
+def missing_chunks_refused(meta: ArrayMetadata) -> bool:
+    """Whether reading a chunk that is not stored is an error for this array (its
+    ``read_missing_chunks`` setting, else the global ``array.read_missing_chunks``)."""
+    allowed = meta.read_missing_chunks
+    if allowed is None:
+        allowed = flag("array.read_missing_chunks", True)
+    return not allowed
+
+
+def refuse_missing(store_path: StorePath, keys: Sequence[str]) -> None:
+    """Raise ``ChunkNotFoundError`` for the store keys ``keys`` (none: nothing)."""
+    if keys:
+        listed = "\n".join(f"  chunk {k!r}" for k in keys[:20])
+        more = f"\n  ... and {len(keys) - 20} more" if len(keys) > 20 else ""
+        raise ChunkNotFoundError(
+            f"{len(keys)} chunk(s) not found in store {store_path.store!r}.\n"
+            "Set the 'array.read_missing_chunks' config (or the array's config "
+            "read_missing_chunks) to True to fill missing chunks with the fill value.\n"
+            f"Missing chunks:\n{listed}{more}"
+        )
+
+
 def _is_fill(chunk: np.ndarray, fill: Any, dtype: Any) -> bool:
     # Most chunks differ from the fill in their first element: answer that cheaply
     # before comparing the whole chunk.
@@ -321,10 +344,13 @@ def _read_job(
     fill = meta.read_fill
     grid = meta.chunk_grid
     device = device_reader_for(pipeline, out, fill, grid.stored_chunk_shape, store_path.store)
+    strict = missing_chunks_refused(meta)
     if device is not None:
 
         def device_batch(lo: int, datas: list[bytes | None]) -> None:
             hi = lo + len(datas)
+            if strict:
+                refuse_missing(store_path, [keys[lo + j] for j, d in enumerate(datas) if d is None])
             device(items[lo:hi], datas, keys[lo:hi])
 
         return keys, device_batch, device
@@ -332,6 +358,8 @@ def _read_job(
     blocks = _BlockDecoder.make(items, out, grid, pipeline)
 
     def decode_batch(lo: int, datas: list[bytes | None]) -> None:
+        if strict:
+            refuse_missing(store_path, [keys[lo + j] for j, d in enumerate(datas) if d is None])
         decode = pipeline.decode
         done = blocks.run(lo, datas) if blocks is not None else None
         for j, data in enumerate(datas):

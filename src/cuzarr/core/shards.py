@@ -18,7 +18,14 @@ import numpy as np
 from cuzarr.codecs.base import ChunkSpec
 from cuzarr.codecs.sharding import EMPTY, ShardingCodec, sharding_codec
 from cuzarr.config import config
-from cuzarr.core.engine import SMALL_READ_CHUNKS, ChunkItem, _run_batches, keyed
+from cuzarr.core.engine import (
+    SMALL_READ_CHUNKS,
+    ChunkItem,
+    _run_batches,
+    keyed,
+    missing_chunks_refused,
+    refuse_missing,
+)
 from cuzarr.core.sync import device_read_workers, get_executor, max_workers
 from cuzarr.core.workers import pull_batches, share
 from cuzarr.errors import CodecError
@@ -136,8 +143,14 @@ def _shard_job(
     def local(i: int) -> tuple[int, ...]:
         return tuple(c % n for c, n in zip(items[i][0], cps, strict=True))
 
+    # read_missing_chunks=False: a shard that is not stored is an error (an inner
+    # chunk missing from a stored shard reads as the fill value, as in zarr-python)
+    strict = missing_chunks_refused(meta)
+
     def from_whole(members: list[int], data: Any) -> list[tuple[int, Any]]:
         if data is None:
+            if strict:
+                refuse_missing(store_path, [shard_key(members[0])])
             return [(i, None) for i in members]
         try:
             index, mv = codec.split(data, shard_shape)
@@ -177,6 +190,8 @@ def _shard_job(
             plan: list[tuple[list[int], list[tuple[int, int]], int, int]] = []
             for (sc, m), raw in zip(partial, raw_indexes, strict=True):
                 if raw is None:
+                    if strict:
+                        refuse_missing(store_path, [encode_key(sc)])
                     pairs.extend((i, None) for i in m)
                     continue
                 try:

@@ -40,6 +40,13 @@ _V3_ARRAY_KEYS = {
 }
 
 
+def _runtime_order() -> str:
+    order = config.get("array.order", "C") or "C"
+    if order not in ("C", "F"):
+        raise ValueError(f"config array.order must be 'C' or 'F', got {order!r}")
+    return order
+
+
 def json_dumps(obj: Any) -> bytes:
     """Serialize metadata as UTF-8 JSON (non-ASCII kept as text), NaN refused."""
     indent = config.get("json_indent")
@@ -78,6 +85,10 @@ class ArrayMetadata:
     filters: tuple[Any, ...] | None = None
     compressor: Any = None
     extra: dict[str, Any] = field(default_factory=dict)
+    # runtime setting, never stored (as ``order`` for v3): whether reading a chunk
+    # that is not stored fills it (True), raises (False), or follows the global
+    # ``array.read_missing_chunks`` (None)
+    read_missing_chunks: bool | None = field(default=None, compare=False)
 
     @property
     def ndim(self) -> int:
@@ -269,6 +280,8 @@ def parse_array_metadata_v3(d: Any) -> ArrayMetadata:
         attributes=attrs,
         codecs=codecs,
         dimension_names=names,
+        # a v3 array's order is a runtime setting: the global one, as in zarr-python
+        order=_runtime_order(),
         extra=extra,
     )
     check_sharded_edges(meta, meta.make_pipeline())  # validates codecs against the data type
