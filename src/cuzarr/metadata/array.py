@@ -50,9 +50,13 @@ def _runtime_order() -> str:
 def json_dumps(obj: Any) -> bytes:
     """Serialize metadata as UTF-8 JSON (non-ASCII kept as text), NaN refused."""
     indent = config.get("json_indent")
-    if isinstance(indent, int) and not isinstance(indent, bool):
-        return dumps_indented(obj, indent).encode("utf-8")
-    return json.dumps(obj, indent=indent, ensure_ascii=False, allow_nan=False).encode("utf-8")
+    try:
+        if isinstance(indent, int) and not isinstance(indent, bool):
+            return dumps_indented(obj, indent).encode("utf-8")
+        return json.dumps(obj, indent=indent, ensure_ascii=False, allow_nan=False).encode("utf-8")
+    except RecursionError as e:
+        # attributes read back from a document nested almost to the parser's limit
+        raise MetadataError("metadata is nested too deeply to write as JSON") from e
 
 
 def json_loads(data: bytes, key: str) -> Any:
@@ -61,6 +65,9 @@ def json_loads(data: bytes, key: str) -> Any:
         return json.loads(data.decode("utf-8") if isinstance(data, (bytes, bytearray)) else data)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise MetadataError(f"{key}: malformed JSON ({e})") from e
+    except RecursionError as e:
+        # the json module parses nested arrays and objects recursively
+        raise MetadataError(f"{key}: JSON nested too deeply to parse") from e
 
 
 @dataclass(frozen=True)

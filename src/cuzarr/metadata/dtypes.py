@@ -448,6 +448,29 @@ def _struct_to_v2(dtype: np.dtype) -> list[list[Any]]:
     return out
 
 
+# Structured data types nest (a field may be a struct): a data type's JSON deeper
+# than this is refused before it is walked. Each struct level adds 3 (v2) or 4
+# (v3) levels of JSON, so about 30 levels of structs; numpy cannot even print
+# a dtype some 300 levels deep (RecursionError), and no real one comes close.
+_MAX_DTYPE_JSON_DEPTH = 128
+
+
+def _check_depth(obj: Any, what: str) -> None:
+    """Refuse JSON nested more than ``_MAX_DTYPE_JSON_DEPTH`` levels (walked
+    without recursion: a hostile document may be thousands of levels deep)."""
+    stack = [(obj, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > _MAX_DTYPE_JSON_DEPTH:
+            raise MetadataError(
+                f"{what} is nested more than {_MAX_DTYPE_JSON_DEPTH} levels deep"
+            )
+        if isinstance(node, dict):
+            stack.extend((v, depth + 1) for v in node.values())
+        elif isinstance(node, list):
+            stack.extend((v, depth + 1) for v in node)
+
+
 def _struct_from_v2(obj: list[Any]) -> np.dtype:
     fields = []
     for item in obj:
@@ -568,6 +591,7 @@ def from_json_v3(obj: Any) -> DataType:
             if name == "raw_bytes":
                 return DataType("raw", np.dtype(f"V{int(conf['length_bytes'])}"), "")
             if name in ("struct", "structured"):
+                _check_depth(obj, "struct data_type")
                 fields = []
                 for f in conf["fields"]:
                     if isinstance(f, dict):
@@ -611,6 +635,7 @@ def from_json_v2(obj: Any, object_codec_id: str | None = None) -> DataType:
     """Parse a v2 ``dtype``; object dtypes resolve through their vlen filter."""
     try:
         if isinstance(obj, list):
+            _check_depth(obj, "v2 dtype")
             return DataType("struct", _struct_from_v2(obj), "")
         if not isinstance(obj, str):
             raise MetadataError(f"invalid v2 dtype {obj!r}")

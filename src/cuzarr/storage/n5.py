@@ -49,6 +49,7 @@ from typing import Any
 import numpy as np
 
 from cuzarr.errors import CodecError, MetadataError
+from cuzarr.metadata.array import json_loads
 from cuzarr.storage.base import ByteRequest, Store, as_bytes_like, slice_bytes
 
 __all__ = ["N5Store", "decode_block", "encode_block"]
@@ -456,7 +457,7 @@ class N5Store(Store):
         raw = await self.inner.get(_join(path, _ATTRS))
         attrs = None
         if raw is not None:
-            attrs = json.loads(raw)
+            attrs = json_loads(raw, _join(path, _ATTRS))
             if not isinstance(attrs, dict):
                 raise MetadataError(f"{_join(path, _ATTRS)}: must hold a JSON object")
         self._attrs_cache[path] = attrs
@@ -621,7 +622,7 @@ class N5Store(Store):
                 "is not stored in N5 containers)"
             )
         if name == ".zarray":
-            await self._set_zarray(path, json.loads(value))
+            await self._set_zarray(path, json_loads(value, key))
             return
         if name == ".zgroup":
             async with self._meta_lock():
@@ -633,7 +634,7 @@ class N5Store(Store):
                 await self._write_attrs(path, attrs)
             return
         if name == ".zattrs":
-            user = json.loads(value)
+            user = json_loads(value, key)
             if not isinstance(user, dict):
                 raise MetadataError(f"{key}: attributes must be a JSON object")
             clash = [k for k in user if k in _RESERVED and k != "n5"]

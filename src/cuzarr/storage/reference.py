@@ -91,7 +91,8 @@ def _load_refs(fo: Any, target_options: dict[str, Any] | None) -> dict[str, Any]
 def _parse_refs(raw: bytes, where: str) -> dict[str, Any]:
     try:
         doc = json.loads(raw)
-    except ValueError as e:  # (also an int past Python's digit limit, a bare ValueError)
+    # ValueError: also an int past Python's digit limit; RecursionError: nesting
+    except (ValueError, RecursionError) as e:
         raise MetadataError(f"{where}: not a JSON reference file ({e})") from None
     if not isinstance(doc, dict):
         raise MetadataError(f"{where}: references must be a JSON object")

@@ -484,7 +484,8 @@ def _parse_zmetadata(raw: bytes, root: str) -> tuple[dict[str, bytes], int, dict
     where = f"{root}/{ZMETADATA}"
     try:
         doc = json.loads(raw)
-    except ValueError as e:  # (also an int past Python's digit limit, a bare ValueError)
+    # ValueError: also an int past Python's digit limit; RecursionError: nesting
+    except (ValueError, RecursionError) as e:
         raise MetadataError(f"{where}: not JSON ({e})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("metadata"), dict):
         raise MetadataError(f"{where}: must be a JSON object with a 'metadata' object")
