@@ -219,3 +219,110 @@ def test_v2_gzip_truncated_and_garbage():
         d["a/0"] = bad
         with pytest.raises(CodecError):
             a[:]
+
+
+# -- lying shard indexes on every store and read path (issue 28, item 3) ----------
+def _lying_shard(store, index_location: str, lie: str) -> tuple[bytes, bytes]:
+    """An (8, 8) u2 array in one shard of 2x2 inner chunks; returns the shard's
+    bytes (good, lying): inner chunk (0, 0)'s entry overlaps (0, 1)'s, or (index at
+    the end) points into the index."""
+    codec = ShardingCodec((4, 4), index_location=index_location)
+    serializer = {
+        "name": "sharding_indexed",
+        "configuration": {
+            "chunk_shape": [4, 4],
+            "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
+            "index_codecs": codec.configuration()["index_codecs"],
+            "index_location": index_location,
+        },
+    }
+    a = cuzarr.create_array(
+        store, name="a", shape=(8, 8), chunks=(8, 8), dtype="u2", serializer=serializer,
+        compressors=None, overwrite=True,
+    )
+    a[:] = np.arange(64, dtype="u2").reshape(8, 8) + 1
+    if isinstance(store, str):
+        with open(f"{store}/a/c/0/0", "rb") as f:
+            good = f.read()
+    else:
+        good = bytes(store["a/c/0/0"])
+    n = codec.index_nbytes((8, 8))
+    raw = good[:n] if index_location == "start" else good[-n:]
+    index = codec.decode_index(raw, (8, 8), len(good)).copy()
+    if lie == "overlap":
+        index[0, 0] = index[0, 1]
+    else:
+        index[0, 0] = (len(good) - n, 32)  # the index's own bytes, as a chunk
+    new = bytes(codec.index_pipeline((8, 8)).encode(index, (2, 2, 2)))
+    bad = new + good[n:] if index_location == "start" else good[:-n] + new
+    return good, bad
+
+
+def _serve_dir(directory):
+    import functools
+    import http.server
+    import threading
+
+    from test_store_http import RangeHandler
+
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(RangeHandler, directory=str(directory))
+    )
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+_LIES = [("end", "overlap"), ("end", "into-index"), ("start", "overlap")]
+
+
+@pytest.mark.parametrize("kind", ["memory", "local", "http", "fsspec-memory"])
+@pytest.mark.parametrize("index_location,lie", _LIES)
+def test_lying_shard_index_is_refused_on_every_store(tmp_path, kind, index_location, lie):
+    # Partial reads fetch the index alone; they had skipped the overlap check,
+    # and (index at the end) never learnt the shard's size, so an entry over the
+    # index read the index's own bytes as data (on local files even whole reads
+    # go through that path).
+    local = str(tmp_path / "s.zarr")
+    d: dict = {}
+    good, bad = _lying_shard(d if kind == "memory" else local, index_location, lie)
+    server = None
+    try:
+        if kind == "memory":
+            d["a/c/0/0"] = bad
+            a = cuzarr.open_array(d, path="a", mode="r")
+        else:
+            with open(f"{local}/a/c/0/0", "wb") as f:
+                f.write(bad)
+            if kind == "local":
+                a = cuzarr.open_array(local, path="a", mode="r")
+            elif kind == "http":
+                server = _serve_dir(tmp_path)
+                url = f"http://127.0.0.1:{server.server_address[1]}/s.zarr"
+                a = cuzarr.open_array(url, path="a", mode="r")
+            else:
+                import fsspec
+
+                fs = fsspec.filesystem("memory")
+                root = f"memory://lying-{index_location}-{lie}"
+                fs.put(local, root, recursive=True)
+                a = cuzarr.open_array(root, path="a", mode="r")
+        for sel in (np.s_[:], np.s_[0, 0], np.s_[0:4, 0:4], np.s_[0, 0:8]):
+            with pytest.raises(CodecError, match="a/c/0/0"):
+                a[sel]
+        # the untouched shard reads back exactly: no false alarm on any path
+        if kind == "memory":
+            d["a/c/0/0"] = good
+        elif kind == "fsspec-memory":
+            fs.pipe(f"{root}/a/c/0/0", good)
+        else:
+            with open(f"{local}/a/c/0/0", "wb") as f:
+                f.write(good)
+        want = np.arange(64, dtype="u2").reshape(8, 8) + 1
+        np.testing.assert_array_equal(a[:], want)
+        np.testing.assert_array_equal(a[0:4, 0:4], want[0:4, 0:4])
+        assert a[5, 6] == want[5, 6]
+    finally:
+        if server is not None:
+            server.shutdown()
+            server.server_close()

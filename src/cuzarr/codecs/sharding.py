@@ -247,10 +247,12 @@ class ShardingCodec(ArrayBytesCodec):
                 hi = shard_nbytes if self.index_location == "start" else shard_nbytes - idx_n
                 if np.any(end > np.uint64(hi)):
                     raise CodecError("shard index points into the index itself")
-                order = np.argsort(o)
-                os_, es = o[order], end[order]
-                if np.any(os_[1:] < es[:-1]):
-                    raise CodecError("shard index has overlapping inner chunk ranges")
+            # Overlap needs no size: checked on partial reads too (they had
+            # returned one inner chunk's bytes as another's).
+            order = np.argsort(o)
+            os_, es = o[order], end[order]
+            if np.any(os_[1:] < es[:-1]):
+                raise CodecError("shard index has overlapping inner chunk ranges")
         return index
 
     def split(self, data: Any, shard_shape: tuple[int, ...]) -> tuple[np.ndarray, memoryview]:

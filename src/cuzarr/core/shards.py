@@ -31,7 +31,7 @@ from cuzarr.core.workers import pull_batches, share
 from cuzarr.errors import CodecError
 from cuzarr.gpu.dispatch import device_reader_for
 from cuzarr.metadata.array import ArrayMetadata
-from cuzarr.storage.base import RangeByteRequest, SuffixByteRequest
+from cuzarr.storage.base import RangeByteRequest, Store, SuffixByteRequest
 from cuzarr.storage.common import StorePath
 
 __all__ = ["coalesce", "read_sharded", "sharding_codec"]
@@ -185,17 +185,25 @@ def _shard_job(
                 if codec.index_location == "start"
                 else SuffixByteRequest(n_index)
             )
-            raw_indexes = yield ("ranges", [(encode_key(sc), rng) for sc, _ in partial])
+            index_reqs = [(encode_key(sc), rng) for sc, _ in partial]
+            if codec.index_location == "end":
+                # with the shards' sizes, where the store tells them cheaply: an
+                # entry pointing into an index at the end reads the index's own
+                # bytes, which no short read shows
+                raw_indexes, sizes = yield ("index", index_reqs)
+            else:
+                raw_indexes = yield ("ranges", index_reqs)
+                sizes = [None] * len(partial)
             reqs: list[tuple[str, RangeByteRequest]] = []
             plan: list[tuple[list[int], list[tuple[int, int]], int, int]] = []
-            for (sc, m), raw in zip(partial, raw_indexes, strict=True):
+            for (sc, m), raw, size in zip(partial, raw_indexes, sizes, strict=True):
                 if raw is None:
                     if strict:
                         refuse_missing(store_path, [encode_key(sc)])
                     pairs.extend((i, None) for i in m)
                     continue
                 try:
-                    index = codec.decode_index(raw, shard_shape)
+                    index = codec.decode_index(raw, shard_shape, size)
                 except CodecError as e:
                     raise keyed(e, encode_key(sc)) from e
                 wanted: list[int] = []
@@ -282,6 +290,12 @@ def _drive(gen: Any, sio: Any) -> Any:
             kind, req = gen.send(answer)
             if kind == "many":
                 answer = sio.get_many(req)
+            elif kind == "index":
+                # the sizes after the reads: in a pinned block, of the same files
+                raws = sio.get_ranges(req)
+                get_sizes = getattr(sio, "get_sizes", None)
+                sizes = [None] * len(req) if get_sizes is None else get_sizes([k for k, _ in req])
+                answer = (raws, sizes)
             elif kind == "parts" and sio.get_ranges_reused is not None:
                 # valid until the next request: the plan emits a part before that
                 answer = sio.get_ranges_reused(req)
@@ -315,6 +329,22 @@ def read_sharded_small_sync(
         if device is not None:
             device.executor.synchronize()
     return True
+
+
+async def _sizes(store: Store, reqs: list[tuple[str, Any]]) -> list[int | None]:
+    """The sizes of the values at ``reqs``' keys, where the store asks for them
+    without reading the value (``Store.getsize`` overridden); None otherwise,
+    and for a missing value."""
+    if type(store).getsize is Store.getsize:
+        return [None] * len(reqs)
+
+    async def one(key: str) -> int | None:
+        try:
+            return await store.getsize(key)
+        except FileNotFoundError:
+            return None
+
+    return list(await asyncio.gather(*(one(k) for k, _ in reqs)))
 
 
 async def read_sharded(
@@ -361,6 +391,13 @@ async def read_sharded(
                 kind, req = gen.send(answer)
                 if kind == "many":
                     answer = await store.get_many(req)
+                elif kind == "index":
+                    # the sizes asked alongside the indexes: no extra round trip
+                    answer = tuple(
+                        await asyncio.gather(
+                            store.get_partial_values(None, req), _sizes(store, req)
+                        )
+                    )
                 else:
                     answer = await store.get_partial_values(None, req)
         except StopIteration as stop:

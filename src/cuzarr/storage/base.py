@@ -253,6 +253,10 @@ class SyncIO:
     # lies in the buffer, or -1 when it came back as separate bytes (it changed
     # size meanwhile) or is missing (None: not offered)
     get_into: Any = None
+    # (keys) -> list[int | None]: each value's size in bytes (None: missing), of
+    # the value a ``pinned`` block's reads see; for a shard whose index was read
+    # alone, as the end of its last inner chunk (None: not offered)
+    get_sizes: Any = None
 
 
 def check_byte_range(byte_range: Any) -> None:

@@ -194,8 +194,16 @@ class MemoryStore(Store):
         ):
             return None
         return SyncIO(
-            self._get_many_sync, self._set_many_sync, self._delete_many_sync, self._get_ranges_sync
+            self._get_many_sync,
+            self._set_many_sync,
+            self._delete_many_sync,
+            self._get_ranges_sync,
+            get_sizes=self._sizes_sync,
         )
+
+    def _sizes_sync(self, keys: Sequence[str]) -> list[int | None]:
+        d = self._store_dict
+        return [None if (v := d.get(k)) is None else len(self._as_bytes(v)) for k in keys]
 
     def _get_ranges_sync(self, reqs: Sequence[tuple[str, ByteRequest | None]]) -> list[bytes | None]:
         d = self._store_dict
