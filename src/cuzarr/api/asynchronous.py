@@ -17,7 +17,7 @@ from cuzarr.codecs.numcodecs_bridge import as_v3_codec
 from cuzarr.config import config as cuzarr_config
 from cuzarr.core.array import Array, AsyncArray, _materialize
 from cuzarr.core.array_config import ArrayConfig, parse_array_config
-from cuzarr.core.build import DEFAULT_FILL, build_array_metadata
+from cuzarr.core.build import DEFAULT_FILL, build_array_metadata, check_object_dtype
 from cuzarr.core.consolidated import ZMETADATA
 from cuzarr.core.group import AsyncGroup
 from cuzarr.core.lazy import LazyArray
@@ -188,6 +188,7 @@ async def create_array(
         )
     if shape is None:
         raise ValueError("create_array needs shape= (or data=)")
+    check_object_dtype(dtype, _format(zarr_format, store), filters, serializer)
     meta = build_array_metadata(
         shape=shape,
         dtype=dtype,
@@ -866,7 +867,9 @@ async def create(
     mode = "a" if mode is None else mode
     _check_mode(mode)
     if mode == "r":
-        raise ReadOnlyError("cannot create an array in mode 'r'")
+        raise ReadOnlyError(
+            f"cannot create an array in {store!r} with mode='r' (use mode='a' or 'w')"
+        )
     order, write_empty_chunks = _apply_config(config, order, write_empty_chunks)
     if chunks is not None and chunk_shape is not None:
         raise ValueError("Only one of chunk_shape or chunks can be provided.")

@@ -30,6 +30,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     import cuzarr
 
+    if args.size_mib < 1:
+        raise ValueError(f"--size-mib must be at least 1, got {args.size_mib}")
     shape = (args.size_mib * 512, 1024)  # uint16 rows of 2 KiB: 512 a MiB
     rng = np.random.default_rng(0)
     data = np.cumsum(rng.integers(-2, 3, size=shape, dtype=np.int16), axis=1).astype(np.uint16)

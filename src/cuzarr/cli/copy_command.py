@@ -131,7 +131,7 @@ def cmd_copy(args: argparse.Namespace) -> int:
     import copy
 
     import cuzarr
-    from cuzarr.errors import CuzarrError
+    from cuzarr.errors import ContainsArrayError, ContainsGroupError, CuzarrError
     from cuzarr.storage.common import join_path, make_store, normalize_path
 
     src = cuzarr.open(args.src, mode="r", path=args.src_path)
@@ -219,6 +219,8 @@ def cmd_copy(args: argparse.Namespace) -> int:
         store.close()  # a zip file: compacted to one entry per key
     except (CuzarrError, OSError, ValueError, IndexError) as e:
         if not started:
+            if isinstance(e, ContainsArrayError | ContainsGroupError):
+                raise type(e)(f"{user_message(e)} (--overwrite replaces it)") from e
             raise
         raise CopyError(
             f"the copy into {args.dst} stopped: {user_message(e)} (what was copied so "

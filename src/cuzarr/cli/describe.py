@@ -34,6 +34,24 @@ def _stored_bytes(node: Any) -> int:
     return sync(total())
 
 
+def _dimension_names(node: Any) -> list[str | None] | None:
+    """v3 ``dimension_names``, or the ``_ARRAY_DIMENSIONS`` that xarray gives v2 arrays."""
+    names = node.metadata.dimension_names
+    if names is None and node.zarr_format == 2:
+        names = node.attrs.get("_ARRAY_DIMENSIONS")
+    return list(names) if names is not None else None
+
+
+def _plain(key: str, value: Any) -> str:
+    """One value of ``info`` as text: sizes with their unit, strings as they are,
+    everything else as JSON (``null``, ``[100, 100]``, codecs as their JSON)."""
+    if key in ("stored_bytes", "nbytes"):
+        return f"{value} ({human(value)})"
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, default=str, ensure_ascii=False)
+
+
 def cmd_info(args: argparse.Namespace) -> int:
     """Describe an array or a group: metadata, chunking, stored bytes and
     compression ratio (an array), members and consolidated metadata (a group).
@@ -62,10 +80,9 @@ def cmd_info(args: argparse.Namespace) -> int:
             "dtype": str(node.dtype),
             "chunks": list(node.chunks),
             "shards": list(node.shards) if node.shards else None,
-            # JSON: the fill value as the metadata encodes it ("NaN", base64 bytes...)
-            "fill_value": node.metadata.to_dict().get("fill_value")
-            if args.json
-            else repr(node.fill_value),
+            # as the metadata encodes it (0.0, "NaN", base64 bytes...), not a numpy repr
+            "fill_value": node.metadata.to_dict().get("fill_value"),
+            "dimension_names": _dimension_names(node),
             "nchunks": node.nchunks,
             "nchunks_initialized": node.nchunks_initialized,
             "nbytes": node.nbytes,
@@ -93,16 +110,15 @@ def cmd_info(args: argparse.Namespace) -> int:
     else:
         width = max(len(k) for k in info)
         for k, v in info.items():
-            if k == "stored_bytes" or k == "nbytes":
-                v = f"{v} ({human(v)})"
-            print(f"{k:<{width}} : {v}")
+            print(f"{k:<{width}} : {_plain(k, v)}")
     for line in notes:
         print(line, file=sys.stderr)
     return 0
 
 
 def cmd_tree(args: argparse.Namespace) -> int:
-    """Print the hierarchy below a group as the store lists it now.
+    """Print the hierarchy below a group as the store lists it now; for an array,
+    the array as a group's tree shows it.
 
     Parameters
     ----------
@@ -117,6 +133,10 @@ def cmd_tree(args: argparse.Namespace) -> int:
     import cuzarr
     from cuzarr.core.group import AsyncGroup, Group
 
+    node = cuzarr.open(args.store, mode="r", path=args.path)
+    if isinstance(node, cuzarr.Array):
+        print(f"{node.basename or '/'} {node.shape} {node.dtype}")
+        return 0
     group = cuzarr.open_group(args.store, mode="r", path=args.path, use_consolidated=False)
     h = list_hierarchy(group)
     ag = group.async_group

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from cuzarr import __version__
 from cuzarr.cli.bench import cmd_bench
 from cuzarr.cli.consolidate import cmd_consolidate
 from cuzarr.cli.copy_command import cmd_copy
@@ -22,6 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
         ``bench``; the parsed namespace's ``func`` runs the subcommand.
     """
     p = argparse.ArgumentParser(prog="cuzarr", description="Inspect, copy and benchmark Zarr data.")
+    p.add_argument("--version", action="version", version=f"cuzarr {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser(
         "info",
@@ -41,7 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
         "tree",
         help="the hierarchy below a group, as the store lists it",
         description=(
-            "Print the hierarchy below a group as the store lists it now. Consolidated "
+            "Print the hierarchy below a group as the store lists it now (an array: "
+            "the array, as a group's tree shows its members). Consolidated "
             "metadata is a snapshot that goes stale when nodes are added, removed or "
             "changed without reconsolidating: it is not what the tree shows, but a note "
             "on stderr says when it differs (what it lacks, lists in excess, or has "
@@ -50,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     s.add_argument("store", help="a path or URL")
-    s.add_argument("--path", default=None, help="the group inside the store (default: its root)")
+    s.add_argument("--path", default=None, help="the node inside the store (default: its root)")
     s.set_defaults(func=cmd_tree)
     s = sub.add_parser(
         "copy",
@@ -100,6 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--path", default=None, help="the group inside the store (default: its root)")
     s.set_defaults(func=cmd_consolidate)
     s = sub.add_parser("bench", help="quick local write/read throughput check")
-    s.add_argument("--size-mib", type=int, default=64, help="array size (default 64 MiB)")
+    s.add_argument(
+        "--size-mib", type=int, default=64, help="array size, at least 1 (default 64 MiB)"
+    )
     s.set_defaults(func=cmd_bench)
     return p

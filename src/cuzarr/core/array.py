@@ -284,7 +284,10 @@ class AsyncArray:
     ) -> AsyncArray:
         """Write ``metadata`` at ``store_path`` (refusing to clobber unless told)."""
         if store_path.store.read_only:
-            raise ReadOnlyError(f"cannot create an array in read-only {store_path.store!r}")
+            raise ReadOnlyError(
+                f"cannot create an array in read-only {store_path.store!r} "
+                "(open it with mode='r+' to write)"
+            )
         await write_new_node(store_path, metadata, overwrite)
         return cls(metadata, store_path, write_empty_chunks=write_empty_chunks)
 
@@ -452,7 +455,10 @@ class AsyncArray:
 
     def _check_writable(self) -> None:
         if self.store_path.store.read_only:
-            raise ReadOnlyError(f"array {self.name!r} is read-only")
+            raise ReadOnlyError(
+                f"array {self.name!r} is read-only: its store {self.store_path.store!r} "
+                "was opened read-only (open it with mode='r+' to write)"
+            )
 
     def _dims(self) -> list[Any]:
         """Per-dimension grid that reads are planned on (inner chunks when sharded).

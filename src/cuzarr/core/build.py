@@ -241,6 +241,50 @@ def _v2_object_type(requested: Any, dt: DataType, filters: Any) -> DataType:
     raise ValueError(f"the {obj[0]!r} filter does not match the data type {requested!r}")
 
 
+def _plain_object(dtype: Any) -> bool:
+    """Whether ``dtype`` is numpy's object dtype as such (``object``, ``"O"``)."""
+    if dtype is object:
+        return True
+    if isinstance(dtype, str | np.dtype):
+        try:
+            return np.dtype(dtype) == np.dtype(object)
+        except TypeError:
+            return False
+    return False
+
+
+def check_object_dtype(dtype: Any, zarr_format: int, filters: Any, serializer: Any) -> None:
+    """Refuse ``dtype=object`` without an object codec, as zarr-python does: numpy's
+    object dtype names no Zarr data type (strings? bytes?) by itself.
+
+    Raises
+    ------
+    ValueError
+        If ``dtype`` is numpy's object dtype and neither a v2 object filter
+        (``VLenUTF8``, ``VLenBytes``) nor a v3 ``vlen-utf8``/``vlen-bytes``
+        serializer says which data type it is.
+    """
+    if not _plain_object(dtype):
+        return
+    if zarr_format == 2 and filters not in (None, "auto"):
+        ids = [as_numcodec(f).codec_id for f in _as_list(filters)]
+        if any(i in _OBJECT_CODEC_IDS for i in ids):
+            return
+    if zarr_format == 3 and serializer not in (None, "auto"):
+        if getattr(as_v3_codec(serializer), "name", None) in ("vlen-utf8", "vlen-bytes"):
+            return
+    raise ValueError(
+        "dtype=object is ambiguous: numpy's object dtype can hold the values of several "
+        "Zarr data types. Give dtype=str (variable-length strings) or dtype=bytes "
+        "(variable-length bytes), or an object codec that says which: "
+        + (
+            "filters=[numcodecs.VLenUTF8()] or [numcodecs.VLenBytes()]"
+            if zarr_format == 2
+            else "serializer='vlen-utf8' or 'vlen-bytes'"
+        )
+    )
+
+
 def _v2_codecs(
     dtype: DataType, filters: Any, compressors: Any
 ) -> tuple[tuple[Any, ...] | None, Any]:

@@ -112,6 +112,14 @@ def _render_tree(root: str, members: list[tuple[str, Any]]) -> _Tree:
     return _Tree("\n".join(lines))
 
 
+
+def _read_only_message(group: Any) -> str:
+    """A read-only group's error: which store, and how to write."""
+    return (
+        f"group {group.name!r} is read-only: its store {group.store_path.store!r} was "
+        "opened read-only (open it with mode='r+' to write)"
+    )
+
 class AsyncGroup:
     """A group in a store; every operation is a coroutine."""
 
@@ -264,7 +272,10 @@ class AsyncGroup:
         overwrite: bool = False,
     ) -> AsyncGroup:
         if store_path.store.read_only:
-            raise ReadOnlyError(f"cannot create a group in read-only {store_path.store!r}")
+            raise ReadOnlyError(
+                f"cannot create a group in read-only {store_path.store!r} "
+                "(open it with mode='r+' to write)"
+            )
         if zarr_format not in (2, 3):
             raise ValueError(f"zarr_format must be 2 or 3, got {zarr_format!r}")
         meta = GroupMetadata(zarr_format, dict(attributes or {}))
@@ -600,7 +611,7 @@ class AsyncGroup:
 
         self.consolidated = None  # a new node makes the consolidated view stale
         if self.read_only:
-            raise ReadOnlyError(f"group {self.name!r} is read-only")
+            raise ReadOnlyError(_read_only_message(self))
         del storage_options
         return await api.create_array(
             self.store_path,
@@ -639,7 +650,7 @@ class AsyncGroup:
 
         self.consolidated = None  # new nodes make the consolidated view stale
         if self.read_only:
-            raise ReadOnlyError(f"group {self.name!r} is read-only")
+            raise ReadOnlyError(_read_only_message(self))
         if any(normalize_path(p) == "" for p in nodes):
             raise ValueError("a group's hierarchy cannot name the group itself ('')")
         made = create_hierarchy(self.store_path, nodes, overwrite)
@@ -659,7 +670,7 @@ class AsyncGroup:
     ) -> AsyncGroup:
         self.consolidated = None
         if self.read_only:
-            raise ReadOnlyError(f"group {self.name!r} is read-only")
+            raise ReadOnlyError(_read_only_message(self))
         group = await AsyncGroup.create(
             self._child(name),
             zarr_format=self.zarr_format,
@@ -716,7 +727,7 @@ class AsyncGroup:
 
     async def _replace_attributes(self, attrs: dict[str, Any]) -> AsyncGroup:
         if self.read_only:
-            raise ReadOnlyError(f"group {self.name!r} is read-only")
+            raise ReadOnlyError(_read_only_message(self))
         json.dumps(attrs, allow_nan=False)
         extra = self.metadata.extra
         if not self._owns_consolidated and "consolidated_metadata" in extra:
@@ -737,7 +748,7 @@ class AsyncGroup:
 
     async def delitem(self, key: str) -> None:
         if self.read_only:
-            raise ReadOnlyError(f"group {self.name!r} is read-only")
+            raise ReadOnlyError(_read_only_message(self))
         sp = self._child(key)
         if not await self.contains(key) and not (
             # consolidated metadata may predate the member: ask the store

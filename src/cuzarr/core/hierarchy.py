@@ -108,7 +108,10 @@ async def create_hierarchy(
     if store_path.store.read_only:
         from cuzarr.errors import ReadOnlyError
 
-        raise ReadOnlyError(f"cannot create nodes in read-only {store_path.store!r}")
+        raise ReadOnlyError(
+            f"cannot create nodes in read-only {store_path.store!r} "
+            "(open it with mode='r+' to write)"
+        )
     explicit, implicit = _plan(nodes)
     paths = [*explicit, *implicit]
     sps = {p: StorePath(store_path.store, join_path(store_path.path, p)) for p in paths}

@@ -346,7 +346,10 @@ class Store(ABC):
 
     def _check_writable(self) -> None:
         if self._read_only:
-            raise ReadOnlyError(f"{self!r} is read-only")
+            raise ReadOnlyError(
+                f"{self!r} is read-only (open it with mode='r+' to write, or "
+                "with_read_only(False))"
+            )
 
     def with_read_only(self, read_only: bool = False) -> Store:
         """Return a store over the same data with a different ``read_only`` flag."""
