@@ -130,7 +130,7 @@ def test_read_only_errors_name_the_store_and_say_how_to_write(here):
         rg.create_array("x", shape=(2,), dtype="i1")
     with pytest.raises(ReadOnlyError, match="mode='r\\+'"):
         cuzarr.create_array(r.store_path, shape=(2,), dtype="i1", overwrite=True)
-    with pytest.raises(ReadOnlyError, match="ro.zarr.*mode='a'"):
+    with pytest.raises(ReadOnlyError, match=r"ro\.zarr.*mode='a'"):
         cuzarr.create(shape=(2,), store="ro.zarr", mode="r")
     with pytest.raises(ContainsArrayError):  # and a writable handle still writes
         cuzarr.create_array("ro.zarr", shape=(3,), dtype="i4")

@@ -270,9 +270,12 @@ def check_object_dtype(dtype: Any, zarr_format: int, filters: Any, serializer: A
         ids = [as_numcodec(f).codec_id for f in _as_list(filters)]
         if any(i in _OBJECT_CODEC_IDS for i in ids):
             return
-    if zarr_format == 3 and serializer not in (None, "auto"):
-        if getattr(as_v3_codec(serializer), "name", None) in ("vlen-utf8", "vlen-bytes"):
-            return
+    if (
+        zarr_format == 3
+        and serializer not in (None, "auto")
+        and getattr(as_v3_codec(serializer), "name", None) in ("vlen-utf8", "vlen-bytes")
+    ):
+        return
     raise ValueError(
         "dtype=object is ambiguous: numpy's object dtype can hold the values of several "
         "Zarr data types. Give dtype=str (variable-length strings) or dtype=bytes "
