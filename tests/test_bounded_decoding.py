@@ -120,6 +120,7 @@ def child_bombs(layout: str, workdir: str) -> dict[str, dict]:
         a[:] = 7
         assert (a[:] == 7).all()  # a real chunk reads (and warms the thread pools)
         _plant(root, layout, bomb(kind))
+        a = cuzarr.open_array(root)  # the codecs as the metadata names them
         out[kind] = attempt(lambda a=a: a[:])
     return out
 

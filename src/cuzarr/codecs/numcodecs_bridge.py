@@ -72,11 +72,6 @@ class NumcodecsBytesBytes(_NumcodecsMixin, BytesBytesCodec):
 
     def __init__(self, numcodec: Any) -> None:
         self.numcodec = numcodec
-        # ``numcodecs.zstd`` / ``numcodecs.blosc`` decode through cuzarr's own
-        # codecs, which check the declared size before decompressing.
-        self._checked: Codec | None = None
-        if numcodec.codec_id in ("zstd", "blosc"):
-            self._checked = as_v3_codec(numcodec)
 
     def encode(self, data: Any, spec: ChunkSpec) -> Any:
         return self.numcodec.encode(np.frombuffer(data, dtype=np.uint8))
@@ -85,8 +80,12 @@ class NumcodecsBytesBytes(_NumcodecsMixin, BytesBytesCodec):
         self, data: Any, spec: ChunkSpec, size_hint: int | None = None, limit: int | None = None
     ) -> Any:
         bound = size_hint if size_hint is not None else limit
-        if isinstance(self._checked, BytesBytesCodec):
-            return self._checked.decode(data, spec, size_hint, limit)
+        if self.numcodec.codec_id in ("zstd", "blosc"):
+            # through cuzarr's own codecs, which check the declared size first
+            checked = self.__dict__.get("_checked")
+            if checked is None:
+                checked = self.__dict__["_checked"] = as_v3_codec(self.numcodec)
+            return checked.decode(data, spec, size_hint, limit)
         if self.numcodec.codec_id in BOUNDED_NUMCODECS:
             # streaming decoders that stop at the bound: no decompression bombs
             return decode_numcodec(self.numcodec, data, size_hint, bound)

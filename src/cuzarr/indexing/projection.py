@@ -118,8 +118,9 @@ def _project_slice_edges(start: int, step: int, n: int, dim: RectilinearDimGrid)
     """``project_slice`` (ascending) over explicit edges: chunk ``ci`` spans
     ``offs[ci]:offs[ci + 1]``; the first and last chunks come from a binary search."""
     last = start + (n - 1) * step
-    offs = dim.offsets_list
     c0, c1 = dim.locate(start), dim.locate(last)
+    # chunk starts c0..c1 + 1, from the grid's runs (edges are not kept one by one)
+    offs = {ci: dim.offset(ci) for ci in range(c0, c1 + 2)}
     chunks: list[int] = []
     csels: list[Sel] = []
     osels: list[Sel] = []

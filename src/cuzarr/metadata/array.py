@@ -358,8 +358,8 @@ def check_sharded_edges(meta: ArrayMetadata, pipeline: Any) -> None:
     inner = getattr(getattr(pipeline, "array_bytes", None), "chunk_shape", None)
     if inner is None or type(pipeline.array_bytes).__name__ != "ShardingCodec":
         return
-    for d, (spec, c) in enumerate(zip(meta.chunk_grid.chunk_shapes, inner, strict=True)):
-        for edge in {spec} if isinstance(spec, int) else set(spec):
+    for d, c in enumerate(inner):
+        for edge in meta.chunk_grid.edge_lengths(d):
             if edge % c:
                 raise MetadataError(
                     f"shard edge length {edge} in dimension {d} is not divisible by the "
