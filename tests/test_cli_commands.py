@@ -57,7 +57,9 @@ def test_info_prints_plain_values(here, capsys, lib):
     assert json.loads(f["shape"]) == [20, 10]
     assert json.loads(f["dimension_names"]) == ["y", "x"]
     codecs = json.loads(f["codecs"])  # codecs as JSON
-    assert codecs == list(zarr.open_array("g.zarr", path="temperature").metadata.to_dict()["codecs"])
+    assert codecs == list(
+        zarr.open_array("g.zarr", path="temperature").metadata.to_dict()["codecs"]
+    )
     as_json = json.loads(_out(capsys, "info", "g.zarr", "--path", "temperature", "--json"))
     assert as_json["fill_value"] == 0.0 and as_json["dimension_names"] == ["y", "x"]
     # a group's consolidated status as the docs name it: null, current, stale
@@ -158,3 +160,62 @@ def test_object_dtype_needs_an_object_codec_as_in_zarr_python(fmt):
         assert a.metadata.dtype.kind == "string"
     # str and bytes are not ambiguous
     assert cuzarr.create_array({}, shape=(2,), dtype=str, zarr_format=fmt).metadata.dtype.is_vlen
+
+
+def _chunks(path: str, name: str) -> tuple[tuple[int, ...], tuple[int, ...] | None]:
+    a = zarr.open_array(path, path=name, mode="r")
+    return a.chunks, a.shards
+
+
+def test_copy_chunks_per_array_and_per_rank(here, capsys):
+    g = zarr.create_group("src.zarr")
+    t = g.create_array("temperature", shape=(40, 30), chunks=(10, 10), dtype="f4")
+    t[...] = np.arange(1200, dtype="f4").reshape(40, 30)
+    p = g.create_array("pressure", shape=(40, 30), chunks=(10, 10), dtype="f4")
+    p[...] = 2
+    s = g.create_array("station", shape=(100,), chunks=(10,), dtype="i4")
+    s[...] = np.arange(100)
+    v = g.create_array("sub/volume", shape=(8, 8, 8), chunks=(4, 4, 4), dtype="u1")
+    v[...] = 3
+    # one shape for a group with arrays of other ranks: those keep their chunks
+    assert main(["copy", "src.zarr", "a.zarr", "--chunks", "20,30", "--quiet"]) == 0
+    assert _chunks("a.zarr", "temperature")[0] == (20, 30)
+    assert _chunks("a.zarr", "pressure")[0] == (20, 30)
+    assert _chunks("a.zarr", "station")[0] == (10,)
+    assert _chunks("a.zarr", "sub/volume")[0] == (4, 4, 4)
+    # by name, by rank, and shards the same way; names win over ranks
+    argv = ["copy", "src.zarr", "b.zarr", "--quiet", "--chunks", "temperature=40,10",
+            "--chunks", "5,5", "--chunks", "50", "--chunks", "sub/volume=8,8,2",
+            "--shards", "station=100", "--shards", "sub/volume=8,8,8"]  # fmt: skip
+    assert main(argv) == 0
+    assert _chunks("b.zarr", "temperature") == ((40, 10), None)
+    assert _chunks("b.zarr", "pressure") == ((5, 5), None)
+    assert _chunks("b.zarr", "station") == ((50,), (100,))
+    assert _chunks("b.zarr", "sub/volume") == ((8, 8, 2), (8, 8, 8))
+    for name in ("temperature", "pressure", "station", "sub/volume"):
+        np.testing.assert_array_equal(zarr.open_array("b.zarr", path=name)[...], g[name][...])
+    # an array copied alone is named by its name
+    assert main(["copy", "src.zarr", "c.zarr", "--src-path", "station",
+                 "--chunks", "station=25", "--quiet"]) == 0  # fmt: skip
+    assert _chunks("c.zarr", "")[0] == (25,)
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--chunks", "nope=3"], "no array 'nope' is copied"),
+        (["--chunks", "3,3,3,3"], "no copied array has 4 dimension(s)"),
+        (["--chunks", "temperature=3"], "but temperature has 2 dimension(s)"),
+        (["--chunks", "4,4", "--chunks", "5,5"], "two shapes of 2 dimension(s)"),
+        (["--chunks", "station=4", "--chunks", "station=5"], "gives 'station' twice"),
+        (["--chunks", "station=0"], "expected positive integers"),
+        (["--shards", "station=100", "--zarr-format", "2"], "needs a Zarr v3 destination"),
+        (["--chunks", "station=30", "--shards", "station=100"], "multiple of the chunk shape"),
+    ],
+)
+def test_copy_per_array_options_checked_before_writing(here, capsys, argv, says):
+    g = cuzarr.create_group("src.zarr")
+    g.create_array("temperature", shape=(4, 6), dtype="f4")
+    g.create_array("station", shape=(100,), dtype="i4")
+    _fails(capsys, "copy", "src.zarr", "dst.zarr", "--quiet", *argv, says=says)
+    assert not (here / "dst.zarr").exists()

@@ -52,7 +52,9 @@ def test_bad_options_write_nothing(here, capsys):
         (["--compressor", "bogus"], "unknown compressor"),
         (["--compressor", "blosc:bogus"], "blosc compressors are"),
         (["--compressor", "gzip:99"], "gzip 0..9"),
-        (["--chunks", "2,2"], "has 1 dimension"),
+        # (a shape of one rank applies to the arrays of that rank: test_cli_commands.py)
+        (["--chunks", "2,2,2"], "no copied array has 3 dimension"),
+        (["--chunks", "b=2,2"], "but b has 1 dimension"),
         (["--chunks", "x"], "positive integers"),
         (["--chunks", ","], "positive integers"),
         (["--zarr-format", "2", "--shards", "4,4"], "needs a Zarr v3 destination"),

@@ -14,7 +14,7 @@ from typing import Any
 
 from cuzarr.cli.errors import CopyError, user_message
 from cuzarr.cli.hierarchy import Hierarchy, list_hierarchy, node_name
-from cuzarr.cli.options import parse_compressor, parse_ints, parse_shards
+from cuzarr.cli.options import parse_compressor, parse_ints, parse_per_array, parse_shards
 from cuzarr.copying.array_copy import copy_data, create_copy
 from cuzarr.copying.metadata import destination_metadata
 
@@ -142,9 +142,10 @@ def cmd_copy(args: argparse.Namespace) -> int:
         )
     fmt = args.zarr_format or src.zarr_format
     # Every option checked before anything is written: a failed copy leaves nothing.
-    chunks, shards = parse_ints(args.chunks), parse_shards(args.shards)
+    chunks = parse_per_array(args.chunks, "--chunks", parse_ints)
+    shards = parse_per_array(args.shards, "--shards", parse_shards)
     compressor = parse_compressor(args.compressor, fmt)
-    if shards not in (None, "none") and fmt != 3:
+    if any(v not in (None, "none") for v in shards.values()) and fmt != 3:
         raise ValueError("--shards needs a Zarr v3 destination (v2 has no sharding)")
     h = None
     if isinstance(src, cuzarr.Array):
@@ -156,19 +157,23 @@ def cmd_copy(args: argparse.Namespace) -> int:
             for line in h.notes(node_name(src), "copied"):
                 print(line, file=sys.stderr)
     arrays = [(rel, n) for rel, n in members if isinstance(n, cuzarr.Array)]
-    for _, a in arrays:
-        for opt, v in (("--chunks", chunks), ("--shards", shards)):
-            if isinstance(v, tuple) and len(v) != a.ndim:
-                raise ValueError(
-                    f"{opt} has {len(v)} value(s), but {a.path or 'the array'} has "
-                    f"{a.ndim} dimension(s)"
-                )
+    # an array copied alone is named by its own name in NAME=... values
+    names = {
+        rel: rel or (src.basename if isinstance(src, cuzarr.Array) else "") for rel, _ in arrays
+    }
+    ranks = [(names[rel], a.ndim) for rel, a in arrays]
+    for rule in (chunks, shards):
+        rule.check(ranks, single=isinstance(src, cuzarr.Array))
     _check_destination_format(args.dst, args.dst_path, fmt)
     planned = {}
     for rel, a in arrays:
         try:
             planned[rel] = destination_metadata(
-                a, zarr_format=fmt, chunks=chunks, shards=shards, compressor=compressor
+                a,
+                zarr_format=fmt,
+                chunks=chunks.for_array(names[rel], a.ndim),
+                shards=shards.for_array(names[rel], a.ndim),
+                compressor=compressor,
             )
         except ValueError as e:
             raise ValueError(f"{a.path or args.src}: {e}") from e

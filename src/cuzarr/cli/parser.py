@@ -78,11 +78,22 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="the destination's format (default: the source's)",
     )
-    s.add_argument("--chunks", help="e.g. 256,256; -1 for a whole dimension (--chunks=-1,256)")
+    s.add_argument(
+        "--chunks",
+        action="append",
+        metavar="[NAME=]SHAPE",
+        help="e.g. 256,256; -1 for a whole dimension (--chunks=-1,256). A SHAPE applies "
+        "to every array of its rank (others keep theirs), NAME=SHAPE to the array NAME "
+        "(its path below the copied group); repeat for more (--chunks 512,512 "
+        "--chunks temperature=64,256,256)",
+    )
     s.add_argument(
         "--shards",
+        action="append",
+        metavar="[NAME=]SHAPE",
         help="e.g. 4096,4096 (v3 only; -1: one shard along a dimension), or none for no "
-        "sharding (default: keep the source's, which must hold whole new chunks)",
+        "sharding (default: keep the source's, which must hold whole new chunks); per "
+        "array or rank as --chunks",
     )
     s.add_argument(
         "--compressor",
