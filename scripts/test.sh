@@ -4,8 +4,9 @@
 #   2. kernel compile    (every kernels/**/*.cu through nvcc, scripts/compile_kernels.sh)
 #   3. pytest tests      (CPU tests, in parallel with pytest-xdist; includes the NVRTC
 #                         compile of every kernel and the GPU plans run on the host)
-#   4. pytest tests_torch (PyTorch tests in a Python 3.11 env, scripts/bootstrap_torch.sh)
-#   5. mkdocs build --strict
+#   4. xarray's own Zarr backend tests with reads through cuzarr (tests_xarray/)
+#   5. pytest tests_torch (PyTorch tests in a Python 3.11 env, scripts/bootstrap_torch.sh)
+#   6. mkdocs build --strict
 # Exits non-zero if any step fails -- including pytest collecting no tests (exit code 5).
 # Extra arguments go to pytest, e.g. `bash scripts/test.sh -k v2 -x`.
 #
@@ -29,7 +30,7 @@ bin="$(dirname "$py")"
 
 step "ruff check"
 lint_paths=()
-for d in src tests tests_gpu tests_torch benchmarks scripts; do
+for d in src tests tests_gpu tests_torch tests_xarray benchmarks scripts; do
     [ -d "$d" ] && lint_paths+=("$d")
 done
 "$bin/ruff" check "${lint_paths[@]}"
@@ -48,6 +49,23 @@ case "$rc" in
     5) echo "test.sh: pytest collected no tests (exit code 5) -- treating that as a failure" >&2 ;;
     124) echo "test.sh: pytest ran past ${CUZARR_TEST_TIMEOUT:-1500} s and was stopped" >&2 ;;
     *) echo "test.sh: pytest failed (exit code $rc)" >&2 ;;
+esac
+[ "$rc" -eq 0 ] || exit "$rc"
+
+step "xarray's own Zarr backend tests, reads through cuzarr (tests_xarray/)"
+# xarray/tests/test_backends.py of the pinned xarray, from the installed package;
+# tests_xarray/cuzarr_reads.py routes engine="zarr" reads to cuzarr and expects
+# exactly the failures listed in tests_xarray/differences.py.
+rc=0
+PYTHONPATH="$root/tests_xarray${PYTHONPATH:+:$PYTHONPATH}" \
+    timeout --foreground --kill-after=30 "${CUZARR_XARRAY_TIMEOUT:-900}" \
+    "$py" -m pytest -c tests_xarray/pytest.ini --rootdir tests_xarray \
+    --pyargs xarray.tests.test_backends -n "${CUZARR_TEST_WORKERS:-2}" -q || rc=$?
+case "$rc" in
+    0) ;;
+    5) echo "test.sh: xarray's tests: none collected (exit code 5)" >&2 ;;
+    124) echo "test.sh: xarray's tests ran past ${CUZARR_XARRAY_TIMEOUT:-900} s and were stopped" >&2 ;;
+    *) echo "test.sh: xarray's tests failed (exit code $rc)" >&2 ;;
 esac
 [ "$rc" -eq 0 ] || exit "$rc"
 

@@ -92,15 +92,17 @@ async def load_node_metadata(
     ``want`` ('array' or 'group') narrows the error raised when nothing is there.
     """
     docs = await _fetch_docs(sp, zarr_format)
-    where = f"{sp.store!r}, path {sp.path!r}"
     meta = parse_documents(docs, sp.key)
     if meta is not None:
         return meta
+    # "does not exist", as zarr-python's and xarray's messages say (what users
+    # and xarray's own tests match on), naming the store and the path in it
+    where = f"at path {sp.path!r} in {sp.store!r}" if sp.path else f"at the root of {sp.store!r}"
     if want == "array":
-        raise ArrayNotFoundError(f"no array found at {where}")
+        raise ArrayNotFoundError(f"array {where} does not exist")
     if want == "group":
-        raise GroupNotFoundError(f"no group found at {where}")
-    raise NodeNotFoundError(f"no array or group found at {where}")
+        raise GroupNotFoundError(f"group {where} does not exist")
+    raise NodeNotFoundError(f"array or group {where} does not exist")
 
 
 async def load_nodes_metadata(

@@ -281,6 +281,20 @@ def sync(coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         raise
 
 
+async def on_loop(coro: Coroutine[Any, Any, T]) -> T:
+    """Await ``coro`` on cuzarr's background loop, from a coroutine on any loop.
+
+    The operations of every caller then share that loop and its one limit on
+    store requests (:func:`io_semaphore`) -- the same as the sync API's -- and the
+    stores' per-loop resources (HTTP sessions) it already holds; the caller's loop
+    stays free while they run. Cancelling the caller cancels the operation.
+    """
+    loop = get_loop()
+    if asyncio.get_running_loop() is loop:
+        return await coro
+    return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
+
+
 _semaphores: dict[int, tuple[int, asyncio.Semaphore, asyncio.AbstractEventLoop]] = {}
 
 

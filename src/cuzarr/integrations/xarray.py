@@ -13,15 +13,19 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
+import sys
+import warnings
 from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
+import xarray
 from xarray.backends import AbstractDataStore, BackendArray, BackendEntrypoint
 from xarray.core import indexing
 
 import cuzarr
 from cuzarr.buffer import is_device_array
+from cuzarr.core.sync import on_loop
 from cuzarr.errors import GroupNotFoundError
 from cuzarr.integrations.xarray_fill import decode_fill_attr
 
@@ -29,24 +33,55 @@ __all__ = ["CuzarrBackendArray", "CuzarrBackendEntrypoint", "open_dataset"]
 
 
 class CuzarrBackendArray(BackendArray):
-    """A cuzarr array as a lazily indexed xarray backend array."""
+    """A cuzarr array as a lazily indexed xarray backend array.
+
+    Reads are outer (orthogonal) indexing of the array, synchronous
+    (``__getitem__``) or awaited (``async_getitem``, which ``Dataset.load_async``
+    and xarray's async indexing use). The wrapped array is private
+    (``get_array()`` returns it, as xarray's zarr backend does): xarray and dask
+    take a public ``.array`` for the duck array a wrapper holds, and would
+    inspect or evaluate the cuzarr array itself.
+    """
 
     def __init__(self, array: Any, prototype: Any = None) -> None:
-        self.array = array
+        self._array = array
         self.prototype = prototype
         self.shape = array.shape
         self.dtype = _string_dtype(array.dtype) if array.dtype.kind == "T" else array.dtype
+
+    def get_array(self) -> Any:
+        """The ``cuzarr.Array`` this variable reads."""
+        return self._array
 
     def __getitem__(self, key: indexing.ExplicitIndexer) -> Any:
         return indexing.explicit_indexing_adapter(
             key, self.shape, indexing.IndexingSupport.OUTER, self._raw_indexing_method
         )
 
+    async def async_getitem(self, key: indexing.ExplicitIndexer) -> Any:
+        """``self[key]``, awaited: the read runs on cuzarr's event loop, so the
+        variables a ``Dataset.load_async`` loads at once share that loop and its
+        one limit on concurrent store requests (``async.concurrency``)."""
+        return await indexing.async_explicit_indexing_adapter(
+            key, self.shape, indexing.IndexingSupport.OUTER, self._async_raw_indexing_method
+        )
+
     def _raw_indexing_method(self, key: tuple[Any, ...]) -> Any:
         if any(isinstance(k, np.ndarray) for k in key):
-            out = self.array.get_orthogonal_selection(key, prototype=self.prototype)
+            out = self._array.get_orthogonal_selection(key, prototype=self.prototype)
         else:
-            out = self.array.get_basic_selection(key, prototype=self.prototype)
+            out = self._array.get_basic_selection(key, prototype=self.prototype)
+        return self._result(out)
+
+    async def _async_raw_indexing_method(self, key: tuple[Any, ...]) -> Any:
+        a = self._array.async_array
+        if any(isinstance(k, np.ndarray) for k in key):
+            read = a.get_orthogonal_selection(key, prototype=self.prototype)
+        else:
+            read = a.get_basic_selection(key, prototype=self.prototype)
+        return self._result(await on_loop(read))
+
+    def _result(self, out: Any) -> Any:
         if is_device_array(out):  # prototype="gpu": a CuPy-backed variable
             return out
         if self.dtype.kind in "TO":  # a 0-d read may come back as a str scalar
@@ -252,8 +287,13 @@ def _open_root(
             use_consolidated=use_consolidated,
         )
 
+    if consolidated is not False and not _holds_consolidated(obj):
+        consolidated = False  # as engine="zarr": such a store (Icechunk) holds none
     if path is None or consolidated is False:
-        return open_at(path, consolidated)
+        g = open_at(path, consolidated)
+        if consolidated is None and g.async_group.consolidated is None:
+            _warn_unconsolidated()
+        return g
     # As engine="zarr": a group below the root is described by the metadata
     # consolidated at the root of the store (where ds.to_zarr(group=...) puts it).
     try:
@@ -261,10 +301,52 @@ def _open_root(
     except GroupNotFoundError:  # no group at the root
         return open_at(path, consolidated)
     if root.async_group.consolidated is None:  # none there: the group's own, if any
-        return open_at(path, consolidated)
+        g = open_at(path, consolidated)
+        if consolidated is None and g.async_group.consolidated is None:
+            _warn_unconsolidated()
+        return g
     if consolidated is None and path not in root:  # stale: ask the store
         return open_at(path, None)
     return root[path]
+
+
+def _holds_consolidated(obj: Any) -> bool:
+    """Whether the store may hold consolidated metadata: False where it says it
+    cannot (``supports_consolidated_metadata``, zarr-python's and cuzarr's stores)."""
+    return bool(getattr(obj, "supports_consolidated_metadata", True))
+
+
+def _warn_unconsolidated() -> None:
+    """engine="zarr"'s warning (same words) when ``consolidated=None`` found no
+    consolidated metadata and read the store's own."""
+    warnings.warn(
+        "Failed to open Zarr store with consolidated metadata, but successfully read "
+        "with non-consolidated metadata. This is typically much slower for opening a "
+        "dataset. To silence this warning, consider:\n"
+        "1. Consolidating metadata in this existing store with "
+        "cuzarr.consolidate_metadata() (or zarr.consolidate_metadata()).\n"
+        "2. Explicitly setting consolidated=False, to avoid trying to read "
+        "consolidated metadata, or\n"
+        "3. Explicitly setting consolidated=True, to raise an error in this case "
+        "instead of falling back to non-consolidated metadata.",
+        RuntimeWarning,
+        stacklevel=_user_stacklevel(),
+    )
+
+
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` of the first frame outside cuzarr, xarray and the
+    standard library (as xarray's own warnings point at the user's call)."""
+    ours = tuple(os.path.dirname(m.__file__ or "") + os.sep for m in (cuzarr, xarray))
+    stdlib = os.path.dirname(os.__file__) + os.sep
+    frame, level = sys._getframe(1), 1  # level 1: the frame that calls warnings.warn
+    while frame is not None:
+        name = frame.f_code.co_filename
+        in_stdlib = name.startswith(stdlib) and "-packages" not in name[len(stdlib) :]
+        if not (name.startswith(ours) or in_stdlib):
+            break
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 class CuzarrBackendEntrypoint(BackendEntrypoint):

@@ -75,6 +75,12 @@ class ZarrPythonStore(Store):
     def __repr__(self) -> str:
         return f"ZarrPythonStore({self.inner!r})"
 
+    @property
+    def supports_consolidated_metadata(self) -> bool:
+        """The zarr-python store's own answer (True for stores that predate the
+        property); False for stores such as Icechunk's, which hold none."""
+        return bool(getattr(self.inner, "supports_consolidated_metadata", True))
+
     def __str__(self) -> str:
         return str(self.inner)
 
