@@ -6,6 +6,7 @@ import asyncio
 import inspect
 import json
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -43,7 +44,7 @@ from cuzarr.errors import (
     ReadOnlyError,
 )
 from cuzarr.metadata.array import ArrayMetadata
-from cuzarr.metadata.group import GroupMetadata
+from cuzarr.metadata.group import ConsolidatedMetadata, GroupMetadata
 from cuzarr.storage.common import StorePath, join_path, make_store_path, normalize_path
 
 __all__ = ["AsyncGroup", "Group"]
@@ -143,7 +144,8 @@ class AsyncGroup:
         store_path: StorePath,
         consolidated: dict[str, ArrayMetadata | GroupMetadata] | None = None,
     ) -> None:
-        self.metadata = metadata
+        self._metadata = metadata
+        self._metadata_view: tuple[Any, Any, GroupMetadata] | None = None
         self.store_path = store_path
         # Metadata of every descendant, by relative path, when the group was opened
         # with consolidated metadata: lookups and listings then need no requests.
@@ -159,6 +161,27 @@ class AsyncGroup:
         self._mirrors: list[tuple[dict[str, Any], str]] = []
         # (dict, key) pairs where this group's own metadata lives in such dicts.
         self._meta_sinks: list[tuple[dict[str, Any], str]] = []
+
+    @property
+    def metadata(self) -> GroupMetadata:
+        """The group's metadata; its ``consolidated_metadata`` holds what this handle
+        knows of its descendants from consolidated metadata (``None`` without)."""
+        meta, cons = self._metadata, self.consolidated
+        if cons is None:
+            return meta
+        view = self._metadata_view
+        if view is None or view[0] is not meta or view[1] is not cons:
+            # built once per (metadata, dict): a lookup pays nothing for it
+            cm = ConsolidatedMetadata(flat=cons)
+            view = (meta, cons, replace(meta, consolidated_metadata=cm))
+            self._metadata_view = view
+        return view[2]
+
+    @metadata.setter
+    def metadata(self, value: GroupMetadata) -> None:
+        if value.consolidated_metadata is not None:
+            value = replace(value, consolidated_metadata=None)
+        self._metadata = value
 
     def __getstate__(self) -> dict[str, Any]:
         # As AsyncArray's: a pickled copy keeps its own snapshot, not the dicts of
