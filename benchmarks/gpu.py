@@ -88,7 +88,7 @@ def raw_streams(a) -> dict[str, tuple[list[bytes], list[int]]]:
     decoded sizes). Sharded arrays are split into their inner chunks."""
     from cuzarr.codecs.sharding import EMPTY
     from cuzarr.core.sync import sync
-    from cuzarr.gpu.executor import _parse
+    from cuzarr.gpu.batch import _parse
     from cuzarr.gpu.reader import device_codec
 
     arr = a.async_array

@@ -17,7 +17,10 @@ Per layout it prints::
 where host overhead is (read - pread limit) / chunks: everything the read does
 besides the byte copies that the plain loop does too (opening files, planning,
 parsing headers, validation, packing, Python per chunk), and staging is the
-compressed bytes over the read's time. Reads run with ``--workers`` threads
+compressed bytes over the read's time. Times are CPU seconds of the process
+(all threads, ``time.process_time``: the kernel's page-cache copies count),
+which other processes on a shared machine do not inflate; the wall-clock
+figures follow on the next line. Reads run with ``--workers`` threads
 (default 1, so the figure is per chunk of one thread's work).
 """
 
@@ -100,40 +103,51 @@ def null_device(null: NullExecutor):
         rd._executor = orig
 
 
-def run(root: Path, gib: float, repeats: int, workers: int, layouts: list[str]) -> dict:
-    """Measure every layout; returns {layout: figures} and prints one line each."""
-    import cuzarr
-    from gpu import build
+def _timed(fn: Any, wall: list[float], cpu: list[float]) -> None:
+    t, c = time.perf_counter(), time.process_time()
+    fn()
+    cpu.append(time.process_time() - c)
+    wall.append(time.perf_counter() - t)
 
-    results = {}
-    for layout in layouts:
-        a = build(root, gib, "zstd", layout == "sharded")
-        files = _files(a)
-        total = sum(n for _, n in files)
-        buf = np.ones(total, np.uint8)  # faulted in once, as a reused staging buffer is
-        nchunks = a.nchunks if layout == "plain" else int(np.prod(a.shape) // a.shape[1])
-        null = NullExecutor()
-        conf = {"threading.max_workers": workers, "gpu.read_workers": workers}
-        times: dict[str, list[float]] = {"read": [], "pread": []}
-        with cuzarr.config.set(conf), null_device(null):
-            a[0:1]  # warm: imports, kernels of the plan code
-            for _ in range(repeats):
-                t = time.perf_counter()
-                a[...]
-                times["read"].append(time.perf_counter() - t)
-                t = time.perf_counter()
-                pread_loop(files, buf)
-                times["pread"].append(time.perf_counter() - t)
+
+def measure(a: Any, layout: str, repeats: int, workers: int) -> dict:
+    """Figures of one layout (both clocks); prints its line."""
+    import cuzarr
+
+    files = _files(a)
+    total = sum(n for _, n in files)
+    buf = np.ones(total, np.uint8)  # faulted in once, as a reused staging buffer is
+    nchunks = int(np.prod([-(-s // c) for s, c in zip(a.shape, a.chunks, strict=True)]))
+    null = NullExecutor()
+    conf = {"threading.max_workers": workers, "gpu.read_workers": workers}
+    wall: dict[str, list[float]] = {"read": [], "pread": []}
+    cpu: dict[str, list[float]] = {"read": [], "pread": []}
+    with cuzarr.config.set(conf), null_device(null):
+        a[...]  # warm: imports, the staging pool, the page cache
+        for _ in range(repeats):  # interleaved
+            _timed(lambda: a[...], wall["read"], cpu["read"])
+            _timed(lambda: pread_loop(files, buf), wall["pread"], cpu["pread"])
+    fig = {}
+    for clock, times in (("cpu", cpu), ("wall", wall)):
         t_read = statistics.median(times["read"])
         t_pread = statistics.median(times["pread"])
-        over = (t_read - t_pread) / nchunks * 1e6
-        gbs = total / t_read / 1e9
-        frac = t_pread / t_read
-        print(f"gpu-host: {over:.1f} us/chunk host overhead, staging {gbs:.2f} GB/s = "
-              f"{frac:.2f} of the pread limit {layout}")
-        print(f"  ({nchunks} chunks, {len(files)} files, {total / 1e6:.0f} MB compressed; "
-              f"read {t_read:.4f} s, pread loop {t_pread:.4f} s, {workers} worker(s), "
-              f"{null.batches} batches)")
-        results[layout] = {"us_per_chunk": over, "staging_gbs": gbs, "fraction": frac,
-                           "read_s": t_read, "pread_s": t_pread, "chunks": nchunks}
-    return results
+        fig[clock] = {"us_per_chunk": (t_read - t_pread) / nchunks * 1e6,
+                      "staging_gbs": total / t_read / 1e9, "fraction": t_pread / t_read,
+                      "read_s": t_read, "pread_s": t_pread}
+    c, w = fig["cpu"], fig["wall"]
+    print(f"gpu-host: {c['us_per_chunk']:.1f} us/chunk host overhead, staging "
+          f"{c['staging_gbs']:.2f} GB/s = {c['fraction']:.2f} of the pread limit {layout}")
+    print(f"  ({nchunks} chunks, {len(files)} files, {total / 1e6:.0f} MB compressed, "
+          f"{workers} worker(s), {null.batches} batches; CPU seconds (all threads): read "
+          f"{c['read_s']:.4f}, pread loop {c['pread_s']:.4f}; wall: read {w['read_s']:.4f}, "
+          f"pread loop {w['pread_s']:.4f} = {w['us_per_chunk']:.1f} us/chunk, "
+          f"{w['fraction']:.2f})")
+    return {"chunks": nchunks, "files": len(files), "bytes": total, **fig}
+
+
+def run(root: Path, gib: float, repeats: int, workers: int, layouts: list[str]) -> dict:
+    """Measure every layout; returns {layout: figures} and prints one line each."""
+    from gpu import build
+
+    return {layout: measure(build(root, gib, "zstd", layout == "sharded"), layout, repeats,
+                            workers) for layout in layouts}

@@ -25,23 +25,32 @@ import os
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from cuzarr.errors import CodecError
 from cuzarr.gpu import formats
-from cuzarr.gpu.plan import (
-    STAGING_ALIGN,
-    ScatterPlan,
-    build_plan,
-    check_plan_bounds,
-    fill_bytes,
+from cuzarr.gpu.batch import (
+    INPUT_ALIGN,
+    MAX_DEVICE_STREAM,
+    NVCOMP_ALGORITHMS,
+    OUTPUT_ALIGN,
+    STREAM_HEAD,
+    GpuBatch,
+    _named,
+    place_chunks,
+    prepare_batch,
+    stream_kind,
 )
-from cuzarr.storage.local import LocalFile
+from cuzarr.gpu.plan import STAGING_ALIGN, ScatterPlan, check_plan_bounds, fill_bytes
 
 __all__ = [
+    "INPUT_ALIGN",
+    "MAX_DEVICE_STREAM",
+    "NVCOMP_ALGORITHMS",
+    "OUTPUT_ALIGN",
+    "STREAM_HEAD",
     "GpuBatch",
     "GpuExecutor",
     "HostExecutor",
@@ -53,249 +62,6 @@ __all__ = [
     "prepare_batch",
     "stream_kind",
 ]
-
-# codec name -> (nvCOMP algorithm, RAW stream codec name used in formats.RawStream)
-NVCOMP_ALGORITHMS = {"lz4": "LZ4", "zstd": "Zstd", "deflate": "Deflate"}
-
-# nvCOMP's batched RAW decoders take chunks of at most 16 MiB decoded; larger
-# streams are decoded on the host (and uploaded with the batch).
-MAX_DEVICE_STREAM = 16 << 20
-# Output alignment nvCOMP requires per raw stream codec (nvcomp/lz4.h, zstd.h,
-# deflate.h: get_required_decompression_alignment).
-OUTPUT_ALIGN = {"lz4": 4, "zstd": 8, "deflate": 4, "copy": 1}
-# Input alignment: the most restrictive of nvCOMP's decompression alignments
-# (nvcomp*RequiredDecompressionAlignment), so any stream starting there can be
-# decoded where it lies. nvCOMP 6.0's C API asks less of inputs (zstd and LZ4:
-# 1, deflate: 4; scripts/nvcomp_alignments.py), which would let the inner chunks
-# of shards decode in place too; its Python binding has not been tried with
-# such inputs on a device yet.
-INPUT_ALIGN = {"lz4": 4, "zstd": 8, "deflate": 4, "copy": 1}
-# Where a chunk's first raw stream starts, per stream_kind: chunks read straight
-# into a host buffer are placed so that it lands 16-byte aligned (numcodecs LZ4:
-# a 4-byte size; zlib: a 2-byte header; gzip: 10 bytes without optional fields).
-STREAM_HEAD = {"zstd": 0, "lz4": 4, "zlib": 2, "gzip": 10, "none": 0}
-
-
-def stream_kind(compressor: Any) -> str | None:
-    """Which parser handles chunks compressed by ``compressor`` (a cuzarr codec, a
-    numcodecs codec, or a v3 codec dict): ``"zstd"``, ``"lz4"``, ``"zlib"``,
-    ``"gzip"``, ``"blosc"``, ``"none"`` (no compressor), or ``None`` (CPU only)."""
-    if compressor is None:
-        return "none"
-    name = compressor.get("name") if isinstance(compressor, dict) else None
-    if name is None:
-        name = getattr(compressor, "codec_id", None) or getattr(compressor, "name", None)
-    inner = getattr(compressor, "numcodec", None) or getattr(compressor, "codec", None)
-    if name in (None, "numcodecs") and inner is not None:
-        name = getattr(inner, "codec_id", None)
-    name = str(name or "").removeprefix("numcodecs.")
-    return {"zstd": "zstd", "lz4": "lz4", "zlib": "zlib", "gzip": "gzip", "blosc": "blosc"}.get(
-        name
-    )
-
-
-def _parse(kind: str, data: Any, nbytes: int) -> tuple[list[formats.RawStream], Any]:
-    """Raw streams for one chunk (``dst_offset`` relative to the chunk) and the
-    blosc header when the chunk needs an unshuffle."""
-    if kind == "none":
-        if len(data) != nbytes:
-            raise CodecError(f"uncompressed chunk has {len(data)} bytes, expected {nbytes}")
-        return [formats.RawStream("copy", 0, nbytes, nbytes)], None
-    if kind == "zstd":
-        if formats.zstd_frame_info(data).content_size is None:
-            # nvCOMP's RAW Zstd takes the output size from the frame header.
-            raise formats.UnsupportedStream("zstd frame without a content size")
-        return [formats.parse_zstd(data, nbytes)], None
-    if kind == "lz4":
-        return [formats.parse_lz4(data, nbytes)], None
-    if kind == "zlib":
-        return [formats.parse_zlib(data, nbytes)[0]], None
-    if kind == "gzip":
-        return [formats.parse_gzip(data, nbytes).stream], None
-    if kind == "blosc":
-        ch = formats.parse_blosc(data, nbytes)
-        return ch.streams, (ch if ch.shuffle == 1 and ch.typesize > 1 else None)
-    raise formats.UnsupportedStream(f"no GPU decoder for {kind!r}")
-
-
-@dataclass
-class GpuBatch:
-    """Everything ``GpuExecutor.run`` needs, built on the host."""
-
-    plan: ScatterPlan
-    # packed compressed streams: one host buffer, and per stream its codec, offset and
-    # length in it, and the staging (or scratch) offset and size it decodes to
-    packed: np.ndarray
-    streams: dict[str, list[tuple[int, int, int, int, bool]]] = field(default_factory=dict)
-    # blosc chunks to unshuffle: formats.UNSHUFFLE_DTYPE rows (scratch -> staging)
-    unshuffle: np.ndarray = field(default_factory=lambda: np.zeros(0, formats.UNSHUFFLE_DTYPE))
-    scratch_nbytes: int = 0
-    # chunks decoded on the host: (staging offset, decoded bytes)
-    host_decoded: list[tuple[int, np.ndarray]] = field(default_factory=list)
-    # uncompressed chunks read from files straight into their slots (GPUDirect
-    # Storage): (staging offset, path, file offset, bytes)
-    direct: list[tuple[int, str, int, int]] = field(default_factory=list)
-    # per row of ``streams[codec]``: the index of the chunk it belongs to
-    owners: dict[str, list[int]] = field(default_factory=dict)
-    # zlib / gzip chunks whose decoded bytes are checked against their stored
-    # checksum: (chunk index, staging offset, bytes, "adler32" | "crc32", value)
-    checks: list[tuple[int, int, int, str, int]] = field(default_factory=list)
-    # store keys of the chunks (prefix of the errors they raise), when known
-    names: Sequence[str] | None = None
-    # streams decoded where they were read (in ``prepare_batch``'s ``base``)
-    in_place: int = 0
-
-
-def prepare_batch(
-    items: Sequence[Any],
-    datas: Sequence[Any],
-    chunk_shape: Callable[[tuple[int, ...]], tuple[int, ...]],
-    out_shape: Sequence[int],
-    out_strides: Sequence[int],
-    dtype: np.dtype,
-    kind: str | None,
-    cpu_decode: Callable[[Any, tuple[int, ...]], np.ndarray],
-    *,
-    chunk_order: str = "C",
-    swap: int = 0,
-    names: Sequence[str] | None = None,
-    base: np.ndarray | None = None,
-    base_offsets: Sequence[int] | None = None,
-    alloc: Callable[[int], np.ndarray] | None = None,
-) -> GpuBatch:
-    """Host half of a GPU read. ``datas[i]`` is chunk ``i``'s stored bytes (``None``:
-    missing); ``kind`` is :func:`stream_kind` of the array's compressor (``None``:
-    everything on the CPU); ``cpu_decode(data, shape)`` is the pipeline's decode
-    (the fallback; it returns the chunk in native order, so ``swap`` must then be
-    0 for those chunks — the caller passes ``swap`` only for raw stored bytes).
-    ``names[i]`` (a store key) prefixes the message of a ``CodecError`` chunk
-    ``i`` raises.
-
-    ``base`` (a uint8 host buffer, pinned on a GPU) holds chunk ``i``'s bytes at
-    ``base_offsets[i]`` (-1: not there): its streams are decoded where they lie
-    when aligned for nvCOMP, and ``base`` itself becomes the packed buffer when
-    no stream needs moving (no copy at all). ``alloc(nbytes)`` makes the packed
-    buffer otherwise (default: ``numpy.empty``)."""
-    present = [d is not None for d in datas]
-    plan = build_plan(items, chunk_shape, out_shape, out_strides, dtype.itemsize,
-                      present=present, chunk_order=chunk_order, swap=swap)
-    pieces: list[bytes | memoryview] = []
-    # streams not decoded in place are copied after the base buffer
-    ext0 = 0 if base is None else -(-len(base) // STAGING_ALIGN) * STAGING_ALIGN
-    pos = ext0
-    batch = GpuBatch(plan, np.zeros(0, np.uint8), names=names)
-    unshuffle_rows = []
-    scratch = 0
-    for i, data in enumerate(datas):
-        if data is None:
-            continue
-        slot = int(plan.slots[i])
-        nbytes = int(plan.slot_nbytes[i])
-        if isinstance(data, LocalFile):  # read by the executor, from disk to the slot
-            if kind != "none" or data.size != nbytes:
-                raise _named(
-                    CodecError(f"uncompressed chunk has {data.size} bytes, expected {nbytes}"),
-                    names, i,
-                )
-            batch.direct.append((slot, data.path, 0, nbytes))
-            continue
-        try:
-            if kind is None:
-                raise formats.UnsupportedStream("codec pipeline has no GPU decoder")
-            streams, blosc = _parse(kind, data, nbytes)
-            if any(st.decoded_size > MAX_DEVICE_STREAM for st in streams):
-                raise formats.UnsupportedStream("stream larger than nvCOMP's batch limit")
-            if any(st.dst_offset % OUTPUT_ALIGN.get(st.codec, 1) for st in streams):
-                # nvCOMP wants every output aligned; blosc splits blocks at
-                # type-size steps (slots themselves are 16-byte aligned).
-                raise formats.UnsupportedStream("misaligned stream output")
-        except formats.UnsupportedStream:
-            shape = tuple(int(s) for s in plan.table["chunk_shape"][i][: plan.table["ndim"][i]])
-            try:
-                chunk = np.asarray(cpu_decode(data, shape))
-            except CodecError as e:
-                raise _named(e, names, i) from e
-            if swap:
-                chunk = chunk.astype(chunk.dtype.newbyteorder())  # stored order, as the table says
-            raw = np.frombuffer(chunk.tobytes(order=chunk_order), np.uint8)
-            batch.host_decoded.append((slot, raw))
-            continue
-        except CodecError as e:
-            raise _named(e, names, i) from e
-        if kind == "zlib":
-            batch.checks.append((i, slot, nbytes, "adler32", formats.parse_zlib(data)[1]))
-        elif kind == "gzip":
-            batch.checks.append((i, slot, nbytes, "crc32", formats.parse_gzip(data).crc32))
-        out_base = slot
-        if blosc is not None:  # decode into scratch, unshuffle into the slot
-            out_base = scratch
-            unshuffle_rows.append(formats.blosc_unshuffle_rows(blosc, scratch, slot))
-            scratch += -(-nbytes // STAGING_ALIGN) * STAGING_ALIGN
-        mv = memoryview(data).cast("B")
-        at = base_offsets[i] if base is not None and base_offsets is not None else -1
-        for st in streams:
-            if at >= 0 and (at + st.offset) % INPUT_ALIGN.get(st.codec, STAGING_ALIGN) == 0:
-                src = at + st.offset  # decoded where it lies in the base buffer
-                batch.in_place += 1
-            else:
-                pieces.append(mv[st.offset : st.offset + st.length])
-                src = pos
-                pos += -(-st.length // STAGING_ALIGN) * STAGING_ALIGN
-            batch.streams.setdefault(st.codec, []).append(
-                (src, st.length, out_base + st.dst_offset, st.decoded_size, blosc is not None)
-            )
-            batch.owners.setdefault(st.codec, []).append(i)
-    if base is not None and batch.in_place == 0:
-        # nothing decodes from the base buffer: upload the copied streams alone
-        for codec, rows in batch.streams.items():
-            batch.streams[codec] = [(r[0] - ext0, *r[1:]) for r in rows]
-        batch.packed = _pack(pieces, pos - ext0, 0, alloc)
-    elif base is not None and not pieces:
-        batch.packed = base
-    else:
-        packed = _pack(pieces, pos, ext0, alloc)
-        if base is not None:
-            packed[: len(base)] = base
-        batch.packed = packed
-    batch.scratch_nbytes = scratch
-    if unshuffle_rows:
-        batch.unshuffle = np.concatenate(unshuffle_rows)
-    return batch
-
-
-def _empty_bytes(n: int) -> np.ndarray:
-    return np.empty(n, np.uint8)
-
-
-def _pack(pieces: Sequence[Any], nbytes: int, start: int,
-          alloc: Callable[[int], np.ndarray] | None) -> np.ndarray:
-    """A buffer of ``nbytes`` with ``pieces`` copied in from ``start``, each at
-    a ``STAGING_ALIGN`` boundary."""
-    packed = (alloc or _empty_bytes)(nbytes)
-    p = start
-    for piece in pieces:
-        packed[p : p + len(piece)] = np.frombuffer(piece, np.uint8)
-        p += -(-len(piece) // STAGING_ALIGN) * STAGING_ALIGN
-    return packed
-
-
-def place_chunks(sizes: Sequence[int | None], kind: str | None,
-                 alloc: Callable[[int], np.ndarray] | None = None) -> tuple[np.ndarray, list[int]]:
-    """A host buffer for whole chunks of ``sizes`` (None: missing) and where each
-    goes: every chunk's first raw stream (``STREAM_HEAD`` of ``kind``) lands
-    16-byte aligned, so nvCOMP can decode it in place."""
-    head = STREAM_HEAD.get(kind or "", 0)
-    offsets = []
-    p = 0
-    for n in sizes:
-        if n is None:
-            offsets.append(-1)
-            continue
-        p += (-(p + head)) % STAGING_ALIGN
-        offsets.append(p)
-        p += n
-    return (alloc or _empty_bytes)(max(p, 1)), offsets
-
 
 def _read_file(path: str, offset: int, n: int) -> bytes:
     with open(path, "rb", buffering=0) as f:
@@ -326,7 +92,7 @@ def stream_error(batch: GpuBatch, codec: str, row: int, e: Exception) -> CodecEr
     owners = batch.owners.get(codec, [])
     err = e if isinstance(e, CodecError) else CodecError(f"{codec} stream: {e}")
     if row < len(owners):
-        return _named(err, batch.names, owners[row])
+        return _named(err, batch.names, int(owners[row]))
     return err
 
 
@@ -335,7 +101,7 @@ def batch_error(batch: GpuBatch, codec: str, rows: Sequence[int], e: Exception) 
     not say which stream) as a ``CodecError`` naming the chunk when there is one
     (else up to three of the keys)."""
     owners = batch.owners.get(codec, [])
-    chunks = sorted({owners[r] for r in rows if r < len(owners)})
+    chunks = sorted({int(owners[r]) for r in rows if r < len(owners)})
     msg = f"nvCOMP {codec} decode failed (corrupt stream?): {e}"
     if len(chunks) == 1:
         return _named(CodecError(msg), batch.names, chunks[0])
@@ -344,12 +110,6 @@ def batch_error(batch: GpuBatch, codec: str, rows: Sequence[int], e: Exception) 
         more = f" and {len(chunks) - 3} more" if len(chunks) > 3 else ""
         return CodecError(f"one of {keys}{more}: {msg}")
     return CodecError(msg)
-
-
-def _named(e: CodecError, names: Sequence[str] | None, i: int) -> CodecError:
-    if names is None or str(e).startswith(f"{names[i]}: "):
-        return e
-    return type(e)(f"{names[i]}: {e}")
 
 
 def nvcomp_codec(name: str, stream: Any) -> Any:
@@ -676,17 +436,19 @@ class GpuExecutor(StreamCodecs):
 
         for codec, rows in batch.streams.items():
             for to_scratch in (False, True):
-                sel = [r for r in rows if r[4] is to_scratch]
-                if not sel:
+                which = np.flatnonzero(rows["scratch"] == to_scratch)
+                if not len(which):
                     continue
+                sel = rows[which]
                 target = scratch if to_scratch else staging
                 if codec == "copy":
-                    for src, n, dst, _size, _ in sel:
+                    for src, n, dst in zip(sel["src"].tolist(), sel["n"].tolist(),
+                                           sel["dst"].tolist(), strict=True):
                         target[dst : dst + n] = comp[src : src + n]
                     continue
                 sp = int(self.stream.ptr)
-                srcs = nvcomp.as_arrays(comp, [r[0] for r in sel], [r[1] for r in sel], sp)
-                outs = nvcomp.as_arrays(target, [r[2] for r in sel], [r[3] for r in sel], sp)
+                srcs = nvcomp.as_arrays(comp, sel["src"].tolist(), sel["n"].tolist(), sp)
+                outs = nvcomp.as_arrays(target, sel["dst"].tolist(), sel["size"].tolist(), sp)
                 # nvCOMP's decode synchronizes the stream (it reads the streams'
                 # headers back) and its buffer_sizes waits for the decode, both
                 # holding the GIL; waiting here through CuPy, which lets it go,
@@ -697,20 +459,17 @@ class GpuExecutor(StreamCodecs):
                     self.stream.synchronize()
                     # A stream decoding to another size than its header promised
                     # is corrupt (the host twin checks the same).
-                    got = [int(n) for n in res.buffer_sizes]
+                    got = np.array([int(n) for n in res.buffer_sizes], np.int64)
                 except (ValueError, RuntimeError) as e:
                     # nvCOMP reports a corrupt stream of the batch (an output too
                     # small for it: ValueError; a failed chunk status: RuntimeError)
                     # without saying which; the host twin raises CodecError.
-                    raise batch_error(batch, codec, [
-                        k for k, r in enumerate(rows) if r[4] is to_scratch
-                    ], e) from e
-                want = [r[3] for r in sel]
-                if got != want:
-                    bad = next(j for j, (g, w) in enumerate(zip(got, want)) if g != w)
-                    row = [k for k, r in enumerate(rows) if r[4] is to_scratch][bad]
-                    raise stream_error(batch, codec, row, CodecError(
-                        f"{codec} stream decoded to {got[bad]} bytes, expected {want[bad]}"
+                    raise batch_error(batch, codec, which.tolist(), e) from e
+                wrong = np.flatnonzero(got != sel["size"])
+                if len(wrong):
+                    bad = int(wrong[0])
+                    raise stream_error(batch, codec, int(which[bad]), CodecError(
+                        f"{codec} stream decoded to {got[bad]} bytes, expected {sel['size'][bad]}"
                     ))
 
     def _read_direct(self, reads: list[tuple[int, str, int, int]], staging: Any) -> None:

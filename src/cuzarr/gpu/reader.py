@@ -39,6 +39,7 @@ from cuzarr.gpu.executor import (
     stream_kind,
 )
 from cuzarr.gpu.plan import is_slice_only
+from cuzarr.gpu.staging import host_staging
 
 __all__ = [
     "DeviceReader",
@@ -143,12 +144,15 @@ def device_codec(pipeline: Any) -> tuple[str | None, np.dtype | None, str]:
 
 class HostBuffered(list):
     """Chunk bytes fetched into one host buffer (``base``; pinned on a GPU):
-    item ``i`` lies at ``offsets[i]`` in it (-1: separate bytes, or missing)."""
+    item ``i`` lies at ``offsets[i]`` in it (-1: separate bytes, or missing),
+    ``sizes[i]`` bytes long when known (else ``len`` of the item)."""
 
-    def __init__(self, values: Sequence[Any], base: np.ndarray, offsets: list[int]) -> None:
+    def __init__(self, values: Sequence[Any], base: np.ndarray, offsets: Any,
+                 sizes: Any = None) -> None:
         super().__init__(values)
         self.base = base
         self.offsets = offsets
+        self.sizes = sizes
 
 
 class DeviceReader:
@@ -198,18 +202,21 @@ class DeviceReader:
         if self.direct_store is not None:
             return [self.direct_store.file_ref(k) for k in keys]
         if self.get_into is not None:
-            made: list[np.ndarray] = []
+            made: list[Any] = []
 
             def place(sizes: list[int | None]) -> tuple[np.ndarray, list[int]]:
                 buf, offsets = place_chunks(sizes, self.kind, self.executor.host_buffer)
                 made.append(buf)
+                made.append(sizes)
                 return buf, offsets
 
             # pinned memory is allocated in the output device's context
             on_device = getattr(self.executor, "device", False)
             with self.out.device if on_device else contextlib.nullcontext():
                 values, offsets = self.get_into(keys, place)
-            return HostBuffered(values, made[0], offsets)
+            # a chunk read as separate bytes (offset -1) has its own length
+            sizes = [-1 if n is None else n for n in made[1]]
+            return HostBuffered(values, made[0], offsets, sizes)
         return None
 
     def _host_decode(self, data: Any, shape: tuple[int, ...]) -> np.ndarray:
@@ -240,9 +247,15 @@ class DeviceReader:
                 names=names,
                 base=None if buffered is None else buffered.base,
                 base_offsets=None if buffered is None else buffered.offsets,
+                base_sizes=None if buffered is None else buffered.sizes,
                 alloc=self.executor.host_buffer,
             )
             self.executor.run(batch, self.out, self.fill)
+            # host staging goes back to its pool once the batch has run (device
+            # buffers stay with the executor until their copies are done)
+            self.executor.release(batch.packed)
+            if buffered is not None and buffered.base is not batch.packed:
+                self.executor.release(buffered.base)
             return
         chunks = []
         for i, (it, data) in enumerate(zip(items, datas, strict=True)):
@@ -297,10 +310,17 @@ class _ThreadExecutor:
         """A uint8 host buffer for a batch's compressed bytes: pinned on a GPU, so
         its upload is one asynchronous copy."""
         if not self.device:
-            return np.empty(nbytes, np.uint8)
+            return host_staging.take(nbytes)
         from cuzarr.buffer.gpu import pinned_prototype
 
         return pinned_prototype.empty((nbytes,), np.uint8)
+
+    def release(self, buf: Any) -> None:
+        """A host buffer from :meth:`host_buffer` is no longer used by the read
+        (host twin: back to the staging pool; pinned buffers go back to CuPy's
+        pool when the last reference, the executor's, is dropped)."""
+        if not self.device and isinstance(buf, np.ndarray):
+            host_staging.give(buf)
 
     def _keep(self, ev: Any) -> None:
         if ev is not None:

@@ -1,0 +1,408 @@
+"""The host half of a device read: a batch of stored chunks turned into the raw
+streams nvCOMP decodes and the scatter plan (:func:`prepare_batch`), with no
+device and no CuPy.
+
+Batches whose chunks lie in one host buffer (read there by the store, or whole
+shards) are parsed with numpy over arrays of offsets and sizes
+(``gpu.scan``): every zstd frame header and block header, LZ4 size prefix and
+uncompressed size is checked at once, and the streams are described where they
+lie (no packing copy). Chunks the vectorised scan does not accept (other
+codecs, several frames, a malformed header) take the per-chunk parsers of
+``gpu.formats``, which raise the precise ``CodecError`` or send the chunk to the
+host decoder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from cuzarr.errors import CodecError
+from cuzarr.gpu import formats, scan
+from cuzarr.gpu.plan import STAGING_ALIGN, ScatterPlan, build_plan
+from cuzarr.storage.local import LocalFile
+
+__all__ = [
+    "INPUT_ALIGN",
+    "MAX_DEVICE_STREAM",
+    "NVCOMP_ALGORITHMS",
+    "OUTPUT_ALIGN",
+    "STREAM_DTYPE",
+    "STREAM_HEAD",
+    "GpuBatch",
+    "place_chunks",
+    "prepare_batch",
+    "stream_kind",
+    "stream_rows",
+]
+
+# codec name -> (nvCOMP algorithm, RAW stream codec name used in formats.RawStream)
+NVCOMP_ALGORITHMS = {"lz4": "LZ4", "zstd": "Zstd", "deflate": "Deflate"}
+
+# nvCOMP's batched RAW decoders take chunks of at most 16 MiB decoded; larger
+# streams are decoded on the host (and uploaded with the batch).
+MAX_DEVICE_STREAM = 16 << 20
+# Output alignment nvCOMP requires per raw stream codec (nvcomp/lz4.h, zstd.h,
+# deflate.h: get_required_decompression_alignment).
+OUTPUT_ALIGN = {"lz4": 4, "zstd": 8, "deflate": 4, "copy": 1}
+# Input alignment nvCOMP >= 6.0 requires (its C API headers, see
+# scripts/nvcomp_alignments.py: zstd and LZ4 none, deflate 4 bytes): streams
+# starting there are decoded where they lie, the inner chunks of whole shards
+# included. Earlier releases asked 8 bytes of zstd inputs; the gpu extra
+# requires nvCOMP 6.0. Not yet run on a device with unaligned inputs
+# (tests_gpu/test_gpu_reads.py checks it where one is lent).
+INPUT_ALIGN = {"lz4": 1, "zstd": 1, "deflate": 4, "copy": 1}
+# Where a chunk's first raw stream starts, per stream_kind: chunks read straight
+# into a host buffer are placed so that it lands 16-byte aligned (numcodecs LZ4:
+# a 4-byte size; zlib: a 2-byte header; gzip: 10 bytes without optional fields).
+STREAM_HEAD = {"zstd": 0, "lz4": 4, "zlib": 2, "gzip": 10, "none": 0}
+
+
+def stream_kind(compressor: Any) -> str | None:
+    """Which parser handles chunks compressed by ``compressor`` (a cuzarr codec, a
+    numcodecs codec, or a v3 codec dict): ``"zstd"``, ``"lz4"``, ``"zlib"``,
+    ``"gzip"``, ``"blosc"``, ``"none"`` (no compressor), or ``None`` (CPU only)."""
+    if compressor is None:
+        return "none"
+    name = compressor.get("name") if isinstance(compressor, dict) else None
+    if name is None:
+        name = getattr(compressor, "codec_id", None) or getattr(compressor, "name", None)
+    inner = getattr(compressor, "numcodec", None) or getattr(compressor, "codec", None)
+    if name in (None, "numcodecs") and inner is not None:
+        name = getattr(inner, "codec_id", None)
+    name = str(name or "").removeprefix("numcodecs.")
+    return {"zstd": "zstd", "lz4": "lz4", "zlib": "zlib", "gzip": "gzip", "blosc": "blosc"}.get(
+        name
+    )
+
+
+def _parse(kind: str, data: Any, nbytes: int) -> tuple[list[formats.RawStream], Any]:
+    """Raw streams for one chunk (``dst_offset`` relative to the chunk) and the
+    blosc header when the chunk needs an unshuffle."""
+    if kind == "none":
+        if len(data) != nbytes:
+            raise CodecError(f"uncompressed chunk has {len(data)} bytes, expected {nbytes}")
+        return [formats.RawStream("copy", 0, nbytes, nbytes)], None
+    if kind == "zstd":
+        if formats.zstd_frame_info(data).content_size is None:
+            # nvCOMP's RAW Zstd takes the output size from the frame header.
+            raise formats.UnsupportedStream("zstd frame without a content size")
+        return [formats.parse_zstd(data, nbytes)], None
+    if kind == "lz4":
+        return [formats.parse_lz4(data, nbytes)], None
+    if kind == "zlib":
+        return [formats.parse_zlib(data, nbytes)[0]], None
+    if kind == "gzip":
+        return [formats.parse_gzip(data, nbytes).stream], None
+    if kind == "blosc":
+        ch = formats.parse_blosc(data, nbytes)
+        return ch.streams, (ch if ch.shuffle == 1 and ch.typesize > 1 else None)
+    raise formats.UnsupportedStream(f"no GPU decoder for {kind!r}")
+
+
+STREAM_DTYPE = np.dtype([("src", "<i8"), ("n", "<i8"), ("dst", "<i8"), ("size", "<i8"),
+                         ("scratch", "?")])
+
+
+def stream_rows(src: Any, n: Any, dst: Any, size: Any, scratch: Any = False) -> np.ndarray:
+    """``STREAM_DTYPE`` rows from columns (arrays or lists of equal length)."""
+    rows = np.empty(len(src), STREAM_DTYPE)
+    rows["src"], rows["n"], rows["dst"], rows["size"], rows["scratch"] = src, n, dst, size, scratch
+    return rows
+
+
+@dataclass
+class GpuBatch:
+    """Everything ``GpuExecutor.run`` needs, built on the host."""
+
+    plan: ScatterPlan
+    # packed compressed streams: one host buffer, and per codec its streams as
+    # STREAM_DTYPE rows: offset and length in it, staging (or scratch, when
+    # ``scratch``) offset and size it decodes to
+    packed: np.ndarray
+    streams: dict[str, np.ndarray] = field(default_factory=dict)
+    # blosc chunks to unshuffle: formats.UNSHUFFLE_DTYPE rows (scratch -> staging)
+    unshuffle: np.ndarray = field(default_factory=lambda: np.zeros(0, formats.UNSHUFFLE_DTYPE))
+    scratch_nbytes: int = 0
+    # chunks decoded on the host: (staging offset, decoded bytes)
+    host_decoded: list[tuple[int, np.ndarray]] = field(default_factory=list)
+    # uncompressed chunks read from files straight into their slots (GPUDirect
+    # Storage): (staging offset, path, file offset, bytes)
+    direct: list[tuple[int, str, int, int]] = field(default_factory=list)
+    # per row of ``streams[codec]``: the index of the chunk it belongs to
+    owners: dict[str, np.ndarray] = field(default_factory=dict)
+    # zlib / gzip chunks whose decoded bytes are checked against their stored
+    # checksum: (chunk index, staging offset, bytes, "adler32" | "crc32", value)
+    checks: list[tuple[int, int, int, str, int]] = field(default_factory=list)
+    # store keys of the chunks (prefix of the errors they raise), when known
+    names: Sequence[str] | None = None
+    # streams decoded where they were read (in ``prepare_batch``'s ``base``)
+    in_place: int = 0
+
+
+class _Rows:
+    """Stream rows collected per codec (arrays from the vectorised scan, tuples
+    from the per-chunk parsers), merged into ``GpuBatch.streams`` at the end."""
+
+    def __init__(self) -> None:
+        self.arrays: dict[str, list[np.ndarray]] = {}
+        self.owners: dict[str, list[np.ndarray]] = {}
+        self.tuples: dict[str, list[tuple[int, int, int, int, bool]]] = {}
+        self.tuple_owners: dict[str, list[int]] = {}
+
+    def add(self, codec: str, rows: np.ndarray, owners: np.ndarray) -> None:
+        if len(rows):
+            self.arrays.setdefault(codec, []).append(rows)
+            self.owners.setdefault(codec, []).append(owners)
+
+    def add_one(self, codec: str, row: tuple[int, int, int, int, bool], owner: int) -> None:
+        self.tuples.setdefault(codec, []).append(row)
+        self.tuple_owners.setdefault(codec, []).append(owner)
+
+    def finish(self, batch: GpuBatch) -> None:
+        """Into ``batch.streams`` and ``batch.owners``."""
+        for codec, rows in self.tuples.items():
+            arr = np.array(rows, STREAM_DTYPE) if rows else np.zeros(0, STREAM_DTYPE)
+            self.add(codec, arr, np.asarray(self.tuple_owners[codec], np.int64))
+        for codec, parts in self.arrays.items():
+            rows = np.concatenate(parts) if len(parts) > 1 else parts[0]
+            owners = self.owners[codec]
+            batch.streams[codec] = rows
+            batch.owners[codec] = np.concatenate(owners) if len(owners) > 1 else owners[0]
+
+
+def prepare_batch(
+    items: Sequence[Any],
+    datas: Sequence[Any],
+    chunk_shape: Callable[[tuple[int, ...]], tuple[int, ...]],
+    out_shape: Sequence[int],
+    out_strides: Sequence[int],
+    dtype: np.dtype,
+    kind: str | None,
+    cpu_decode: Callable[[Any, tuple[int, ...]], np.ndarray],
+    *,
+    chunk_order: str = "C",
+    swap: int = 0,
+    names: Sequence[str] | None = None,
+    base: np.ndarray | None = None,
+    base_offsets: Sequence[int] | np.ndarray | None = None,
+    base_sizes: Sequence[int] | np.ndarray | None = None,
+    alloc: Callable[[int], np.ndarray] | None = None,
+) -> GpuBatch:
+    """Host half of a GPU read. ``datas[i]`` is chunk ``i``'s stored bytes (``None``:
+    missing); ``kind`` is :func:`stream_kind` of the array's compressor (``None``:
+    everything on the CPU); ``cpu_decode(data, shape)`` is the pipeline's decode
+    (the fallback; it returns the chunk in native order, so ``swap`` must then be
+    0 for those chunks — the caller passes ``swap`` only for raw stored bytes).
+    ``names[i]`` (a store key) prefixes the message of a ``CodecError`` chunk
+    ``i`` raises.
+
+    ``base`` (a uint8 host buffer, pinned on a GPU) holds chunk ``i``'s bytes at
+    ``base_offsets[i]`` (-1: not there; ``base_sizes[i]`` bytes, else
+    ``len(datas[i])``): those chunks are checked together (``gpu.scan``) and
+    their streams decoded where they lie when aligned for nvCOMP, and ``base``
+    itself becomes the packed buffer when no stream needs moving (no copy at
+    all). ``alloc(nbytes)`` makes the packed buffer otherwise (default:
+    ``numpy.empty``)."""
+    present = np.fromiter((d is not None for d in datas), bool, len(datas))
+    plan = build_plan(items, chunk_shape, out_shape, out_strides, dtype.itemsize,
+                      present=present, chunk_order=chunk_order, swap=swap)
+    batch = GpuBatch(plan, np.zeros(0, np.uint8), names=names)
+    rows = _Rows()
+    todo = present
+    if base is not None and base_offsets is not None and kind in _SCANS and len(datas):
+        offs = np.asarray(base_offsets, np.int64)
+        if base_sizes is None:
+            lens = np.fromiter((0 if d is None else len(d) for d in datas), np.int64, len(datas))
+        else:
+            lens = np.asarray(base_sizes, np.int64)
+        done = _scan_in_place(batch, rows, base, offs, lens, present, kind)
+        todo = present & ~done
+    pieces, ext0, pos = _per_chunk(batch, rows, datas, np.flatnonzero(todo), kind, cpu_decode,
+                                   chunk_order, swap, base, base_offsets)
+    _finish_packed(batch, rows, pieces, base, ext0, pos, alloc)
+    return batch
+
+
+# raw stream codec, bytes of container before it, and the vectorised check
+_SCANS = {"zstd": "zstd", "lz4": "lz4", "none": "copy"}
+_HEAD = {"zstd": 0, "lz4": 4, "none": 0}
+
+
+def _scan_in_place(batch: GpuBatch, rows: _Rows, base: np.ndarray, offs: np.ndarray,
+                   lens: np.ndarray, present: np.ndarray, kind: str) -> np.ndarray:
+    """Check the chunks lying in ``base`` at once and describe their streams where
+    they lie; returns which chunks are done."""
+    plan = batch.plan
+    cand = np.flatnonzero(present & (offs >= 0) & (offs + lens <= len(base)))
+    o, n, expect = offs[cand], lens[cand], plan.slot_nbytes[cand]
+    if kind == "zstd":
+        ok = scan.scan_zstd(base, o, n, expect, MAX_DEVICE_STREAM)
+    elif kind == "lz4":
+        ok = scan.scan_lz4(base, o, n, expect, MAX_DEVICE_STREAM)
+    else:
+        ok = scan.scan_copy(o, n, expect)
+    codec = _SCANS[kind]
+    head = _HEAD[kind]
+    ok &= (o + head) % INPUT_ALIGN[codec] == 0
+    idx = cand[ok]
+    src = offs[idx] + head
+    rows.add(codec, stream_rows(src, lens[idx] - head, plan.slots[idx], plan.slot_nbytes[idx]),
+             idx.astype(np.int64))
+    batch.in_place += len(idx)
+    done = np.zeros(len(present), bool)
+    done[idx] = True
+    return done
+
+
+def _per_chunk(batch: GpuBatch, rows: _Rows, datas: Sequence[Any], todo: np.ndarray,
+               kind: str | None, cpu_decode: Callable[[Any, tuple[int, ...]], np.ndarray],
+               chunk_order: str, swap: int, base: np.ndarray | None,
+               base_offsets: Any) -> tuple[list[Any], int, int]:
+    """The chunks the vectorised scan did not take, one by one (``formats``
+    parsers; host decode for what nvCOMP cannot take). Returns the pieces to
+    pack, where packing starts (after the base buffer) and ends."""
+    plan, names = batch.plan, batch.names
+    pieces: list[bytes | memoryview] = []
+    # streams not decoded in place are copied after the base buffer
+    ext0 = 0 if base is None else -(-len(base) // STAGING_ALIGN) * STAGING_ALIGN
+    pos = ext0
+    unshuffle_rows = []
+    scratch = 0
+    for i in todo.tolist():
+        data = datas[i]
+        slot = int(plan.slots[i])
+        nbytes = int(plan.slot_nbytes[i])
+        if isinstance(data, LocalFile):  # read by the executor, from disk to the slot
+            if kind != "none" or data.size != nbytes:
+                raise _named(
+                    CodecError(f"uncompressed chunk has {data.size} bytes, expected {nbytes}"),
+                    names, i,
+                )
+            batch.direct.append((slot, data.path, 0, nbytes))
+            continue
+        try:
+            streams, blosc = _device_streams(kind, data, nbytes)
+        except formats.UnsupportedStream:
+            batch.host_decoded.append((slot, _host_decode(plan, i, data, cpu_decode, swap,
+                                                          chunk_order, names)))
+            continue
+        except CodecError as e:
+            raise _named(e, names, i) from e
+        if kind == "zlib":
+            batch.checks.append((i, slot, nbytes, "adler32", formats.parse_zlib(data)[1]))
+        elif kind == "gzip":
+            batch.checks.append((i, slot, nbytes, "crc32", formats.parse_gzip(data).crc32))
+        out_base = slot
+        if blosc is not None:  # decode into scratch, unshuffle into the slot
+            out_base = scratch
+            unshuffle_rows.append(formats.blosc_unshuffle_rows(blosc, scratch, slot))
+            scratch += -(-nbytes // STAGING_ALIGN) * STAGING_ALIGN
+        mv = memoryview(data).cast("B")
+        at = int(base_offsets[i]) if base is not None and base_offsets is not None else -1
+        for st in streams:
+            if at >= 0 and (at + st.offset) % INPUT_ALIGN.get(st.codec, STAGING_ALIGN) == 0:
+                src = at + st.offset  # decoded where it lies in the base buffer
+                batch.in_place += 1
+            else:
+                pieces.append(mv[st.offset : st.offset + st.length])
+                src = pos
+                pos += -(-st.length // STAGING_ALIGN) * STAGING_ALIGN
+            rows.add_one(st.codec, (src, st.length, out_base + st.dst_offset, st.decoded_size,
+                                    blosc is not None), i)
+    batch.scratch_nbytes = scratch
+    if unshuffle_rows:
+        batch.unshuffle = np.concatenate(unshuffle_rows)
+    return pieces, ext0, pos
+
+
+def _device_streams(kind: str | None, data: Any, nbytes: int) -> tuple[list[Any], Any]:
+    """A chunk's raw streams, or ``UnsupportedStream`` when nvCOMP cannot take it."""
+    if kind is None:
+        raise formats.UnsupportedStream("codec pipeline has no GPU decoder")
+    streams, blosc = _parse(kind, data, nbytes)
+    if any(st.decoded_size > MAX_DEVICE_STREAM for st in streams):
+        raise formats.UnsupportedStream("stream larger than nvCOMP's batch limit")
+    if any(st.dst_offset % OUTPUT_ALIGN.get(st.codec, 1) for st in streams):
+        # nvCOMP wants every output aligned; blosc splits blocks at
+        # type-size steps (slots themselves are 16-byte aligned).
+        raise formats.UnsupportedStream("misaligned stream output")
+    return streams, blosc
+
+
+def _host_decode(plan: ScatterPlan, i: int, data: Any,
+                 cpu_decode: Callable[[Any, tuple[int, ...]], np.ndarray], swap: int,
+                 chunk_order: str, names: Sequence[str] | None) -> np.ndarray:
+    """Chunk ``i`` decoded by the pipeline, as the bytes of its staging slot."""
+    shape = tuple(int(s) for s in plan.table["chunk_shape"][i][: plan.table["ndim"][i]])
+    try:
+        chunk = np.asarray(cpu_decode(data, shape))
+    except CodecError as e:
+        raise _named(e, names, i) from e
+    if swap:
+        chunk = chunk.astype(chunk.dtype.newbyteorder())  # stored order, as the table says
+    return np.frombuffer(chunk.tobytes(order=chunk_order), np.uint8)
+
+
+def _finish_packed(batch: GpuBatch, rows: _Rows, pieces: list[Any], base: np.ndarray | None,
+                   ext0: int, pos: int, alloc: Callable[[int], np.ndarray] | None) -> None:
+    """The stream table and the buffer uploaded: ``base`` itself when every stream
+    lies in it, the copied streams alone when none does, else both."""
+    rows.finish(batch)
+    if base is not None and batch.in_place == 0:
+        # nothing decodes from the base buffer: upload the copied streams alone
+        for arr in batch.streams.values():
+            arr["src"] -= ext0
+        batch.packed = _pack(pieces, pos - ext0, 0, alloc)
+    elif base is not None and not pieces:
+        batch.packed = base
+    else:
+        packed = _pack(pieces, pos, ext0, alloc)
+        if base is not None:
+            packed[: len(base)] = base
+        batch.packed = packed
+
+
+def _named(e: CodecError, names: Sequence[str] | None, i: int) -> CodecError:
+    if names is None or str(e).startswith(f"{names[i]}: "):
+        return e
+    return type(e)(f"{names[i]}: {e}")
+
+
+def _empty_bytes(n: int) -> np.ndarray:
+    return np.empty(n, np.uint8)
+
+
+def _pack(pieces: Sequence[Any], nbytes: int, start: int,
+          alloc: Callable[[int], np.ndarray] | None) -> np.ndarray:
+    """A buffer of ``nbytes`` with ``pieces`` copied in from ``start``, each at
+    a ``STAGING_ALIGN`` boundary."""
+    packed = (alloc or _empty_bytes)(nbytes)
+    p = start
+    for piece in pieces:
+        packed[p : p + len(piece)] = np.frombuffer(piece, np.uint8)
+        p += -(-len(piece) // STAGING_ALIGN) * STAGING_ALIGN
+    return packed
+
+
+def place_chunks(sizes: Sequence[int | None], kind: str | None,
+                 alloc: Callable[[int], np.ndarray] | None = None) -> tuple[np.ndarray, list[int]]:
+    """A host buffer for whole chunks of ``sizes`` (None: missing) and where each
+    goes: every chunk's first raw stream (``STREAM_HEAD`` of ``kind``) lands
+    16-byte aligned, so nvCOMP can decode it in place."""
+    head = STREAM_HEAD.get(kind or "", 0)
+    offsets = []
+    p = 0
+    for n in sizes:
+        if n is None:
+            offsets.append(-1)
+            continue
+        p += (-(p + head)) % STAGING_ALIGN
+        offsets.append(p)
+        p += n
+    return (alloc or _empty_bytes)(max(p, 1)), offsets
+
+
