@@ -7,14 +7,14 @@ import time
 
 import numpy as np
 
-from cuzarr.cli.display import human
+from cuzarr.cli.display import Progress, human
 
 __all__ = ["cmd_bench"]
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
     """Write and read back a zstd-compressed uint16 array in a temporary
-    directory, and print the throughputs.
+    directory, and print the throughputs (with progress bars on a terminal).
 
     Parameters
     ----------
@@ -44,10 +44,20 @@ def cmd_bench(args: argparse.Namespace) -> int:
             dtype="u2",
             compressors=[{"name": "zstd", "configuration": {"level": 1}}],
         )
-        a[...] = data
+        # in steps of 32 MiB (32 chunks), with a bar on a terminal for a long
+        # run going; each step is whole chunks, as one call would write them
+        rows = 32 * 512
+        bar = Progress(data.nbytes, "write", unit="B")
+        for i in range(0, shape[0], rows):
+            a[i : i + rows] = data[i : i + rows]
+            bar.update(data[i : i + rows].nbytes)
         tw = time.perf_counter() - t0
+        back = np.empty_like(data)
+        bar = Progress(data.nbytes, "read", unit="B")
         t0 = time.perf_counter()
-        back = a[...]
+        for i in range(0, shape[0], rows):
+            back[i : i + rows] = a[i : i + rows]
+            bar.update(back[i : i + rows].nbytes)
         tr = time.perf_counter() - t0
         ok = np.array_equal(back, data)
     print(

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from cuzarr.copying.metadata import destination_metadata
+from cuzarr.copying.progress import Progress
 
 __all__ = ["copy_array", "copy_data", "create_copy"]
 
@@ -139,7 +140,12 @@ def create_copy(src: Any, store: Any, path: str | None, metadata: Any, overwrite
     return Array(sync(AsyncArray.create(sp, metadata, overwrite=overwrite, write_empty_chunks=wec)))
 
 
-def copy_data(src: Any, dst: Any, max_block_bytes: int, progress: bool) -> None:
+def _block_bytes(sel: tuple[slice, ...], shape: Sequence[int], itemsize: int) -> int:
+    """The bytes of the block ``sel`` of an array of ``shape``."""
+    return itemsize * math.prod(len(range(*s.indices(n))) for s, n in zip(sel, shape))
+
+
+def copy_data(src: Any, dst: Any, max_block_bytes: int, progress: Any) -> None:
     """Copy ``src``'s values into ``dst`` (same shape), one block of whole
     destination shards or chunks at a time.
 
@@ -149,8 +155,9 @@ def copy_data(src: Any, dst: Any, max_block_bytes: int, progress: bool) -> None:
         The source, and the copy made by :func:`create_copy`.
     max_block_bytes : int
         Memory per step (at least one destination shard or chunk).
-    progress : bool
-        Show a progress bar on a terminal.
+    progress : bool or callable
+        True: a progress bar counting bytes on a terminal; a callable: called
+        with the (uncompressed) bytes of each block once it is copied.
     """
     # A copy that stores chunks equal to the fill value (write_empty_chunks)
     # would store regions the source never wrote too: it goes one destination
@@ -160,15 +167,15 @@ def copy_data(src: Any, dst: Any, max_block_bytes: int, progress: bool) -> None:
         blocks = _copy_blocks(dst, max_block_bytes)
     else:
         blocks = [b for b in _copy_blocks(dst, 0) if holds(b)]
-    bar = None
-    if progress:
-        from cuzarr.cli.display import Progress  # a terminal's bar: the CLI's
-
-        bar = Progress(len(blocks), "copy")
+    itemsize = np.dtype(dst.dtype).itemsize
+    step = progress if callable(progress) else None
+    if progress is True:
+        total = sum(_block_bytes(b, dst.shape, itemsize) for b in blocks)
+        step = Progress(total, "copy", unit="B").update
     for sel in blocks:
         dst[sel] = src[sel]
-        if bar is not None:
-            bar.update()
+        if step is not None:
+            step(_block_bytes(sel, dst.shape, itemsize))
 
 
 def _source_chunks_test(src: Any) -> Any:

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from cuzarr.copying.log import log_writer, summary
+from cuzarr.copying.progress import reporter
 from cuzarr.errors import CopyError, GroupNotFoundError
 
 __all__ = ["copy", "copy_all"]
@@ -37,6 +38,8 @@ class _Copy:
         self.write, self.shallow, self.without_attrs = write, shallow, without_attrs
         self.if_exists, self.dry_run, self.create_kws = if_exists, dry_run, create_kws
         self.copied = self.skipped = self.nbytes = 0
+        self.planned = 0  # bytes of the arrays to copy, dry runs included
+        self.step: Callable[[int], None] | None = None  # progress, per block
 
     def node(self, source: Any, dest: Any, name: str, root: bool, label: str) -> None:
         """Copy ``source`` to ``dest[name]``; ``label`` is where it goes, for
@@ -76,6 +79,7 @@ class _Copy:
             return
         self.write(f"copy {label} {tuple(source.shape)} {np.dtype(source.dtype)}")
         self.copied += 1
+        self.planned += math.prod(source.shape) * np.dtype(source.dtype).itemsize
         if self.dry_run:
             return
         src = _as_cuzarr(source)
@@ -83,10 +87,10 @@ class _Copy:
             dst = self._copy_metadata(src, dest, name, existing is not None)
             from cuzarr.copying.array_copy import copy_data
 
-            copy_data(src, dst, _BLOCK_BYTES, False)
+            copy_data(src, dst, _BLOCK_BYTES, self.step or False)
         else:
             dst = self._create_like(source, dest, name, existing is not None)
-            _copy_values(source, dst)
+            _copy_values(source, dst, self.step)
         self.nbytes += math.prod(source.shape) * np.dtype(source.dtype).itemsize
 
     def _copy_metadata(self, src: Any, dest: Any, name: str, replace: bool) -> Any:
@@ -148,13 +152,18 @@ class _Copy:
             self.node(source[key], grp, key, root=False, label=f"{label}/{key}")
 
 
-def _refuse_before_writing(
-    if_exists: str, dry_run: bool, shallow: bool, run: Callable[[_Copy], None]
-) -> None:
-    """With ``if_exists="raise"``, the ``CopyError`` of a node in the way comes
-    before anything is written (a dry run of the copy finds it)."""
-    if if_exists == "raise" and not dry_run:
-        run(_Copy(lambda message: None, shallow, False, "raise", True, {}))
+def _dry_pass(
+    job: _Copy, progress: Any, run: Callable[[_Copy], None]
+) -> Callable[[int], None] | None:
+    """A dry run of the copy before it writes: with ``if_exists="raise"`` the
+    ``CopyError`` of a node in the way comes before anything is written, and
+    with ``progress`` it counts the bytes to copy. Returns the progress step."""
+    if job.dry_run or (job.if_exists != "raise" and progress in (None, False)):
+        return None
+    dry = _Copy(lambda message: None, job.shallow, job.without_attrs, job.if_exists, True,
+                job.create_kws)  # fmt: skip
+    run(dry)
+    return reporter(progress, dry.planned, "copy")
 
 
 def _is_array(x: Any) -> bool:
@@ -194,13 +203,16 @@ def _as_cuzarr(source: Any) -> Any:
     return None
 
 
-def _copy_values(source: Any, dst: Any) -> None:
+def _copy_values(source: Any, dst: Any, step: Callable[[int], None] | None) -> None:
     """Values of any array-like with ``__getitem__`` (h5py, numpy, zarr-python),
     one block of whole destination chunks at a time."""
     from cuzarr.copying.array_copy import _copy_blocks
 
     for sel in _copy_blocks(dst, _BLOCK_BYTES):
-        dst[sel] = np.asarray(source[sel])
+        block = np.asarray(source[sel])
+        dst[sel] = block
+        if step is not None:
+            step(block.nbytes)
 
 
 def _json_attrs(attrs: Any) -> dict[str, Any]:
@@ -266,6 +278,8 @@ def copy(
     log: Any = None,
     if_exists: str = "raise",
     dry_run: bool = False,
+    *,
+    progress: Any = False,
     **create_kws: Any,
 ) -> tuple[int, int, int]:
     """Copy an array or a group (with everything below it) into the group ``dest``.
@@ -290,6 +304,10 @@ def copy(
         chunks are all stored and replace the others.
     dry_run : bool
         Count (and log) only; nothing is written.
+    progress : bool or callable
+        True: a progress bar on stderr counting the bytes of array data copied
+        (uncompressed). A callable is called as ``progress(done_bytes,
+        total_bytes)`` after each block instead.
     **create_kws
         Arguments for creating the arrays (``chunks``, ``compressors``...): given,
         the copies are made with :meth:`Group.create_array` from the source's shape,
@@ -310,11 +328,15 @@ def copy(
     if not name:
         raise TypeError("name must be given for a source without one (a root group)")
     grp = _dest_group(dest, dry_run)
-    _refuse_before_writing(
-        if_exists, dry_run, shallow, lambda job: job.node(source, grp, name, root=True, label=name)
+    options = (shallow, without_attrs, if_exists, dry_run, create_kws)
+    step = _dry_pass(
+        _Copy(lambda m: None, *options),
+        progress,
+        lambda j: j.node(source, grp, name, root=True, label=name),
     )
     with log_writer(log) as write:
-        job = _Copy(write, shallow, without_attrs, if_exists, dry_run, create_kws)
+        job = _Copy(write, *options)
+        job.step = step
         job.node(source, grp, name, root=True, label=name)
         write(summary(dry_run, job.copied, job.skipped, job.nbytes))
     return job.copied, job.skipped, job.nbytes
@@ -328,6 +350,8 @@ def copy_all(
     log: Any = None,
     if_exists: str = "raise",
     dry_run: bool = False,
+    *,
+    progress: Any = False,
     **create_kws: Any,
 ) -> tuple[int, int, int]:
     """Copy every child of the group ``source`` (and its attributes) into the
@@ -345,9 +369,11 @@ def copy_all(
         for key in _keys(source):
             job.node(source[key], grp, key, root=False, label=key)
 
-    _refuse_before_writing(if_exists, dry_run, shallow, children)
+    options = (shallow, without_attrs, if_exists, dry_run, create_kws)
+    step = _dry_pass(_Copy(lambda m: None, *options), progress, children)
     with log_writer(log) as write:
-        job = _Copy(write, shallow, without_attrs, if_exists, dry_run, create_kws)
+        job = _Copy(write, *options)
+        job.step = step
         for key in _keys(source):
             job.node(source[key], grp, key, root=False, label=key)
         if not dry_run and not without_attrs:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from cuzarr.copying.log import log_writer, summary
+from cuzarr.copying.progress import reporter
 from cuzarr.errors import CopyError
 from cuzarr.storage.base import Store
 from cuzarr.storage.common import StorePath, join_path, make_store, normalize_path
@@ -34,6 +35,8 @@ def copy_store(
     if_exists: str = "raise",
     dry_run: bool = False,
     log: Any = None,
+    *,
+    progress: Any = False,
 ) -> tuple[int, int, int]:
     """Copy the stored keys below ``source_path`` of ``source`` to ``dest_path``
     of ``dest``, bytes as they are (any format, no decoding).
@@ -58,6 +61,10 @@ def copy_store(
         Count (and log) only; nothing is read or written.
     log : callable, path or file, optional
         Receives a line per key and a summary.
+    progress : bool or callable
+        True: a progress bar on stderr counting the bytes copied (the total from
+        the source's key sizes). A callable is called as ``progress(done_bytes,
+        total_bytes)`` after each batch of keys instead.
 
     Returns
     -------
@@ -72,8 +79,9 @@ def copy_store(
     dst = make_store(dest, mode="a")
     try:
         return _copy_keys(
-            src, dst, source_path, dest_path, excludes, includes, flags, if_exists, dry_run, log
-        )
+            src, dst, source_path, dest_path, excludes, includes, flags, if_exists, dry_run, log,
+            progress,
+        )  # fmt: skip
     finally:
         # the stores made here from paths, URLs or dicts (a zip is finished on close)
         for store, given in ((src, source), (dst, dest)):
@@ -92,6 +100,7 @@ def _copy_keys(
     if_exists: str,
     dry_run: bool,
     log: Any,
+    progress: Any,
 ) -> tuple[int, int, int]:
     from cuzarr.core.sync import sync
 
@@ -130,7 +139,11 @@ def _copy_keys(
                 todo.append((key, dkey))
                 n_copied += 1
         if not dry_run:
-            n_bytes = sync(_copy(src, dst, todo))
+            step = None
+            if progress not in (None, False):
+                total = sum(sync(_sizes(src, [k for k, _ in todo])))
+                step = reporter(progress, total, "copy")
+            n_bytes = sync(_copy(src, dst, todo, step))
         write(summary(dry_run, n_copied, n_skipped, n_bytes))
     return n_copied, n_skipped, n_bytes
 
@@ -141,7 +154,13 @@ async def _exist(store: Any, keys: list[str]) -> list[bool]:
     return list(await asyncio.gather(*(store.exists(k) for k in keys)))
 
 
-async def _copy(src: Any, dst: Any, pairs: list[tuple[str, str]]) -> int:
+async def _sizes(store: Any, keys: list[str]) -> list[int]:
+    import asyncio
+
+    return list(await asyncio.gather(*(store.getsize(k) for k in keys)))
+
+
+async def _copy(src: Any, dst: Any, pairs: list[tuple[str, str]], step: Any) -> int:
     n = 0
     for i in range(0, len(pairs), _BATCH):
         batch = pairs[i : i + _BATCH]
@@ -153,4 +172,6 @@ async def _copy(src: Any, dst: Any, pairs: list[tuple[str, str]]) -> int:
             items.append((dkey, value))
             n += len(value)
         await dst.set_many(items)
+        if step is not None:
+            step(sum(len(v) for _, v in items))
     return n
