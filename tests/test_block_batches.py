@@ -1,4 +1,4 @@
-"""Batched decode/encode of small whole chunks (engine._BlockDecoder/_BlockEncoder):
+"""Batched decode/encode of small whole chunks (core.blocks.BlockDecoder/BlockEncoder):
 reads and writes whose whole chunks land on a chunk-aligned grid of the output
 (or value) go through one gather/scatter per batch. Same answers as numpy and as
 zarr-python, with edge chunks, partial chunks, missing chunks, unaligned
@@ -148,7 +148,7 @@ def test_batch_encoded_frames_equal_one_chunk_frames(level, checksum):
 
 
 def test_is_fill_answers_early_and_right_for_large_chunks():
-    from cuzarr.core.engine import _is_fill
+    from cuzarr.buffer.chunks import is_fill as _is_fill
     from cuzarr.metadata.dtypes import parse_data_type
 
     dt = parse_data_type("uint16", 3)

@@ -297,7 +297,7 @@ def test_small_write_limits(store):
     assert len(items) == 4
     # four 8 MiB chunks: encoded in parallel by the pool, not inline
     aa = a._async_array
-    assert not engine.write_items_small_sync(
+    assert not engine.try_write_inline(
         aa.store_path, aa.metadata, aa._pipeline, items, v, False
     )
 

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 import cuzarr
-from cuzarr.core.engine import _run_ranges
+from cuzarr.core.plans import run_ranges as _run_ranges
 from cuzarr.errors import MetadataError
 from cuzarr.storage.base import gather_or_cancel, in_thread, run_job
 

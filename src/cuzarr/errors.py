@@ -118,6 +118,14 @@ class CodecError(BaseZarrError):
     """A chunk could not be encoded or decoded (corrupt, truncated, wrong size)."""
 
 
+def keyed(e: CodecError, key: str) -> CodecError:
+    """The same error, its message prefixed with the store key it concerns
+    (the engine's drivers know the key, the codecs that raise do not)."""
+    if str(e).startswith(f"{key}: "):
+        return e
+    return type(e)(f"{key}: {e}")
+
+
 class UnknownCodecError(MetadataError):
     """A codec named in metadata (or passed by the caller) is not known."""
 

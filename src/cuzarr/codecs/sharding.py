@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from cuzarr.buffer.chunks import is_fill, merge_into
 from cuzarr.codecs.base import ArrayBytesCodec, ChunkSpec, Codec, codec_from_json, register_codec
 from cuzarr.core.workers import share
 from cuzarr.errors import CodecError, MetadataError
@@ -299,7 +300,6 @@ class ShardingCodec(ArrayBytesCodec):
         self, arr: np.ndarray, spec: ChunkSpec, write_empty_chunks: bool = False
     ) -> Concat:
         """:meth:`encode`, the shard's parts not joined (see ``Concat``)."""
-        from cuzarr.core.engine import _is_fill
 
         inner = self.inner_pipeline(spec)
         fill = spec.fill_value
@@ -308,7 +308,7 @@ class ShardingCodec(ArrayBytesCodec):
 
         def one(k: int) -> bytes | None:
             part = arr[self._inner_sel(order[k])]
-            if not write_empty_chunks and _is_fill(part, fill, spec.dtype):
+            if not write_empty_chunks and is_fill(part, fill, spec.dtype):
                 return None
             return inner.encode(part, self.chunk_shape, write_empty_chunks)
 
@@ -403,8 +403,7 @@ class ShardingCodec(ArrayBytesCodec):
         selection does not touch are never written, even with
         ``write_empty_chunks`` (which keeps only touched chunks equal to the fill).
         ``fields`` and ``where`` limit the write as in
-        :func:`cuzarr.core.engine.merge_into`."""
-        from cuzarr.core.engine import _is_fill, merge_into
+        :func:`cuzarr.buffer.chunks.merge_into`."""
 
         if old is None:
             index = np.full((*self.chunks_per_shard(spec.shape), 2), EMPTY, dtype=np.uint64)
@@ -441,7 +440,7 @@ class ShardingCodec(ArrayBytesCodec):
 
         def encode_one(k: int) -> bytes | None:
             part = shard[self._inner_sel(redo[k])]
-            if write_empty_chunks or not _is_fill(part, spec.fill_value, spec.dtype):
+            if write_empty_chunks or not is_fill(part, spec.fill_value, spec.dtype):
                 return inner.encode(part, self.chunk_shape, write_empty_chunks)
             return None
 

@@ -33,7 +33,7 @@ from cuzarr.core.nodes import (
     save_metadata,
     write_new_node,
 )
-from cuzarr.core.shards import read_sharded, read_sharded_small_sync, sharding_codec
+from cuzarr.core.shards import read_sharded, sharding_codec, try_read_sharded_inline
 from cuzarr.core.sync import sync
 from cuzarr.errors import ContainsGroupError, GroupFoundError, ReadOnlyError
 from cuzarr.indexing.selection import (
@@ -177,9 +177,7 @@ class AsyncArray:
         # same metadata (two handles opened separately are equal)
         if not isinstance(other, AsyncArray):
             return NotImplemented
-        return self.store_path == other.store_path and same_metadata(
-            self.metadata, other.metadata
-        )
+        return self.store_path == other.store_path and same_metadata(self.metadata, other.metadata)
 
     def __hash__(self) -> int:
         return hash(("array", self.store_path.path))
@@ -439,7 +437,9 @@ class AsyncArray:
     def compressor(self) -> Any:
         """The v2 compressor (v3 arrays have ``compressors``)."""
         if self.metadata.zarr_format != 2:
-            raise TypeError("`compressor` is not available for Zarr format 3 arrays; use `compressors`")
+            raise TypeError(
+                "`compressor` is not available for Zarr format 3 arrays; use `compressors`"
+            )
         return self.metadata.compressor
 
     @property
@@ -522,9 +522,7 @@ class AsyncArray:
             return prototype_for(prototype)
         return self._prototype if self._prototype is not None else default_prototype()
 
-    def _out_buffer(
-        self, shape: tuple[int, ...], out: Any | None, prototype: Any = None
-    ) -> Any:
+    def _out_buffer(self, shape: tuple[int, ...], out: Any | None, prototype: Any = None) -> Any:
         if out is not None:
             if tuple(out.shape) != tuple(shape) and math.prod(out.shape) != math.prod(shape):
                 raise ValueError(f"out has shape {out.shape}, the selection has shape {shape}")
@@ -629,11 +627,11 @@ class AsyncArray:
         if not items or buf.size == 0:
             done = True
         elif sharded:
-            done = read_sharded_small_sync(
+            done = try_read_sharded_inline(
                 self.store_path, self.metadata, self._pipeline, self._shard_codec, items, buf
             )
         else:
-            done = engine.read_items_small_sync(
+            done = engine.try_read_inline(
                 self.store_path, self.metadata, self._pipeline, items, buf, sio
             )
         if not done:
@@ -661,11 +659,7 @@ class AsyncArray:
                 prototype,
             )
             result = buf.reshape(plan.result_shape)
-            if (
-                out is not None
-                and out.shape == plan.result_shape
-                and not shares_memory(out, buf)
-            ):
+            if out is not None and out.shape == plan.result_shape and not shares_memory(out, buf):
                 out[...] = result
                 return out
             if out is not None and out.shape != plan.result_shape:
@@ -1061,7 +1055,7 @@ class AsyncArray:
         converted = self._as_value(
             value, plan.result_shape, keep_device=True, basic=True, scalar=plan.scalar
         )
-        if engine.write_items_small_sync(
+        if engine.try_write_inline(
             self.store_path,
             self.metadata,
             self._pipeline,
@@ -1114,7 +1108,9 @@ class AsyncArray:
         # concurrent write of the elements between the selected ones survives.
         selected = np.zeros(plan.buffer_shape, dtype=bool)
         target = selected[plan.post_index].shape
-        v = self._as_value(value if fields is None else self._records(value, target, fields), target)
+        v = self._as_value(
+            value if fields is None else self._records(value, target, fields), target
+        )
         if selected.size == 0 or v.size == 0:
             return
         selected[plan.post_index] = True
@@ -1221,8 +1217,7 @@ class AsyncArray:
         if delete_outside_chunks and any(n < o for n, o in zip(new_grid, old_grid, strict=True)):
             prefix = self.store_path.path + "/" if self.store_path.path else ""
             stale = [
-                prefix + self.metadata.chunk_key(c)
-                for c in await self._outside(old_grid, new_grid)
+                prefix + self.metadata.chunk_key(c) for c in await self._outside(old_grid, new_grid)
             ]
         await save_metadata(self.store_path, new_meta)
         if stale:
@@ -1276,7 +1271,8 @@ class AsyncArray:
         n_stale = math.prod(old_grid) - math.prod(keep)
         if n_stale > self.RESIZE_ENUMERATE_MAX:
             return sorted(
-                c for c in await self._stored_coords()
+                c
+                for c in await self._stored_coords()
                 if any(i >= n for i, n in zip(c, new_grid, strict=True))
             )
         # One slab per shrunk dimension d: positions past the new edge on d,
@@ -1286,7 +1282,10 @@ class AsyncArray:
             if new_grid[d] >= old_grid[d]:
                 continue
             ranges = [
-                range(keep[e]) if e < d else range(new_grid[d], old_grid[d]) if e == d
+                range(keep[e])
+                if e < d
+                else range(new_grid[d], old_grid[d])
+                if e == d
                 else range(old_grid[e])
                 for e in range(len(old_grid))
             ]

@@ -36,13 +36,9 @@ class ArrayConfig:
         if self.order not in ("C", "F"):
             raise ValueError(f"order must be 'C' or 'F', got {self.order!r}")
         if not isinstance(self.write_empty_chunks, bool):
-            raise TypeError(
-                f"write_empty_chunks must be a bool, got {self.write_empty_chunks!r}"
-            )
+            raise TypeError(f"write_empty_chunks must be a bool, got {self.write_empty_chunks!r}")
         if not isinstance(self.read_missing_chunks, bool):
-            raise TypeError(
-                f"read_missing_chunks must be a bool, got {self.read_missing_chunks!r}"
-            )
+            raise TypeError(f"read_missing_chunks must be a bool, got {self.read_missing_chunks!r}")
 
     def to_dict(self) -> dict[str, Any]:
         """The settings as a plain ``dict``.

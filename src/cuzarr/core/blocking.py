@@ -83,7 +83,13 @@ class _BlockingStore:
 
 # the async methods the node-metadata helpers call, which _BlockingStore replaces
 _FACADE_METHODS = (
-    "get", "get_many", "get_partial_values", "set", "set_many", "delete", "delete_many",
+    "get",
+    "get_many",
+    "get_partial_values",
+    "set",
+    "set_many",
+    "delete",
+    "delete_many",
 )
 
 

@@ -27,7 +27,6 @@ from cuzarr.metadata.dtypes import DataType, parse_data_type
 __all__ = ["build_array_metadata", "guess_chunks"]
 
 
-
 def guess_chunks(
     shape: tuple[int, ...],
     itemsize: int,

@@ -131,9 +131,7 @@ class AsyncGroup:
         # zarr-python's value equality: the same node, with the same metadata
         if not isinstance(other, AsyncGroup):
             return NotImplemented
-        return self.store_path == other.store_path and same_metadata(
-            self.metadata, other.metadata
-        )
+        return self.store_path == other.store_path and same_metadata(self.metadata, other.metadata)
 
     def __hash__(self) -> int:
         return hash(("group", self.store_path.path))
@@ -775,8 +773,7 @@ class AsyncGroup:
         sp = self._child(key)
         if not await self.contains(key) and not (
             # consolidated metadata may predate the member: ask the store
-            self.consolidated is not None
-            and await self._live().contains(key)
+            self.consolidated is not None and await self._live().contains(key)
         ):
             raise KeyError(key)
         if self.consolidated is None:
@@ -786,9 +783,7 @@ class AsyncGroup:
         # consolidated metadata too, else listings keep showing a deleted node.
         key = normalize_path(key)
         remaining = [
-            (p, m)
-            for p, m in self.consolidated.items()
-            if p != key and not p.startswith(key + "/")
+            (p, m) for p, m in self.consolidated.items() if p != key and not p.startswith(key + "/")
         ]
         await sp.store.delete_dir(sp.path)
         if self._owns_consolidated:
@@ -853,9 +848,7 @@ class AsyncGroup:
                 f"No group found in store {sp.store!r} at path {sp.path!r}"
             ) from None
         if isinstance(node, AsyncArray):
-            raise ContainsArrayError(
-                f"An array exists in store {sp.store!r} at path {sp.path!r}."
-            )
+            raise ContainsArrayError(f"An array exists in store {sp.store!r} at path {sp.path!r}.")
         return node
 
     async def nmembers(self, max_depth: int | None = 0) -> int:
@@ -883,9 +876,7 @@ class AsyncGroup:
 
         self.consolidated = None
         fmt = self._member_zarr_format(kwargs.pop("zarr_format", None))
-        return await api.create(
-            shape, store=self.store_path, path=name, zarr_format=fmt, **kwargs
-        )
+        return await api.create(shape, store=self.store_path, path=name, zarr_format=fmt, **kwargs)
 
     async def zeros(self, *, name: str, shape: Any, **kwargs: Any) -> AsyncArray:
         """A new array ``name`` reading as zeros (:func:`cuzarr.create` arguments)."""
@@ -895,9 +886,7 @@ class AsyncGroup:
         """A new array ``name`` reading as ones (:func:`cuzarr.create` arguments)."""
         return await self._create_legacy(name, shape, fill_value=1, **kwargs)
 
-    async def full(
-        self, *, name: str, shape: Any, fill_value: Any, **kwargs: Any
-    ) -> AsyncArray:
+    async def full(self, *, name: str, shape: Any, fill_value: Any, **kwargs: Any) -> AsyncArray:
         """A new array ``name`` reading as ``fill_value`` (:func:`cuzarr.create` arguments)."""
         return await self._create_legacy(name, shape, fill_value=fill_value, **kwargs)
 
@@ -1129,6 +1118,7 @@ class Group:
         """Create an array named ``name`` in this group: the keyword arguments of
         :meth:`AsyncGroup.create_array` (those of :func:`cuzarr.create_array`;
         ``dtype`` is required unless ``data`` is given)."""
+
         def make() -> Any:
             return self._async_group.create_array(name, **kwargs)
 

@@ -117,8 +117,7 @@ async def load_nodes_metadata(
         return []
     store = sps[0].store
     docs: list[dict[str, Any]] = [
-        {} if d is None else {_V3: d}
-        for d in await store.get_many([sp.key(_V3) for sp in sps])
+        {} if d is None else {_V3: d} for d in await store.get_many([sp.key(_V3) for sp in sps])
     ]
     need = [i for i, d in enumerate(docs) if not d]
     if need:
@@ -222,9 +221,7 @@ async def ensure_parents(sp: StorePath, zarr_format: int) -> None:
         kind = await node_kind(parent)
         if kind == "array":
             # before anything is written: no stray groups left inside the array
-            raise _NodeInsideArrayError(
-                f"cannot create a node inside the array at {parent.path!r}"
-            )
+            raise _NodeInsideArrayError(f"cannot create a node inside the array at {parent.path!r}")
         if kind == "group":
             break
         missing.append(parent)

@@ -9,32 +9,24 @@ into one request (up to ``sharding.coalesce_max_size``).
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Sequence
 from typing import Any
-
-import numpy as np
 
 from cuzarr.codecs.base import ChunkSpec
 from cuzarr.codecs.sharding import EMPTY, ShardingCodec, sharding_codec
 from cuzarr.config import config
-from cuzarr.core.engine import (
-    SMALL_READ_CHUNKS,
-    ChunkItem,
-    _run_batches,
-    keyed,
-    missing_chunks_refused,
-    refuse_missing,
-)
-from cuzarr.core.sync import device_read_workers, get_executor, max_workers
-from cuzarr.core.workers import pull_batches, share
-from cuzarr.errors import CodecError
+from cuzarr.core.engine import SMALL_READ_CHUNKS, ChunkItem
+from cuzarr.core.plans import Compute, Get, GetRanges, Plan, execute, try_inline
+from cuzarr.core.read_job import missing_chunks_refused, refuse_missing
+from cuzarr.core.sync import device_read_workers, max_workers
+from cuzarr.core.workers import share
+from cuzarr.errors import CodecError, keyed
 from cuzarr.gpu.dispatch import device_reader_for
 from cuzarr.metadata.array import ArrayMetadata
-from cuzarr.storage.base import RangeByteRequest, Store, SuffixByteRequest
+from cuzarr.storage.base import RangeByteRequest, SuffixByteRequest
 from cuzarr.storage.common import StorePath
 
-__all__ = ["coalesce", "read_sharded", "sharding_codec"]
+__all__ = ["ShardReadJob", "coalesce", "read_sharded", "sharding_codec", "try_read_sharded_inline"]
 
 # Largest byte range read at once from a shard in a local file.
 LOCAL_RANGE_MAX = 1 << 20
@@ -57,204 +49,240 @@ def coalesce(
     return groups
 
 
-def _shard_job(
-    store_path: StorePath,
-    meta: ArrayMetadata,
-    pipeline: Any,
-    codec: ShardingCodec,
-    items: list[ChunkItem],
-    out: np.ndarray,
-    share_parts: bool = True,
-) -> tuple[int, Any, Any]:
-    """The number of shards, the I/O plan of a batch of them (a generator) and
-    the scatter of decoded inner chunks into ``out``. ``share_parts``: decode
-    large inner chunks in parallel (see ``workers.share``)."""
-    shard_shape = meta.chunk_shape
-    cps = codec.chunks_per_shard(shard_shape)
-    inner_shape = codec.chunk_shape
-    spec = ChunkSpec(shard_shape, meta.dtype, meta.read_fill)
-    inner = codec.inner_pipeline(spec)
-    fill = meta.read_fill
-    encode_key = meta.chunk_key_encoding.make_encoder(
-        store_path.path + "/" if store_path.path else ""
-    )
-    n_index = codec.index_nbytes(shard_shape)
-    max_gap = int(config.get("sharding.coalesce_max_gap"))
-    max_size = int(config.get("sharding.coalesce_max_size"))
-    sio = store_path.store.sync_io()
-    # Group items by shard, preserving order.
-    groups: dict[tuple[int, ...], list[int]] = {}
-    for i, it in enumerate(items):
-        sc = tuple(c // n for c, n in zip(it[0], cps, strict=True))
-        groups.setdefault(sc, []).append(i)
-    shards = list(groups.items())
-    # Inner chunks per shard that lie inside the array (edge shards overhang).
-    inner_grid = tuple(-(-s // c) for s, c in zip(meta.shape, inner_shape, strict=True))
+class ShardReadJob:
+    """Read inner-chunk ``items`` of a sharded array into ``out``, a batch of
+    shards at a time (see the module notes). ``share_parts``: decode large
+    inner chunks in parallel (see ``workers.share``)."""
 
-    def inner_in_array(sc: tuple[int, ...]) -> int:
+    def __init__(
+        self,
+        store_path: StorePath,
+        meta: ArrayMetadata,
+        pipeline: Any,
+        codec: ShardingCodec,
+        items: list[ChunkItem],
+        out: Any,
+        share_parts: bool = True,
+    ) -> None:
+        self.codec, self.items, self.out = codec, items, out
+        self.store_path = store_path
+        # read_missing_chunks=False: a shard that is not stored is an error (an inner
+        # chunk missing from a stored shard reads as the fill value, as in zarr-python)
+        self.strict = missing_chunks_refused(meta)
+        self.shard_shape = meta.chunk_shape
+        self.cps = codec.chunks_per_shard(self.shard_shape)
+        self.inner_shape = codec.chunk_shape
+        self.fill = meta.read_fill
+        self.inner = codec.inner_pipeline(ChunkSpec(self.shard_shape, meta.dtype, self.fill))
+        self.encode_key = meta.chunk_key_encoding.make_encoder(
+            store_path.path + "/" if store_path.path else ""
+        )
+        self.n_index = codec.index_nbytes(self.shard_shape)
+        self.max_gap = int(config.get("sharding.coalesce_max_gap"))
+        self.max_size = int(config.get("sharding.coalesce_max_size"))
+        self.shards = self._group_by_shard()
+        self.n = len(self.shards)
+        # Inner chunks per shard that lie inside the array (edge shards overhang).
+        self.inner_grid = tuple(
+            -(-s // c) for s, c in zip(meta.shape, self.inner_shape, strict=True)
+        )
+        inner_shape = self.inner_shape
+        self.device = device_reader_for(self.inner, out, self.fill, lambda _c: inner_shape)
+        self.sio = sio = store_path.store.sync_io()
+        # Shards in local files are read at most LOCAL_RANGE_MAX bytes at a time,
+        # even when wholly wanted, and each part is decoded before the next is read:
+        # a worker holds one part, not a whole compressed shard (which raised the
+        # peak memory of a full read by ~9% of the output), for a few more read
+        # calls per shard.
+        self.in_parts = (
+            self.device is None and sio is not None and sio.get_ranges_reused is not None
+        )
+        if self.in_parts:
+            self.max_size = min(self.max_size, LOCAL_RANGE_MAX)
+        # A store that pins descriptors: a shard's index and inner chunks are read
+        # from one open file, so a writer replacing the shard cannot tear the read.
+        self.pinned = getattr(sio, "pinned", None) if sio is not None else None
+        # Idle worker loops decode a part's inner chunks too (workers.share): large
+        # inner chunks only (see ShardingCodec.shares).
+        self.share_inner = share_parts and codec.shares(meta.dtype.item_size)
+
+    def _group_by_shard(self) -> list[tuple[tuple[int, ...], list[int]]]:
+        groups: dict[tuple[int, ...], list[int]] = {}
+        cps = self.cps
+        for i, it in enumerate(self.items):
+            sc = tuple(c // n for c, n in zip(it[0], cps, strict=True))
+            groups.setdefault(sc, []).append(i)
+        return list(groups.items())
+
+    def _inner_in_array(self, sc: tuple[int, ...]) -> int:
         n = 1
         for d, c in enumerate(sc):
-            n *= max(0, min(cps[d], inner_grid[d] - c * cps[d]))
+            n *= max(0, min(self.cps[d], self.inner_grid[d] - c * self.cps[d]))
         return n
 
-    def shard_key(i: int) -> str:
-        return encode_key(tuple(c // n for c, n in zip(items[i][0], cps, strict=True)))
+    def shard_key(self, i: int) -> str:
+        """The key of the shard holding item ``i``."""
+        return self.encode_key(
+            tuple(c // n for c, n in zip(self.items[i][0], self.cps, strict=True))
+        )
 
-    device = device_reader_for(inner, out, fill, lambda _coords: inner_shape)
-    # Shards in local files are read at most LOCAL_RANGE_MAX bytes at a time,
-    # even when wholly wanted, and each part is decoded before the next is read:
-    # a worker holds one part, not a whole compressed shard (which raised the
-    # peak memory of a full read by ~9% of the output), for a few more read
-    # calls per shard.
-    in_parts = device is None and sio is not None and sio.get_ranges_reused is not None
-    # Idle worker loops decode a part's inner chunks too (workers.share): large
-    # inner chunks only (see ShardingCodec.shares).
-    share_inner = share_parts and codec.shares(meta.dtype.item_size)
-    if in_parts:
-        max_size = min(max_size, LOCAL_RANGE_MAX)
+    def _local(self, i: int) -> tuple[int, ...]:
+        return tuple(c % n for c, n in zip(self.items[i][0], self.cps, strict=True))
 
-    def scatter(pairs: list[tuple[int, Any]]) -> None:
-        if device is not None:
-            device(
-                [items[i] for i, _ in pairs],
-                [data for _, data in pairs],
-                [shard_key(i) for i, _ in pairs],
-            )
+    def lock_keys(self, lo: int, hi: int) -> None:
+        return None  # reads take no key locks
+
+    def finish(self) -> None:
+        if self.device is not None:
+            self.device.executor.synchronize()
+
+    # -- the plan ----------------------------------------------------------------------
+    def plan(self, lo: int, hi: int) -> Plan:
+        """Shards ``lo:hi``: their I/O, then the scatter of their inner chunks
+        (part by part when local shards are read in parts). With descriptors
+        pinned, at most PINNED_SHARDS_MAX shards at a time."""
+        if self.pinned is None:
+            yield from self._shards_plan(lo, hi)
             return
+        for s in range(lo, hi, PINNED_SHARDS_MAX):
+            with self.pinned():
+                yield from self._shards_plan(s, min(s + PINNED_SHARDS_MAX, hi))
 
-        def one(k: int) -> None:
-            i, data = pairs[k]
-            _coords, csel, osel, _ = items[i]
-            if data is None:
-                out[osel] = fill
-                return
-            try:
-                chunk = inner.decode(data, inner_shape, scratch=True)
-            except CodecError as e:
-                raise keyed(e, shard_key(i)) from e
-            out[osel] = chunk[csel]
+    def _shards_plan(self, lo: int, hi: int) -> Plan:
+        batch = self.shards[lo:hi]
+        parts = self.in_parts
+        whole = [(sc, m) for sc, m in batch if not parts and len(m) * 2 >= self._inner_in_array(sc)]
+        partial = [(sc, m) for sc, m in batch if parts or len(m) * 2 < self._inner_in_array(sc)]
+        pairs: list[tuple[int, Any]] = []
+        if whole:
+            datas = yield Get([self.encode_key(sc) for sc, _ in whole])
+            for (_, m), data in zip(whole, datas, strict=True):
+                pairs.extend(self._from_whole(m, data))
+        if partial:
+            reqs, plan = yield from self._range_requests(partial, pairs)
+            pairs = yield from self._read_ranges(reqs, plan, pairs)
+        if pairs:
+            yield Compute(self.scatter, pairs)
 
-        if share_inner:
-            share(one, len(pairs))
-        else:
-            for k in range(len(pairs)):
-                one(k)
-
-    def local(i: int) -> tuple[int, ...]:
-        return tuple(c % n for c, n in zip(items[i][0], cps, strict=True))
-
-    # read_missing_chunks=False: a shard that is not stored is an error (an inner
-    # chunk missing from a stored shard reads as the fill value, as in zarr-python)
-    strict = missing_chunks_refused(meta)
-
-    def from_whole(members: list[int], data: Any) -> list[tuple[int, Any]]:
+    def _from_whole(self, members: list[int], data: Any) -> list[tuple[int, Any]]:
         if data is None:
-            if strict:
-                refuse_missing(store_path, [shard_key(members[0])])
+            if self.strict:
+                refuse_missing(self.store_path, [self.shard_key(members[0])])
             return [(i, None) for i in members]
         try:
-            index, mv = codec.split(data, shard_shape)
+            index, mv = self.codec.split(data, self.shard_shape)
         except CodecError as e:
-            raise keyed(e, shard_key(members[0])) from e
+            raise keyed(e, self.shard_key(members[0])) from e
         res: list[tuple[int, Any]] = []
         for i in members:
-            off, n = index[local(i)]
+            off, n = index[self._local(i)]
             res.append((i, None if off == EMPTY else mv[int(off) : int(off) + int(n)]))
         return res
 
-    def fetch_plan(
-        lo: int, hi: int, emit: Callable[[list[tuple[int, Any]]], None] | None = None
-    ) -> Generator[tuple[str, Any], Any, list[tuple[int, Any]]]:
-        """The I/O of one batch of shards, as requests yielded to a driver:
-        ("many", keys) and ("ranges", [(key, range)]) are answered with the
-        values; returns (item, encoded inner chunk or None) pairs. With ``emit``
-        (a driver running in a worker thread), pairs go to ``emit`` as each part
-        of the I/O is answered instead, and local shards are read in parts."""
-        batch = shards[lo:hi]
-        parts = in_parts and emit is not None
-        whole = [(sc, m) for sc, m in batch if not parts and len(m) * 2 >= inner_in_array(sc)]
-        partial = [(sc, m) for sc, m in batch if parts or len(m) * 2 < inner_in_array(sc)]
-        pairs: list[tuple[int, Any]] = []
-        if whole:
-            datas = yield ("many", [encode_key(sc) for sc, _ in whole])
-            for (_, m), data in zip(whole, datas, strict=True):
-                pairs.extend(from_whole(m, data))
-        if partial:
-            rng = (
-                RangeByteRequest(0, n_index)
-                if codec.index_location == "start"
-                else SuffixByteRequest(n_index)
-            )
-            index_reqs = [(encode_key(sc), rng) for sc, _ in partial]
-            if codec.index_location == "end":
-                # with the shards' sizes, where the store tells them cheaply: an
-                # entry pointing into an index at the end reads the index's own
-                # bytes, which no short read shows
-                raw_indexes, sizes = yield ("index", index_reqs)
-            else:
-                raw_indexes = yield ("ranges", index_reqs)
-                sizes = [None] * len(partial)
-            reqs: list[tuple[str, RangeByteRequest]] = []
-            plan: list[tuple[list[int], list[tuple[int, int]], int, int]] = []
-            for (sc, m), raw, size in zip(partial, raw_indexes, sizes, strict=True):
-                if raw is None:
-                    if strict:
-                        refuse_missing(store_path, [encode_key(sc)])
-                    pairs.extend((i, None) for i in m)
-                    continue
-                try:
-                    index = codec.decode_index(raw, shard_shape, size)
-                except CodecError as e:
-                    raise keyed(e, encode_key(sc)) from e
-                wanted: list[int] = []
-                ranges: list[tuple[int, int]] = []
-                for i in m:
-                    off, n = index[local(i)]
-                    if off == EMPTY:
-                        pairs.append((i, None))
-                    else:
-                        wanted.append(i)
-                        ranges.append((int(off), int(off) + int(n)))
-                for gs, ge, members in coalesce(ranges, max_gap, max_size):
-                    plan.append(
-                        ([wanted[j] for j in members], [ranges[j] for j in members], gs, ge)
+    def _range_requests(self, partial: list[Any], pairs: list[tuple[int, Any]]) -> Plan:
+        """Read the indexes of ``partial`` shards; the coalesced ranges of their
+        wanted inner chunks (missing ones go to ``pairs`` as None)."""
+        codec = self.codec
+        rng = (
+            RangeByteRequest(0, self.n_index)
+            if codec.index_location == "start"
+            else SuffixByteRequest(self.n_index)
+        )
+        index_reqs = [(self.encode_key(sc), rng) for sc, _ in partial]
+        if codec.index_location == "end":
+            # with the shards' sizes, where the store tells them cheaply: an entry
+            # pointing into an index at the end reads the index's own bytes, which
+            # no short read shows
+            raw_indexes, sizes = yield GetRanges(index_reqs, sizes=True)
+        else:
+            raw_indexes = yield GetRanges(index_reqs)
+            sizes = [None] * len(partial)
+        reqs: list[tuple[str, RangeByteRequest]] = []
+        plan: list[tuple[list[int], list[tuple[int, int]], int, int]] = []
+        for (sc, m), raw, size in zip(partial, raw_indexes, sizes, strict=True):
+            if raw is None:
+                if self.strict:
+                    refuse_missing(self.store_path, [self.encode_key(sc)])
+                pairs.extend((i, None) for i in m)
+                continue
+            try:
+                index = codec.decode_index(raw, self.shard_shape, size)
+            except CodecError as e:
+                raise keyed(e, self.encode_key(sc)) from e
+            wanted: list[int] = []
+            ranges: list[tuple[int, int]] = []
+            for i in m:
+                off, n = index[self._local(i)]
+                if off == EMPTY:
+                    pairs.append((i, None))
+                else:
+                    wanted.append(i)
+                    ranges.append((int(off), int(off) + int(n)))
+            for gs, ge, members in coalesce(ranges, self.max_gap, self.max_size):
+                plan.append(([wanted[j] for j in members], [ranges[j] for j in members], gs, ge))
+                reqs.append((self.encode_key(sc), RangeByteRequest(gs, ge)))
+        return reqs, plan
+
+    def _read_ranges(self, reqs: list[Any], plan: list[Any], pairs: list[tuple[int, Any]]) -> Plan:
+        """Read the coalesced ranges: all in one request, or (in parts) about
+        ``max_size`` bytes a request into a reused buffer, each part scattered
+        before the next is read (one part held at a time)."""
+        parts = self.in_parts
+        k = 0
+        while k < len(reqs):
+            j, size = k, 0
+            while j < len(reqs) and (
+                not parts or j == k or size + plan[j][3] - plan[j][2] <= self.max_size
+            ):
+                size += plan[j][3] - plan[j][2]
+                j += 1
+            blobs = yield GetRanges(reqs[k:j], reuse=parts)
+            for (members, ranges, gs, ge), blob in zip(plan[k:j], blobs, strict=True):
+                if blob is None or len(blob) != ge - gs:
+                    raise keyed(
+                        CodecError(
+                            f"shard range {gs}-{ge} could not be read in full: the shard "
+                            "is truncated or its index is corrupt"
+                        ),
+                        self.shard_key(members[0]),
                     )
-                    reqs.append((encode_key(sc), RangeByteRequest(gs, ge)))
-            k = 0
-            while k < len(reqs):
-                # one request for all ranges; in parts: ~max_size bytes a request
-                j, size = k, 0
-                while j < len(reqs) and (
-                    not parts or j == k or size + plan[j][3] - plan[j][2] <= max_size
-                ):
-                    size += plan[j][3] - plan[j][2]
-                    j += 1
-                # "parts": answered into a reused buffer where the store can
-                blobs = yield ("parts" if parts else "ranges", reqs[k:j])
-                for (members, ranges, gs, ge), blob in zip(plan[k:j], blobs, strict=True):
-                    if blob is None or len(blob) != ge - gs:
-                        raise keyed(
-                            CodecError(
-                                f"shard range {gs}-{ge} could not be read in full: the shard "
-                                "is truncated or its index is corrupt"
-                            ),
-                            shard_key(members[0]),
-                        )
-                    mv = memoryview(blob)
-                    for i, (s, e) in zip(members, ranges, strict=True):
-                        pairs.append((i, mv[s - gs : e - gs]))
-                if parts:
-                    emit(pairs)  # type: ignore[misc]
-                    # drop this part before the next is read: one part held at a time
-                    pairs = []
-                    blobs = blob = mv = None  # type: ignore[assignment]
-                k = j
-        if emit is not None and pairs:
-            emit(pairs)
-            pairs = []
+                mv = memoryview(blob)
+                for i, (s, e) in zip(members, ranges, strict=True):
+                    pairs.append((i, mv[s - gs : e - gs]))
+            if parts:
+                yield Compute(self.scatter, pairs)
+                # drop this part before the next is read: one part held at a time
+                pairs = []
+                blobs = blob = mv = None  # type: ignore[assignment]
+            k = j
         return pairs
 
-    return len(shards), fetch_plan, scatter, device
+    # -- compute -----------------------------------------------------------------------
+    def scatter(self, pairs: list[tuple[int, Any]]) -> None:
+        """Decode (item, encoded inner chunk or None) pairs into the output."""
+        if self.device is not None:
+            self.device(
+                [self.items[i] for i, _ in pairs],
+                [data for _, data in pairs],
+                [self.shard_key(i) for i, _ in pairs],
+            )
+            return
+        if self.share_inner:
+            share(lambda k: self._decode_one(*pairs[k]), len(pairs))
+        else:
+            for i, data in pairs:
+                self._decode_one(i, data)
+
+    def _decode_one(self, i: int, data: Any) -> None:
+        _coords, csel, osel, _ = self.items[i]
+        if data is None:
+            self.out[osel] = self.fill
+            return
+        try:
+            chunk = self.inner.decode(data, self.inner_shape, scratch=True)
+        except CodecError as e:
+            raise keyed(e, self.shard_key(i)) from e
+        self.out[osel] = chunk[csel]
 
 
 # A store that pins descriptors (local files) keeps one open per shard of a plan
@@ -264,54 +292,13 @@ def _shard_job(
 PINNED_SHARDS_MAX = 8
 
 
-def _run_shards_sync(fetch_plan: Any, lo: int, hi: int, scatter: Any, sio: Any) -> None:
-    """Run the plans of shards ``lo:hi`` with blocking I/O, in groups of at most
-    ``PINNED_SHARDS_MAX`` shards when the store pins descriptors."""
-    step = PINNED_SHARDS_MAX if getattr(sio, "pinned", None) is not None else hi - lo
-    for s in range(lo, hi, max(1, step)):
-        _run_plan_sync(fetch_plan(s, min(s + step, hi), scatter), sio)
-
-
-def _run_plan_sync(gen: Any, sio: Any) -> Any:
-    """Drive an I/O plan generator with a store's blocking batch I/O."""
-    pinned = getattr(sio, "pinned", None)
-    if pinned is not None:
-        # A shard's index and its inner chunks are read separately: from one file,
-        # so that a writer replacing the shard meanwhile cannot tear the read.
-        with pinned():
-            return _drive(gen, sio)
-    return _drive(gen, sio)
-
-
-def _drive(gen: Any, sio: Any) -> Any:
-    answer: Any = None
-    try:
-        while True:
-            kind, req = gen.send(answer)
-            if kind == "many":
-                answer = sio.get_many(req)
-            elif kind == "index":
-                # the sizes after the reads: in a pinned block, of the same files
-                raws = sio.get_ranges(req)
-                get_sizes = getattr(sio, "get_sizes", None)
-                sizes = [None] * len(req) if get_sizes is None else get_sizes([k for k, _ in req])
-                answer = (raws, sizes)
-            elif kind == "parts" and sio.get_ranges_reused is not None:
-                # valid until the next request: the plan emits a part before that
-                answer = sio.get_ranges_reused(req)
-            else:
-                answer = sio.get_ranges(req)
-    except StopIteration as stop:
-        return stop.value
-
-
-def read_sharded_small_sync(
+def try_read_sharded_inline(
     store_path: StorePath,
     meta: ArrayMetadata,
     pipeline: Any,
     codec: ShardingCodec,
     items: list[ChunkItem],
-    out: np.ndarray,
+    out: Any,
 ) -> bool:
     """Read a small request in the calling thread if the store allows blocking
     I/O; False (nothing done) otherwise."""
@@ -320,31 +307,11 @@ def read_sharded_small_sync(
     sio = store_path.store.sync_io()
     if sio is None:
         return False
-    if items and out.size:
-        # at most SMALL_READ_CHUNKS inner chunks: a thread hop would cost more
-        n, fetch_plan, scatter, device = _shard_job(
-            store_path, meta, pipeline, codec, items, out, share_parts=False
-        )
-        _run_shards_sync(fetch_plan, 0, n, scatter, sio)
-        if device is not None:
-            device.executor.synchronize()
-    return True
-
-
-async def _sizes(store: Store, reqs: list[tuple[str, Any]]) -> list[int | None]:
-    """The sizes of the values at ``reqs``' keys, where the store asks for them
-    without reading the value (``Store.getsize`` overridden); None otherwise,
-    and for a missing value."""
-    if type(store).getsize is Store.getsize:
-        return [None] * len(reqs)
-
-    async def one(key: str) -> int | None:
-        try:
-            return await store.getsize(key)
-        except FileNotFoundError:
-            return None
-
-    return list(await asyncio.gather(*(one(k) for k, _ in reqs)))
+    if not items or out.size == 0:
+        return True
+    # at most SMALL_READ_CHUNKS inner chunks: a thread hop would cost more
+    job = ShardReadJob(store_path, meta, pipeline, codec, items, out, share_parts=False)
+    return try_inline(job, store_path.store, sio)
 
 
 async def read_sharded(
@@ -353,59 +320,16 @@ async def read_sharded(
     pipeline: Any,
     codec: ShardingCodec,
     items: list[ChunkItem],
-    out: np.ndarray,
+    out: Any,
 ) -> None:
     """Read inner-chunk items of a sharded array into ``out``."""
     if not items or out.size == 0:
         return
-    if read_sharded_small_sync(store_path, meta, pipeline, codec, items, out):
+    if try_read_sharded_inline(store_path, meta, pipeline, codec, items, out):
         return
-    n_shards, fetch_plan, scatter, device = _shard_job(
-        store_path, meta, pipeline, codec, items, out
-    )
-    store = store_path.store
-    loop = asyncio.get_running_loop()
-    pool = get_executor()
-    sio = store.sync_io()
-    workers = device_read_workers() if device is not None else max_workers()
-    per_batch = max(1, min(64, -(-n_shards // (workers * (2 if device else 4)))))
-    if sio is not None:
-        # Cheap local I/O: worker loops run batch after batch of reads, decodes
-        # and scatters, with no trip through the event loop in between.
-        def run_sync(lo: int, hi: int) -> None:
-            _run_shards_sync(fetch_plan, lo, hi, scatter, sio)
-
-        try:
-            helpable = device is None and codec.shares(meta.dtype.item_size)
-            await pull_batches(n_shards, per_batch, run_sync, loops=workers, helpable=helpable)
-        finally:
-            if device is not None:
-                device.executor.synchronize()
-        return
-
-    async def work(lo: int, hi: int) -> None:
-        gen = fetch_plan(lo, hi)
-        answer: Any = None
-        try:
-            while True:
-                kind, req = gen.send(answer)
-                if kind == "many":
-                    answer = await store.get_many(req)
-                elif kind == "index":
-                    # the sizes asked alongside the indexes: no extra round trip
-                    answer = tuple(
-                        await asyncio.gather(
-                            store.get_partial_values(None, req), _sizes(store, req)
-                        )
-                    )
-                else:
-                    answer = await store.get_partial_values(None, req)
-        except StopIteration as stop:
-            pairs = stop.value
-        await loop.run_in_executor(pool, scatter, pairs)
-
-    try:
-        await _run_batches(n_shards, per_batch, work)
-    finally:
-        if device is not None:
-            device.executor.synchronize()
+    job = ShardReadJob(store_path, meta, pipeline, codec, items, out)
+    device = job.device is not None
+    workers = device_read_workers() if device else max_workers()
+    per_batch = max(1, min(64, -(-job.n // (workers * (2 if device else 4)))))
+    helpable = not device and codec.shares(meta.dtype.item_size)
+    await execute(job, store_path.store, per_batch, loops=workers, helpable=helpable)

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from cuzarr.errors import CodecError, keyed
 from cuzarr.gpu.dispatch import emulating
 from cuzarr.gpu.executor import (
     GpuExecutor,
@@ -264,11 +265,8 @@ class DeviceReader:
                 continue
             try:
                 chunks.append(self._host_decode(data, tuple(self.chunk_shape(tuple(it[0])))))
-            except Exception as e:
-                from cuzarr.core.engine import keyed
-                from cuzarr.errors import CodecError
-
-                if isinstance(e, CodecError) and names is not None:
+            except CodecError as e:
+                if names is not None:
                     raise keyed(e, names[i]) from e
                 raise
         self.executor.scatter_fancy(items, chunks, self.out, self.fill)

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from cuzarr.buffer.gpu import is_device_array
-from cuzarr.errors import CodecError
+from cuzarr.errors import CodecError, keyed
 from cuzarr.gpu import formats
 from cuzarr.gpu.executor import (
     StreamCodecs,
@@ -615,7 +615,6 @@ class DeviceWriter:
             try:
                 old = np.asarray(self.pipeline.decode(olds[i], shapes[i]))
             except CodecError as e:
-                from cuzarr.core.engine import keyed
 
                 raise keyed(e, keys[i]) from e
             old = old.astype(self.dtype, copy=False)

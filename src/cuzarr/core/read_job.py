@@ -1,0 +1,155 @@
+"""The read of unsharded chunk items: fetch a batch, decode it, scatter it.
+
+A :class:`ReadJob` is the engine's plain read as a plan (see
+:mod:`cuzarr.core.plans`): each batch fetches its keys with one request and
+decodes and scatters them in one compute step, on the host (with whole small
+chunks batched, :mod:`cuzarr.core.blocks`) or through a device reader.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from cuzarr.config import flag
+from cuzarr.core.blocks import BlockDecoder
+from cuzarr.core.plans import Compute, Get, Plan
+from cuzarr.errors import ChunkNotFoundError, CodecError, keyed
+from cuzarr.gpu.dispatch import device_reader_for
+from cuzarr.metadata.array import ArrayMetadata
+from cuzarr.storage.common import StorePath
+
+__all__ = ["ReadJob", "large_chunks", "missing_chunks_refused", "refuse_missing"]
+
+
+def large_chunks(meta: ArrayMetadata) -> bool:
+    """Chunks large enough to be read one per batch (in worker loops): one
+    chunk's decode dwarfs the loop's per-batch cost, and its compressed bytes
+    are still in cache when it is decoded."""
+    return math.prod(meta.chunk_shape) * max(1, meta.dtype.item_size) >= (512 << 10)
+
+
+def missing_chunks_refused(meta: ArrayMetadata) -> bool:
+    """Whether reading a chunk that is not stored is an error for this array (its
+    ``read_missing_chunks`` setting, else the global ``array.read_missing_chunks``)."""
+    allowed = meta.read_missing_chunks
+    if allowed is None:
+        allowed = flag("array.read_missing_chunks", True)
+    return not allowed
+
+
+def refuse_missing(store_path: StorePath, keys: Sequence[str]) -> None:
+    """Raise ``ChunkNotFoundError`` for the store keys ``keys`` (none: nothing)."""
+    if keys:
+        listed = "\n".join(f"  chunk {k!r}" for k in keys[:20])
+        more = f"\n  ... and {len(keys) - 20} more" if len(keys) > 20 else ""
+        raise ChunkNotFoundError(
+            f"{len(keys)} chunk(s) not found in store {store_path.store!r}.\n"
+            "Set the 'array.read_missing_chunks' config (or the array's config "
+            "read_missing_chunks) to True to fill missing chunks with the fill value.\n"
+            f"Missing chunks:\n{listed}{more}"
+        )
+
+
+class ReadJob:
+    """Read chunk ``items`` (see ``engine.chunk_items``) of one array into ``out``.
+
+    Parameters
+    ----------
+    keys
+        The items' store keys (``engine.chunk_keys``).
+    """
+
+    def __init__(
+        self,
+        store_path: StorePath,
+        meta: ArrayMetadata,
+        pipeline: Any,
+        items: list[Any],
+        keys: list[str],
+        out: Any,
+    ) -> None:
+        self.store_path = store_path
+        self.items = items
+        self.keys = keys
+        self.out = out
+        self.strict = missing_chunks_refused(meta)
+        self.n = len(items)
+        self.pipeline = pipeline
+        self.decode_into = getattr(pipeline, "decode_into", None)
+        self.fill = meta.read_fill
+        self.grid = meta.chunk_grid
+        store = store_path.store
+        self.sio = store.sync_io()
+        self.device = device_reader_for(
+            pipeline, out, self.fill, self.grid.stored_chunk_shape, store
+        )
+        self.blocks = None
+        if self.device is None:
+            self.blocks = BlockDecoder.make(items, out, self.grid, pipeline)
+        # one chunk a batch, read into the store's reused buffer (blocking I/O only)
+        self.one_by_one = self.device is None and large_chunks(meta)
+
+    def plan(self, lo: int, hi: int) -> Plan:
+        """Fetch items ``lo:hi`` (one request), then decode and scatter them."""
+        datas = None
+        if self.device is not None and self.sio is not None:
+            # file references or chunks read straight into a staging buffer
+            datas = self.device.fetch(self.keys[lo:hi], self.items[lo:hi])
+        if datas is None:
+            datas = yield Get(self.keys[lo:hi], reuse=self.one_by_one and hi - lo == 1)
+        yield Compute(self.decode_batch, lo, datas)
+
+    def lock_keys(self, lo: int, hi: int) -> None:
+        return None  # reads take no key locks
+
+    def finish(self) -> None:
+        if self.device is not None:
+            self.device.executor.synchronize()
+
+    def decode_batch(self, lo: int, datas: list[Any]) -> None:
+        """Decode the chunks of items ``lo:lo + len(datas)`` into the output."""
+        if self.strict:
+            missing = [self.keys[lo + j] for j, d in enumerate(datas) if d is None]
+            refuse_missing(self.store_path, missing)
+        if self.device is not None:
+            hi = lo + len(datas)
+            self.device(self.items[lo:hi], datas, self.keys[lo:hi])
+            return
+        done = self.blocks.run(lo, datas) if self.blocks is not None else None
+        for j, data in enumerate(datas):
+            if done is None or not done[j]:
+                self._decode_one(lo + j, data)
+
+    def _decode_one(self, i: int, data: Any) -> None:
+        coords, csel, osel, complete = self.items[i]
+        out = self.out
+        if data is None:
+            out[osel] = self.fill
+            return
+        shape = self.grid.stored_chunk_shape(coords)
+        try:
+            if (
+                complete
+                and self.decode_into is not None
+                and out.ndim
+                and self._decode_in_place(data, shape, out[osel])
+            ):
+                return
+            chunk = self.pipeline.decode(data, shape, scratch=True)
+        except CodecError as e:
+            raise keyed(e, self.keys[i]) from e
+        out[osel] = chunk[csel]
+
+    def _decode_in_place(self, data: Any, shape: Any, target: np.ndarray) -> bool:
+        # A whole chunk landing in a contiguous part of the output is
+        # decompressed straight into it: no intermediate buffer.
+        return (
+            target.flags.c_contiguous
+            and target.shape == tuple(shape)
+            and np.shares_memory(target, self.out)
+            and bool(self.decode_into(data, shape, target))
+        )
