@@ -26,6 +26,7 @@ from cuzarr.config import flag
 from cuzarr.core import engine
 from cuzarr.core.attributes import Attributes
 from cuzarr.core.blocking import on_blocking_io, run_blocking
+from cuzarr.core.inline import Converted, get_selection_inline, getitem_inline, setitem_inline
 from cuzarr.core.nodes import (
     load_node_metadata,
     publish_metadata,
@@ -33,7 +34,7 @@ from cuzarr.core.nodes import (
     save_metadata,
     write_new_node,
 )
-from cuzarr.core.shards import read_sharded, sharding_codec, try_read_sharded_inline
+from cuzarr.core.shards import read_sharded, sharding_codec
 from cuzarr.core.sync import sync
 from cuzarr.errors import ContainsGroupError, GroupFoundError, ReadOnlyError
 from cuzarr.indexing.selection import (
@@ -44,6 +45,8 @@ from cuzarr.indexing.selection import (
     normalize_numpy,
     normalize_orthogonal,
 )
+from cuzarr.indexing.selection import has_fields as _has_fields
+from cuzarr.indexing.selection import pop_fields as _pop_fields
 from cuzarr.metadata.array import ArrayMetadata
 from cuzarr.metadata.chunk_grid import RegularChunkGrid, chunk_sizes
 from cuzarr.metadata.group import GroupMetadata
@@ -124,25 +127,6 @@ async def _materialize(value: Any) -> Any:
     return value
 
 
-def _has_fields(fields: Any) -> bool:
-    """Whether ``fields`` asks for fields (``None``, ``""`` and ``[]`` do not, as in
-    zarr-python)."""
-    return fields is not None and not (isinstance(fields, (str, list, tuple)) and not fields)
-
-
-def _pop_fields(selection: Any) -> tuple[Any, Any]:
-    """Field names written into a selection (``a["x"]``, ``a[0, "x"]``, ``a[:, "x",
-    "y"]``), split from the rest, as zarr-python reads them: (fields or None,
-    selection)."""
-    if isinstance(selection, str):
-        return selection, Ellipsis
-    if not isinstance(selection, tuple) or not any(isinstance(s, str) for s in selection):
-        return None, selection
-    names = [s for s in selection if isinstance(s, str)]
-    rest = tuple(s for s in selection if not isinstance(s, str))
-    return (names[0] if len(names) == 1 else names), (rest if rest else Ellipsis)
-
-
 def _array_metadata_of(data: Any) -> ArrayMetadata:
     from cuzarr.core.hierarchy import as_node_metadata
 
@@ -150,16 +134,6 @@ def _array_metadata_of(data: Any) -> ArrayMetadata:
     if not isinstance(meta, ArrayMetadata):
         raise ContainsGroupError("the metadata describes a group, not an array")
     return meta
-
-
-class Converted:
-    """A write's value already converted to the array's dtype and the
-    selection's shape (see :meth:`AsyncArray.try_setitem_sync`)."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
 
 
 class AsyncArray:
@@ -561,83 +535,6 @@ class AsyncArray:
         else:
             await engine.read_items(self.store_path, self.metadata, self._pipeline, items, buf)
 
-    def try_getitem_sync(self, selection: Any, prototype: Any = None) -> Any:
-        """Answer a small basic read in the calling thread, or return ``NotImplemented``.
-
-        For a few chunks on a store with cheap blocking I/O (memory, local
-        files), the trip through the event loop and the thread pool costs more
-        than the read; the plan and the decode are the same as ``getitem``'s.
-        """
-        sio = self.store_path.store.sync_io()
-        if sio is None or _pop_fields(selection)[0] is not None:
-            return NotImplemented
-        plan = normalize_numpy(host_selection(selection), self.shape, self._dims())
-        if not isinstance(plan, BasicPlan):
-            return NotImplemented
-        result = self._try_read_sync(
-            engine.chunk_items(plan.projections),
-            plan.buffer_shape,
-            plan.result_shape,
-            prototype,
-            sio,
-        )
-        if result is NotImplemented:
-            return result
-        return result[()] if plan.scalar else result
-
-    def try_get_selection_sync(self, kind: str, selection: Any) -> Any:
-        """:meth:`try_getitem_sync` for ``get_orthogonal_selection`` (``kind``
-        "orthogonal") and ``get_coordinate_selection`` ("coordinate") without
-        ``out``, ``prototype`` or ``fields``: the same plan and decode as theirs,
-        in the calling thread, or ``NotImplemented``."""
-        sio = self.store_path.store.sync_io()
-        if sio is None:
-            return NotImplemented
-        if kind == "coordinate":
-            coords, shape = normalize_coordinate(host_selection(selection), self.shape)
-            n = math.prod(shape)
-            items = engine.coordinate_items(self._dims(), coords) if n else []
-            result = self._try_read_sync(items, (n,), shape, None, sio)
-        else:
-            plan = normalize_orthogonal(host_selection(selection), self.shape, self._dims())
-            items = engine.chunk_items(plan.projections)
-            result = self._try_read_sync(items, plan.buffer_shape, plan.result_shape, None, sio)
-        if result is NotImplemented:
-            return result
-        return result[()] if result.ndim == 0 else result
-
-    def _try_read_sync(
-        self,
-        items: list[Any],
-        buffer_shape: tuple[int, ...],
-        result_shape: Any,
-        prototype: Any,
-        sio: Any,
-    ) -> Any:
-        """Read ``items`` into a new buffer in the calling thread if the request is
-        small and the store's I/O blocking and cheap (``sio``: its ``sync_io()``):
-        the buffer reshaped to ``result_shape``, or ``NotImplemented`` (nothing
-        read)."""
-        sharded = self._shard_codec is not None
-        if len(items) > engine.SMALL_READ_CHUNKS and (
-            sharded or not engine.small_read(self.metadata, len(items), _HOST_PROBE)
-        ):
-            return NotImplemented  # checked before a buffer is made for nothing
-        buf = self._out_buffer(buffer_shape, None, prototype)
-        if not items or buf.size == 0:
-            done = True
-        elif sharded:
-            done = try_read_sharded_inline(
-                self.store_path, self.metadata, self._pipeline, self._shard_codec, items, buf
-            )
-        else:
-            done = engine.try_read_inline(
-                self.store_path, self.metadata, self._pipeline, items, buf, sio
-            )
-        if not done:
-            return NotImplemented
-        return buf.reshape(result_shape)
-
     async def getitem(
         self, selection: Any, *, out: np.ndarray | None = None, prototype: Any = None
     ) -> Any:
@@ -1021,50 +918,6 @@ class AsyncArray:
             raise ValueError(
                 f"could not broadcast value of shape {arr.shape} to the selection's shape {shape}"
             ) from e
-
-    def try_setitem_sync(self, selection: Any, value: Any) -> Any:
-        """Do a small basic write in the calling thread: None when done;
-        ``NotImplemented`` (nothing written, ``value`` untouched) or, when the
-        chunks' locks were busy, the converted value as a :class:`Converted`
-        (nothing written either) for the caller to write through the event loop
-        without converting ``value`` again (a dask array would be computed twice).
-
-        As :meth:`try_getitem_sync` for reads: for a few chunks on a store with
-        cheap blocking I/O, the trips through the loop and the pool cost more than
-        the write. Same plan, same value conversion, same encoder and the same
-        key locks as :meth:`setitem` (taken at once, or the call goes the slow way
-        and waits for them there).
-        """
-        store = self.store_path.store
-        if (
-            store.sync_io() is None
-            or _pop_fields(selection)[0] is not None
-            or isinstance(value, AsyncArray)
-            or isinstance(getattr(value, "_async_array", None), AsyncArray)
-            or callable(getattr(value, "read_async", None))
-            or is_device_array(value)
-        ):
-            return NotImplemented
-        self._check_writable()
-        plan = normalize_numpy(host_selection(selection), self.shape, self._write_dims())
-        if not isinstance(plan, BasicPlan):
-            return NotImplemented
-        items = engine.chunk_items(plan.projections)
-        if not engine.small_write(self.metadata, len(items)):
-            return NotImplemented
-        converted = self._as_value(
-            value, plan.result_shape, keep_device=True, basic=True, scalar=plan.scalar
-        )
-        if engine.try_write_inline(
-            self.store_path,
-            self.metadata,
-            self._pipeline,
-            items,
-            converted.reshape(plan.buffer_shape),
-            self.write_empty_chunks,
-        ):
-            return None
-        return Converted(converted)
 
     async def setitem(self, selection: Any, value: Any, prototype: Any = None) -> None:
         """Write ``value`` into ``selection`` with numpy semantics (broadcasting).
@@ -1620,13 +1473,13 @@ class Array:
 
     # -- indexing ------------------------------------------------------------------
     def __getitem__(self, selection: Any) -> Any:
-        result = self._async_array.try_getitem_sync(selection)
+        result = getitem_inline(self._async_array, selection)
         if result is NotImplemented:
             result = sync(self._async_array.getitem(selection))
         return result
 
     def __setitem__(self, selection: Any, value: Any) -> None:
-        done = self._async_array.try_setitem_sync(selection, value)
+        done = setitem_inline(self._async_array, selection, value)
         if done is NotImplemented:
             sync(self._async_array.setitem(selection, value))
         elif isinstance(done, Converted):  # locks busy: the slow way, converted once
@@ -1641,7 +1494,7 @@ class Array:
         fields: Any = None,
     ) -> Any:
         if out is None and not _has_fields(fields):
-            result = self._async_array.try_getitem_sync(selection, prototype)
+            result = getitem_inline(self._async_array, selection, prototype)
             if result is not NotImplemented:
                 return result
         return sync(
@@ -1664,7 +1517,7 @@ class Array:
         fields: Any = None,
     ) -> Any:
         if out is None and prototype is None and not _has_fields(fields):
-            result = self._async_array.try_get_selection_sync("orthogonal", selection)
+            result = get_selection_inline(self._async_array, "orthogonal", selection)
             if result is not NotImplemented:
                 return result
         return sync(
@@ -1687,7 +1540,7 @@ class Array:
         fields: Any = None,
     ) -> Any:
         if out is None and prototype is None and not _has_fields(fields):
-            result = self._async_array.try_get_selection_sync("coordinate", selection)
+            result = get_selection_inline(self._async_array, "coordinate", selection)
             if result is not NotImplemented:
                 return result
         return sync(

@@ -138,7 +138,7 @@ def _answer_inline(req: Request, sio: Any) -> Any:
     if kind is Compute:
         return req.fn(*req.args)  # type: ignore[union-attr]
     if kind is Get:
-        if req.reuse and len(req.keys) == 1:  # type: ignore[union-attr]
+        if req.reuse and len(req.keys) == 1 and sio.get_reused is not None:  # type: ignore[union-attr]
             return [sio.get_reused(req.keys[0])]  # type: ignore[union-attr]
         return sio.get_many(req.keys)  # type: ignore[union-attr]
     if kind is GetRanges:

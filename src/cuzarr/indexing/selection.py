@@ -40,10 +40,31 @@ __all__ = [
     "OrthogonalPlan",
     "classify_numpy",
     "classify_orthogonal",
+    "has_fields",
     "normalize_coordinate",
     "normalize_numpy",
     "normalize_orthogonal",
+    "pop_fields",
 ]
+
+
+def has_fields(fields: Any) -> bool:
+    """Whether ``fields`` asks for fields (``None``, ``""`` and ``[]`` do not, as in
+    zarr-python)."""
+    return fields is not None and not (isinstance(fields, (str, list, tuple)) and not fields)
+
+
+def pop_fields(selection: Any) -> tuple[Any, Any]:
+    """Field names written into a selection (``a["x"]``, ``a[0, "x"]``, ``a[:, "x",
+    "y"]``), split from the rest, as zarr-python reads them: (fields or None,
+    selection)."""
+    if isinstance(selection, str):
+        return selection, Ellipsis
+    if not isinstance(selection, tuple) or not any(isinstance(s, str) for s in selection):
+        return None, selection
+    names = [s for s in selection if isinstance(s, str)]
+    rest = tuple(s for s in selection if not isinstance(s, str))
+    return (names[0] if len(names) == 1 else names), (rest if rest else Ellipsis)
 
 
 def _as_int(x: Any) -> int | None:
@@ -409,8 +430,7 @@ def classify_orthogonal(selection: Any, shape: tuple[int, ...]) -> list[tuple[st
         # scalar booleans consume no dimension in _expand (numpy's rule for basic
         # indexing); orthogonal indexing has no place for them
         raise IndexError(
-            "a scalar boolean is not an orthogonal index: use a 1-d boolean mask "
-            "for a dimension"
+            "a scalar boolean is not an orthogonal index: use a 1-d boolean mask for a dimension"
         )
     for d, s in enumerate(items):
         i = _as_int(s)
