@@ -327,14 +327,14 @@ async def write_items(
 
 # Writes of at most this many chunks (and SMALL_WRITE_BYTES of chunk data) on a
 # store with cheap blocking I/O may run in the calling thread (see
-# write_items_small_sync).
+# try_write_inline).
 SMALL_WRITE_CHUNKS = 4
 SMALL_WRITE_BYTES = 4 << 20
 
 
 def small_write(meta: ArrayMetadata, n: int) -> bool:
     """Whether a host write of ``n`` chunk items of ``meta`` is small enough for
-    :func:`write_items_small_sync` (decided before the value is converted, so a
+    :func:`try_write_inline` (decided before the value is converted, so a
     write that goes the slow way converts it once)."""
     if n > SMALL_WRITE_CHUNKS or emulating():
         return False
