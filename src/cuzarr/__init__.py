@@ -4,7 +4,7 @@ The API mirrors zarr-python 3: ``create_array``, ``open_array``, ``open_group``,
 ``open``, ``create_group``, ``array``, ``zeros``... See ``docs/`` for the guide.
 """
 
-from cuzarr import errors, storage
+from cuzarr import dtype, errors, storage
 from cuzarr.api.synchronous import (
     array,
     consolidate_metadata,
@@ -60,6 +60,7 @@ __all__ = [
     "create_array",
     "create_group",
     "create_hierarchy",
+    "dtype",
     "empty",
     "empty_like",
     "errors",
