@@ -9,7 +9,9 @@ Keys: ``async.concurrency`` (global limit on in-flight store requests),
 uncompressed local chunks straight into device memory), ``gpu.stream`` (the
 caller's CUDA stream), ``gpu.read_workers`` (threads feeding one device read;
 at most ``threading.max_workers``), ``codecs.zstd_system_library`` (decode large zstd frames
-through the system's libzstd when found).
+through the system's libzstd when found), ``storage.timeout`` /
+``storage.read_timeout`` / ``storage.max_inflated_bytes`` (limits of remote
+reads, see :mod:`cuzarr.storage.fsspec`), ``storage.retries``.
 Environment variables such as ``CUZARR_ASYNC__CONCURRENCY=32`` override defaults.
 These keys mean what zarr-python's keys of the same names mean. Setting a key
 cuzarr does not know warns (``ZarrUserWarning``): it would have no effect.
@@ -137,6 +139,16 @@ defaults: list[dict[str, Any]] = [
         # Decode large zstd frames through the system's libzstd when one is
         # found (codecs/libzstd.py); False: numcodecs only.
         "codecs": {"zstd_system_library": True},
+        # Remote stores (storage/fsspec.py): timeout = seconds one request may
+        # take in all (its retries and their backoff included; writes excepted),
+        # read_timeout = seconds an answer may stall before the attempt fails
+        # (and is retried); max_inflated_bytes = the most an HTTP answer sent with
+        # Content-Encoding gzip/deflate may inflate to. None: no limit.
+        "storage": {
+            "timeout": 300.0,
+            "read_timeout": 30.0,
+            "max_inflated_bytes": 128 << 20,
+        },
     }
 ]
 

@@ -35,6 +35,7 @@ __all__ = [
     "ReadOnlyError",
     "SliceStepError",
     "StoreKeyError",
+    "StoreTimeoutError",
     "UnknownCodecError",
     "UnstableSpecificationWarning",
     "UnsupportedExtensionError",
@@ -146,6 +147,12 @@ class ReadOnlyError(BaseZarrError, PermissionError):
 
 class StoreKeyError(BaseZarrError):
     """A store key is invalid, e.g. it would resolve outside the store root."""
+
+
+class StoreTimeoutError(CuzarrError, TimeoutError):
+    """A store request ran past its time limit (``storage.timeout``: the total
+    time of one request, retries included; ``storage.read_timeout``: the longest
+    wait for the next bytes of an answer). The message names the key and the limit."""
 
 
 class ByteRangeError(BaseZarrError):

@@ -17,6 +17,15 @@ listing unnecessary.
 Every request goes through one retry policy (:class:`RetryPolicy`): connection
 errors, timeouts and HTTP 408/429/5xx are retried with exponential backoff;
 anything else fails at once with a :class:`RemoteStoreError` naming the key.
+
+Time limits (config keys, or ``storage_options`` keys of the same name, which
+win): ``timeout`` (default 300 s) bounds one request in all, its retries and
+their backoff included (writes excepted: an upload takes as long as it takes);
+``read_timeout`` (default 30 s) is the longest an answer may stall (HTTP and
+S3), after which the attempt fails and is retried. Either failing raises
+:class:`RemoteTimeoutError` (a :class:`cuzarr.errors.StoreTimeoutError`) naming
+the key and the limit. HTTP reads ask for ``Accept-Encoding: identity``; an
+answer compressed anyway is inflated here, at most ``storage.max_inflated_bytes``.
 """
 
 from __future__ import annotations
@@ -27,13 +36,14 @@ import os
 import random
 import re
 import weakref
+import zlib
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 from urllib.parse import quote, unquote
 
 from cuzarr.config import config
-from cuzarr.errors import CodecError, CuzarrError, StoreKeyError
+from cuzarr.errors import CodecError, CuzarrError, StoreKeyError, StoreTimeoutError
 from cuzarr.storage.base import (
     ByteRequest,
     OffsetByteRequest,
@@ -54,7 +64,9 @@ __all__ = [
     "HTTPStore",
     "RangeMismatchError",
     "RemoteStoreError",
+    "RemoteTimeoutError",
     "RetryPolicy",
+    "TransportEncodingError",
     "TruncatedRangeError",
 ]
 
@@ -117,6 +129,42 @@ class TruncatedRangeError(RangeMismatchError, CodecError):
     """A 206 answer whose body is not as long as its own ``Content-Range`` says (cut,
     or padded, in transit). Also a :class:`~cuzarr.errors.CodecError`, as a cut value
     found only at decoding is."""
+
+
+class RemoteTimeoutError(RemoteStoreError, StoreTimeoutError):
+    """A remote request that ran past ``storage.timeout`` (all its attempts), or
+    whose answers stalled past ``storage.read_timeout`` on every attempt."""
+
+
+class TransportEncodingError(RemoteStoreError, CodecError):
+    """An HTTP answer whose ``Content-Encoding`` cannot be taken: it inflates to
+    more than ``storage.max_inflated_bytes``, is corrupt or of an unknown kind,
+    or encodes a byte range (a range of compressed bytes is not the value's)."""
+
+
+_TIMEOUT_KEYS = ("timeout", "read_timeout")
+
+
+def _seconds(value: Any, name: str) -> float | None:
+    """A time limit: a positive number of seconds, or None for no limit."""
+    if value is None:
+        return None
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        seconds = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number of seconds or None, got {value!r}") from None
+    if not seconds > 0:
+        raise ValueError(f"{name} must be positive, got {value!r}")
+    return seconds
+
+
+def _is_timeout(exc: BaseException) -> bool:
+    """A timeout of the transport (aiohttp, asyncio, botocore/urllib3 read timeouts)."""
+    return isinstance(exc, TimeoutError) or any(
+        c.__name__ in ("ReadTimeoutError", "ConnectTimeoutError") for c in type(exc).__mro__
+    )
 
 
 @dataclass(frozen=True)
@@ -307,7 +355,14 @@ class FsspecStore(Store):
             raise TypeError("FsspecStore needs a filesystem or a protocol")
         self._fs = fs
         self.protocol = protocol if protocol is not None else _protocol_of(fs)
-        self.storage_options = dict(storage_options or {})
+        opts = dict(storage_options or {})
+        # cuzarr's time limits (numbers; an aiohttp ClientTimeout is the client's)
+        self._timeouts = {
+            k: _seconds(opts.pop(k), f"storage_options[{k!r}]")
+            for k in _TIMEOUT_KEYS
+            if k in opts and (opts[k] is None or isinstance(opts[k], (int, float, str)))
+        }
+        self.storage_options = opts
         self.path = path.rstrip("/")
         self.allowed_exceptions = tuple(allowed_exceptions)
         self.retry = retry if retry is not None else RetryPolicy.default()
@@ -326,7 +381,7 @@ class FsspecStore(Store):
         if fs is None and not self._async:
             import fsspec
 
-            self._fs = fsspec.filesystem(self.protocol, **self.storage_options)
+            self._fs = fsspec.filesystem(self.protocol, **self._fs_options())
         if self._fs is not None and not self._async:
             self.supports_writes = not getattr(self._fs, "read_only", False)
 
@@ -516,10 +571,28 @@ class FsspecStore(Store):
             import fsspec
 
             cls = fsspec.get_filesystem_class(self.protocol)
-            fs = cls(asynchronous=True, loop=loop, skip_instance_cache=True, **self.storage_options)
+            fs = cls(asynchronous=True, loop=loop, skip_instance_cache=True, **self._fs_options())
             self._loop_fs[id(loop)] = fs
             weakref.finalize(self._loop_fs, _close_fs, loop, fs)
         return fs
+
+    def _fs_options(self) -> dict[str, Any]:
+        """``storage_options`` for building the filesystem, with the read timeout
+        given to botocore (under s3fs) unless the caller set one."""
+        opts = dict(self.storage_options)
+        read = self._limit("read_timeout")
+        if read is not None and self.protocol in ("s3", "s3a"):
+            ck = dict(opts.get("config_kwargs") or {})
+            ck.setdefault("read_timeout", read)
+            opts["config_kwargs"] = ck
+        return opts
+
+    def _limit(self, name: str) -> float | None:
+        """A time limit: the store's own (``storage_options``), else ``storage.<name>``."""
+        if name in self._timeouts:
+            return self._timeouts[name]
+        default = 300.0 if name == "timeout" else 30.0
+        return _seconds(config.get(f"storage.{name}", default), f"storage.{name}")
 
     def _full(self, key: str) -> str:
         normalize_key(key)
@@ -593,6 +666,23 @@ class FsspecStore(Store):
         return not (retries.get("total_max_attempts") == 1 or retries.get("max_attempts") == 0)
 
     async def _retrying(self, what: str, key: str, fn: Any, *args: Any) -> Any:
+        """``fn(*args)`` with retries, within the total time limit (``timeout``)."""
+        total = None if what == "write" else self._limit("timeout")
+        if total is None:
+            return await self._attempts(what, key, fn, *args)
+        deadline = asyncio.timeout(total)
+        try:
+            async with deadline:
+                return await self._attempts(what, key, fn, *args)
+        except TimeoutError as e:
+            if not deadline.expired():
+                raise
+            raise RemoteTimeoutError(
+                f"{what} of key {key!r} in {self!r} did not finish within {total:g} s "
+                f"(the total time limit per request, storage.timeout)"
+            ) from e
+
+    async def _attempts(self, what: str, key: str, fn: Any, *args: Any) -> Any:
         attempt = 0
         while True:
             try:
@@ -620,6 +710,13 @@ class FsspecStore(Store):
                     attempt += 1
                     continue
                 tries = f" after {attempt + 1} attempts" if attempt else ""
+                if _is_timeout(e):
+                    read = self._limit("read_timeout")
+                    limit = "no read timeout" if read is None else f"read timeout {read:g} s"
+                    raise RemoteTimeoutError(
+                        f"{what} of key {key!r} in {self!r} timed out{tries} ({limit}, "
+                        f"storage.read_timeout, or the client's own): {type(e).__name__}: {e}"
+                    ) from e
                 raise RemoteStoreError(
                     f"{what} of key {key!r} in {self!r} failed{tries}: {type(e).__name__}: {e}"
                 ) from e
@@ -1149,9 +1246,11 @@ class HTTPStore(FsspecStore):
         kw = dict(getattr(fs, "kwargs", {}))
 
         async def get(extra: dict[str, str]) -> tuple[int, bytes | None, Any]:
-            args = dict(kw)
-            if extra:
-                args["headers"] = {**kw.get("headers", {}), **extra}
+            args = self._request_args(session, kw)
+            # Values as stored: a transport encoding is inflated here, bounded
+            # (aiohttp would inflate any amount); servers should not send one.
+            args["headers"] = {"Accept-Encoding": "identity", **args.get("headers", {}), **extra}
+            args["auto_decompress"] = False
             async with session.get(path, **args) as r:
                 if r.status == 404 or (r.status == 403 and self.forbidden_is_missing):
                     return r.status, None, r.headers
@@ -1159,7 +1258,7 @@ class HTTPStore(FsspecStore):
                     return r.status, b"", r.headers
                 if r.status >= 400:
                     raise _HTTPStatusError(r.status, path)
-                return r.status, await r.read(), r.headers
+                return r.status, await self._read_body(r, path), r.headers
 
         status, data, resp_headers = await get(headers)
         if data is None:
@@ -1186,6 +1285,74 @@ class HTTPStore(FsspecStore):
         if byte_range is not None:
             data = slice_bytes(data, byte_range)  # the server ignored Range
         return data
+
+    def _request_args(self, session: Any, kw: dict[str, Any]) -> dict[str, Any]:
+        """aiohttp request arguments: the filesystem's, with the session's timeout
+        given a read (stall) limit of ``read_timeout`` when it has none as short."""
+        args = dict(kw)
+        read = self._limit("read_timeout")
+        base = args.get("timeout") or getattr(session, "timeout", None)
+        stalls = getattr(base, "sock_read", 0)
+        if read is not None and base is not None and (stalls is None or stalls > read):
+            args["timeout"] = type(base)(
+                total=base.total,
+                connect=base.connect,
+                sock_read=read,
+                sock_connect=base.sock_connect,
+                ceil_threshold=base.ceil_threshold,
+            )
+        return args
+
+    async def _read_body(self, r: Any, path: str) -> bytes:
+        """The answer's body as stored: a ``Content-Encoding`` of gzip or deflate
+        is inflated in pieces as it arrives, at most ``storage.max_inflated_bytes``."""
+        enc = (r.headers.get("Content-Encoding") or "").strip().lower()
+        if enc in ("", "identity"):
+            return await r.read()
+        key = unquote(path[len(self.path) + 1 :])
+        if r.status == 206:
+            raise TransportEncodingError(
+                f"read of key {key!r} in {self!r}: the server answered a byte range with "
+                f"Content-Encoding: {enc}; a range of encoded bytes is not the value's"
+            )
+        if enc not in ("gzip", "x-gzip", "deflate"):
+            raise TransportEncodingError(
+                f"read of key {key!r} in {self!r}: the server answered with "
+                f"Content-Encoding: {enc}, which cuzarr does not decode (it asks for identity)"
+            )
+        cap = config.get("storage.max_inflated_bytes", 128 << 20)
+        cap = None if cap is None else int(cap)
+        # 32 + 15: a gzip or zlib header; raw deflate (sent by some servers as
+        # "deflate") is tried when neither is there
+        d = zlib.decompressobj(47)
+        parts: list[bytes] = []
+        total = 0
+        first = True
+        try:
+            async for piece in r.content.iter_chunked(1 << 16):
+                if first and enc == "deflate" and piece[:1] and (piece[0] & 0x0F) != 8:
+                    d = zlib.decompressobj(-15)
+                first = False
+                if d.eof:
+                    break  # bytes after the stream's end are ignored, as aiohttp does
+                out = d.decompress(piece, 0 if cap is None else cap - total + 1)
+                total += len(out)
+                parts.append(out)
+                if cap is not None and total > cap:
+                    raise TransportEncodingError(
+                        f"read of key {key!r} in {self!r}: the answer's Content-Encoding: "
+                        f"{enc} inflates to more than {cap} bytes "
+                        f"(storage.max_inflated_bytes); refused"
+                    )
+        except zlib.error as e:
+            raise TransportEncodingError(
+                f"read of key {key!r} in {self!r}: corrupt Content-Encoding: {enc} body ({e})"
+            ) from e
+        if not d.eof:
+            raise TransportEncodingError(
+                f"read of key {key!r} in {self!r}: the Content-Encoding: {enc} body is truncated"
+            )
+        return b"".join(parts)
 
     async def _partial_body(
         self,
@@ -1260,7 +1427,7 @@ class HTTPStore(FsspecStore):
         total = (headers.get("Content-Range") or "").rpartition("/")[2].strip()
         if total.isdigit():
             return int(total)
-        async with session.head(path, allow_redirects=True, **kw) as r:
+        async with session.head(path, allow_redirects=True, **self._request_args(session, kw)) as r:
             length = r.headers.get("Content-Length", "")
             if r.status < 300 and length.isdigit() and not r.headers.get("Content-Encoding"):
                 return int(length)
@@ -1272,7 +1439,8 @@ class HTTPStore(FsspecStore):
         async def head() -> bool:
             fs = await self._afs()
             session = await fs.set_session()
-            async with session.head(path, allow_redirects=True, **fs.kwargs) as r:
+            args = self._request_args(session, fs.kwargs)
+            async with session.head(path, allow_redirects=True, **args) as r:
                 if r.status == 404 or (r.status == 403 and self.forbidden_is_missing):
                     return False
                 if r.status >= 400:
