@@ -3,7 +3,8 @@
 ``MemoryStore``, ``LocalStore``, ``ZipStore``, ``FsspecStore`` (S3, HTTP,
 ``memory://`` and other fsspec filesystems), ``HTTPStore``, ``ReferenceStore``
 (kerchunk), ``N5Store`` (N5 containers shown as Zarr v2) and ``AsdfStore``
-(the ndarrays of an ASDF file, read-only; needs the ``asdf`` package);
+(the ndarrays of an ASDF file, read-only; needs the ``asdf`` package),
+``ObjectStore`` (an obstore store; needs the ``obstore`` package);
 ``WrapperStore`` and ``LoggingStore`` wrap any of them; ``ZarrPythonStore``
 lets cuzarr use any zarr-python store (made for one passed in directly).
 """
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
         TruncatedRangeError,
     )
     from cuzarr.storage.n5 import N5Store
+    from cuzarr.storage.objectstore import ObjectStore
     from cuzarr.storage.reference import ReferenceStore
     from cuzarr.storage.wrapper import LoggingStore, WrapperStore
     from cuzarr.storage.zarr_python import ZarrPythonStore
@@ -50,6 +52,7 @@ _LAZY = {
     "RetryPolicy": "fsspec",
     "TruncatedRangeError": "fsspec",
     "N5Store": "n5",
+    "ObjectStore": "objectstore",
     "ReferenceStore": "reference",
     "ZipStore": "zip",
     "ZipStoreError": "zip",
@@ -84,6 +87,7 @@ __all__ = [
     "LoggingStore",
     "MemoryStore",
     "N5Store",
+    "ObjectStore",
     "OffsetByteRequest",
     "RangeByteRequest",
     "RangeMismatchError",

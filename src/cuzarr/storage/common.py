@@ -100,7 +100,11 @@ def make_store(
         from cuzarr.storage.zarr_python import ZarrPythonStore, is_zarr_python_store
 
         mapping_like = all(hasattr(store, a) for a in ("__getitem__", "__setitem__", "keys"))
-        if is_zarr_python_store(store):
+        if type(store).__module__.startswith("obstore."):
+            from cuzarr.storage.objectstore import ObjectStore
+
+            result = ObjectStore(store)
+        elif is_zarr_python_store(store):
             result = ZarrPythonStore(store)
         elif mapping_like:
             result = MemoryStore(store)
