@@ -56,6 +56,7 @@ from cuzarr.storage.base import (
     range_bounds,
     slice_bytes,
 )
+from cuzarr.storage.http_sessions import shared_http_fs
 
 __all__ = [
     "ALLOWED_EXCEPTIONS",
@@ -1219,6 +1220,21 @@ class HTTPStore(FsspecStore):
 
     def __repr__(self) -> str:
         return f"HTTPStore({self.path!r})"
+
+    async def _afs(self) -> Any:
+        # On cuzarr's loop, stores of the same plain options share one
+        # filesystem, whose connection pool stays warm between them
+        # (storage/http_sessions.py); elsewhere, one per store and loop.
+        if self._fs is None:
+            loop_id = id(asyncio.get_running_loop())
+            fs = self._loop_fs.get(loop_id)
+            if fs is None:
+                fs = shared_http_fs(self.protocol, self.storage_options, (_http_client,))
+                if fs is not None:
+                    self._loop_fs[loop_id] = fs
+            if fs is not None:
+                return fs
+        return await super()._afs()
 
     def _full(self, key: str) -> str:
         # Keys are percent-encoded: a '#', '?' or '%' in a key is part of the
