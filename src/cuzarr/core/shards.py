@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from cuzarr.codecs.base import ChunkSpec
 from cuzarr.codecs.sharding import EMPTY, ShardingCodec, sharding_codec
 from cuzarr.config import config
@@ -105,6 +107,11 @@ class ShardReadJob:
         # Idle worker loops decode a part's inner chunks too (workers.share): large
         # inner chunks only (see ShardingCodec.shares).
         self.share_inner = share_parts and codec.shares(meta.dtype.item_size)
+        # Device reads of local shards: whole shards are read into one host
+        # buffer of the device reader (pinned on a GPU) and their inner chunks
+        # decoded where they lie, the index rows picked with numpy.
+        self.into = getattr(sio, "get_into", None) if self.device is not None and sio else None
+        self.cps_arr = np.asarray(self.cps, np.int64)
 
     def _group_by_shard(self) -> list[tuple[tuple[int, ...], list[int]]]:
         groups: dict[tuple[int, ...], list[int]] = {}
@@ -154,15 +161,57 @@ class ShardReadJob:
         whole = [(sc, m) for sc, m in batch if not parts and len(m) * 2 >= self._inner_in_array(sc)]
         partial = [(sc, m) for sc, m in batch if parts or len(m) * 2 < self._inner_in_array(sc)]
         pairs: list[tuple[int, Any]] = []
-        if whole:
+        if whole and self.into is not None:
+            pairs = self._whole_into(whole)
+        elif whole:
             datas = yield Get([self.encode_key(sc) for sc, _ in whole])
             for (_, m), data in zip(whole, datas, strict=True):
                 pairs.extend(self._from_whole(m, data))
         if partial:
             reqs, plan = yield from self._range_requests(partial, pairs)
             pairs = yield from self._read_ranges(reqs, plan, pairs)
+        if isinstance(pairs, _Placed):
+            pairs.finish()
         if pairs:
             yield Compute(self.scatter, pairs)
+
+    def _whole_into(self, whole: list[Any]) -> _Placed:
+        """Whole shards read into one staging buffer of the device reader (here,
+        in the plan's thread, inside its pinned descriptors, as ``ReadJob``'s
+        device fetches), their inner chunks described where they lie."""
+        blobs = self.device.fetch_into(self.into, [self.encode_key(sc) for sc, _ in whole],
+                                       "none")
+        pairs = _Placed(blobs.base)
+        for (_, m), data, at in zip(whole, blobs, blobs.offsets, strict=True):
+            got, where, ns = self._from_buffer(m, data, at)
+            pairs.extend(got)
+            pairs.place(where, ns)
+        return pairs
+
+    def _from_buffer(self, members: list[int], data: Any,
+                     at: int) -> tuple[list[tuple[int, Any]], np.ndarray, np.ndarray]:
+        """Like ``_from_whole`` for a shard read into a host buffer at ``at``:
+        also where each inner chunk lies in that buffer and its size (index rows
+        picked with numpy; -1: missing, or the shard lies elsewhere)."""
+        if data is None:
+            none = np.full(len(members), -1, np.int64)
+            return self._from_whole(members, None), none, none
+        try:
+            index, mv = self.codec.split(data, self.shard_shape)
+        except CodecError as e:
+            raise keyed(e, self.shard_key(members[0])) from e
+        coords = np.array([self.items[i][0] for i in members], np.int64).reshape(len(members), -1)
+        flat = np.ravel_multi_index(tuple((coords % self.cps_arr).T), self.cps)
+        rows = index.reshape(-1, 2)[flat]
+        empty = rows[:, 0] == EMPTY
+        # the index is checked against the shard's size: present rows fit int64
+        offs = np.where(empty, np.uint64(0), rows[:, 0]).astype(np.int64)
+        ns = np.where(empty, np.uint64(0), rows[:, 1]).astype(np.int64)
+        ns[empty] = -1
+        pairs = [(i, None if e else mv[o : o + n]) for i, e, o, n in
+                 zip(members, empty.tolist(), offs.tolist(), ns.tolist(), strict=True)]
+        where = np.where(empty | (at < 0), -1, offs + at)
+        return pairs, where, ns
 
     def _from_whole(self, members: list[int], data: Any) -> list[tuple[int, Any]]:
         if data is None:
@@ -261,9 +310,12 @@ class ShardReadJob:
     def scatter(self, pairs: list[tuple[int, Any]]) -> None:
         """Decode (item, encoded inner chunk or None) pairs into the output."""
         if self.device is not None:
+            datas: list[Any] = [data for _, data in pairs]
+            if isinstance(pairs, _Placed):
+                datas = self.device.buffered(datas, pairs.base, pairs.at, pairs.sizes)
             self.device(
                 [self.items[i] for i, _ in pairs],
-                [data for _, data in pairs],
+                datas,
                 [self.shard_key(i) for i, _ in pairs],
             )
             return
@@ -283,6 +335,33 @@ class ShardReadJob:
         except CodecError as e:
             raise keyed(e, self.shard_key(i)) from e
         self.out[osel] = chunk[csel]
+
+
+class _Placed(list):  # type: ignore[type-arg]
+    """(item, inner chunk bytes) pairs of which the first lie in the host buffer
+    ``base``: at ``at[k]`` (-1: elsewhere, or missing), ``sizes[k]`` bytes."""
+
+    def __init__(self, base: np.ndarray) -> None:
+        super().__init__()
+        self.base = base
+        self._at: list[np.ndarray] = []
+        self._sizes: list[np.ndarray] = []
+        self.at = np.zeros(0, np.int64)
+        self.sizes = np.zeros(0, np.int64)
+
+    def place(self, at: np.ndarray, sizes: np.ndarray) -> None:
+        self._at.append(at)
+        self._sizes.append(sizes)
+
+    def finish(self) -> None:
+        """Pairs added after the placed ones (byte ranges) lie elsewhere."""
+        n = len(self)
+        self.at = np.full(n, -1, np.int64)
+        self.sizes = np.full(n, -1, np.int64)
+        if self._at:
+            at, sizes = np.concatenate(self._at), np.concatenate(self._sizes)
+            self.at[: len(at)] = at
+            self.sizes[: len(sizes)] = sizes
 
 
 # A store that pins descriptors (local files) keeps one open per shard of a plan

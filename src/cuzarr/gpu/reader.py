@@ -203,22 +203,35 @@ class DeviceReader:
         if self.direct_store is not None:
             return [self.direct_store.file_ref(k) for k in keys]
         if self.get_into is not None:
-            made: list[Any] = []
-
-            def place(sizes: list[int | None]) -> tuple[np.ndarray, list[int]]:
-                buf, offsets = place_chunks(sizes, self.kind, self.executor.host_buffer)
-                made.append(buf)
-                made.append(sizes)
-                return buf, offsets
-
-            # pinned memory is allocated in the output device's context
-            on_device = getattr(self.executor, "device", False)
-            with self.out.device if on_device else contextlib.nullcontext():
-                values, offsets = self.get_into(keys, place)
-            # a chunk read as separate bytes (offset -1) has its own length
-            sizes = [-1 if n is None else n for n in made[1]]
-            return HostBuffered(values, made[0], offsets, sizes)
+            return self.fetch_into(self.get_into, keys, self.kind)
         return None
+
+    @staticmethod
+    def buffered(values: Sequence[Any], base: np.ndarray, offsets: Any,
+                 sizes: Any = None) -> HostBuffered:
+        """Values lying in one host buffer (see :class:`HostBuffered`)."""
+        return HostBuffered(values, base, offsets, sizes)
+
+    def fetch_into(self, get_into: Any, keys: Sequence[str], kind: str | None) -> HostBuffered:
+        """The values of ``keys`` read by ``get_into`` (``SyncIO.get_into``) into
+        one host buffer of the executor (pinned on a GPU), each placed so that
+        its first raw stream (per ``kind``, see ``STREAM_HEAD``) lands 16-byte
+        aligned."""
+        made: list[Any] = []
+
+        def place(sizes: list[int | None]) -> tuple[np.ndarray, list[int]]:
+            buf, offsets = place_chunks(sizes, kind, self.executor.host_buffer)
+            made.append(buf)
+            made.append(sizes)
+            return buf, offsets
+
+        # pinned memory is allocated in the output device's context
+        on_device = getattr(self.executor, "device", False)
+        with self.out.device if on_device else contextlib.nullcontext():
+            values, offsets = get_into(keys, place)
+        # a value read as separate bytes (offset -1) has its own length
+        sizes = [-1 if n is None else n for n in made[1]]
+        return HostBuffered(values, made[0], offsets, sizes)
 
     def _host_decode(self, data: Any, shape: tuple[int, ...]) -> np.ndarray:
         # Host-decoded chunks enter the staging buffer in the output's byte order.
