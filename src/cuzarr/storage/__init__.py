@@ -4,7 +4,9 @@
 ``memory://`` and other fsspec filesystems), ``HTTPStore``, ``ReferenceStore``
 (kerchunk), ``N5Store`` (N5 containers shown as Zarr v2) and ``AsdfStore``
 (the ndarrays of an ASDF file, read-only; needs the ``asdf`` package),
-``ObjectStore`` (an obstore store; needs the ``obstore`` package);
+``ObjectStore`` (an obstore store; needs the ``obstore`` package),
+``ManagedMemoryStore`` (a named dict ``memory://name`` finds) and
+``GpuMemoryStore`` (values in device memory);
 ``WrapperStore`` and ``LoggingStore`` wrap any of them; ``ZarrPythonStore``
 lets cuzarr use any zarr-python store (made for one passed in directly).
 """
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
         RetryPolicy,
         TruncatedRangeError,
     )
+    from cuzarr.storage.memory_kinds import GpuMemoryStore, ManagedMemoryStore
     from cuzarr.storage.n5 import N5Store
     from cuzarr.storage.objectstore import ObjectStore
     from cuzarr.storage.reference import ReferenceStore
@@ -52,6 +55,8 @@ _LAZY = {
     "RetryPolicy": "fsspec",
     "TruncatedRangeError": "fsspec",
     "N5Store": "n5",
+    "GpuMemoryStore": "memory_kinds",
+    "ManagedMemoryStore": "memory_kinds",
     "ObjectStore": "objectstore",
     "ReferenceStore": "reference",
     "ZipStore": "zip",
@@ -82,9 +87,11 @@ __all__ = [
     "BucketNotFoundError",
     "ByteRequest",
     "FsspecStore",
+    "GpuMemoryStore",
     "HTTPStore",
     "LocalStore",
     "LoggingStore",
+    "ManagedMemoryStore",
     "MemoryStore",
     "N5Store",
     "ObjectStore",

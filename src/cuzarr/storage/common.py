@@ -83,6 +83,13 @@ def make_store(
         if s.startswith("file://"):
             s = s[len("file://") :]
         if _is_url(s):
+            if s.startswith("memory://") and not storage_options:
+                # a live ManagedMemoryStore's name, as in zarr-python; else fsspec's
+                from cuzarr.storage.memory_kinds import managed_store_for_url
+
+                managed = managed_store_for_url(s, read_only)
+                if managed is not None:
+                    return managed
             return _url_store(s, storage_options, read_only)
         if storage_options:
             raise TypeError("storage_options are only accepted with URL stores")
