@@ -31,7 +31,6 @@ CuPy alike).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -157,21 +156,16 @@ def build_plan(
     if len(out_strides) != ndim:
         raise ValueError("out_strides must have one entry per output dimension")
     table = np.zeros(n_items, dtype=PLAN_DTYPE)
-    slots = np.full(n_items, -1, dtype=np.int64)
-    slot_nbytes = np.zeros(n_items, dtype=np.int64)
     if present is None:
         present = np.ones(n_items, dtype=bool)
     shapes_fn = chunk_shape if callable(chunk_shape) else None
-    offset = 0
-    cols = {name: np.zeros((n_items, MAX_DIMS), dtype=np.int64) for name in
-            ("chunk_shape", "src_strides", "start", "stop", "step", "n", "dst_strides")}
-    src_off = np.zeros(n_items, dtype=np.int64)
-    dst_off = np.zeros(n_items, dtype=np.int64)
-    counts = np.zeros(n_items, dtype=np.int64)
-    chunk_counts = np.zeros(n_items, dtype=np.int64)
-    flags = np.zeros(n_items, dtype=np.int32)
     out_shape = [int(s) for s in out_shape]
     out_strides = [int(s) for s in out_strides]
+    # Items share their per-dimension selections (a chunk row, a chunk column):
+    # each (dimension, chunk extent, chunk selection, output selection) is
+    # worked out once, and the table's columns are filled from arrays.
+    cache: dict[Any, tuple[int, ...]] = {}
+    rows: list[list[tuple[int, ...]]] = []
     for i, it in enumerate(items):
         coords, csel, osel = it[0], it[1], it[2]
         cshape = tuple(shapes_fn(tuple(coords)) if shapes_fn else chunk_shape[i])  # type: ignore[index]
@@ -180,59 +174,39 @@ def build_plan(
                 f"item {i}: chunk shape, chunk selection and output selection must all "
                 f"have {ndim} dimensions (slice-only plans keep every dimension)"
             )
-        sstr = _c_strides(cshape, itemsize, chunk_order)
-        count = 1
-        d_off = 0
+        row = []
         for d in range(ndim):
-            cs = csel[d]
-            os_ = osel[d]
-            if not isinstance(cs, slice) or not isinstance(os_, slice):
-                raise TypeError("build_plan takes slice selections only (see is_slice_only)")
-            start, stop, step = cs.indices(cshape[d])
-            if step <= 0:
-                # A reversed in-chunk slice: walk it forwards and reverse the output.
-                k = len(range(start, stop, step))
-                if k:
-                    start, stop, step = start + (k - 1) * step, start + 1, -step
-                    o0, o1, ostep = os_.indices(out_shape[d])
-                    olen = len(range(o0, o1, ostep))
-                    os_ = slice(o0 + (olen - 1) * ostep, None, -ostep)
-                else:
-                    start, stop, step = 0, 0, 1
-            nd = len(range(start, stop, step))
-            o0, o1, ostep = os_.indices(out_shape[d])
-            if len(range(o0, o1, ostep)) != nd:
-                raise ValueError(
-                    f"item {i}, dimension {d}: the chunk selection has {nd} elements, "
-                    f"the output selection {len(range(o0, o1, ostep))}"
-                )
-            stop = start + (nd - 1) * step + 1 if nd else start
-            cols["chunk_shape"][i, d] = cshape[d]
-            cols["src_strides"][i, d] = sstr[d]
-            cols["start"][i, d] = start
-            cols["stop"][i, d] = stop
-            cols["step"][i, d] = step
-            cols["n"][i, d] = nd
-            cols["dst_strides"][i, d] = ostep * out_strides[d]
-            d_off += o0 * out_strides[d]
-            count *= nd
-        cc = math.prod(cshape)
-        counts[i] = count
-        chunk_counts[i] = cc
-        dst_off[i] = d_off
-        if present[i]:
-            slots[i] = offset
-            src_off[i] = offset
-            slot_nbytes[i] = cc * itemsize
-            offset += -(-(cc * itemsize) // STAGING_ALIGN) * STAGING_ALIGN
-        else:
-            flags[i] = FLAG_MISSING
+            key = (d, cshape[d], csel[d], osel[d])
+            got = cache.get(key)
+            if got is None:
+                got = cache[key] = _dim_row(i, d, cshape[d], csel[d], osel[d], out_shape[d],
+                                            out_strides[d])
+            row.append(got)
+        rows.append(row)
+    # per item and dimension: start stop step n dst_stride d_off extent
+    dims = np.array(rows, np.int64).reshape(n_items, ndim, 7)
+    ext = dims[:, :, 6]
+    n = dims[:, :, 3]
+    counts = n.prod(axis=1) if ndim else np.ones(n_items, np.int64)
+    chunk_counts = ext.prod(axis=1) if ndim else np.ones(n_items, np.int64)
+    present = np.asarray(present, bool)
+    nbytes = chunk_counts * itemsize
+    padded = np.where(present, -(-nbytes // STAGING_ALIGN) * STAGING_ALIGN, 0)
+    ends = np.cumsum(padded)
+    offset = int(ends[-1]) if n_items else 0
+    starts = ends - padded
+    slots = np.where(present, starts, -1).astype(np.int64)
+    slot_nbytes = np.where(present, nbytes, 0).astype(np.int64)
+    flags = np.where(present, 0, FLAG_MISSING).astype(np.int32)
     if pad:
         flags |= FLAG_PAD
-    for name, col in cols.items():
-        table[name] = col
-    table["src_offset"] = src_off
-    table["dst_offset"] = dst_off
+    strides = _strides_cols(ext, itemsize, chunk_order)
+    for name, k in (("start", 0), ("stop", 1), ("step", 2), ("n", 3), ("dst_strides", 4),
+                    ("chunk_shape", 6)):
+        table[name][:, :ndim] = dims[:, :, k]
+    table["src_strides"][:, :ndim] = strides
+    table["src_offset"] = np.where(present, starts, 0)
+    table["dst_offset"] = dims[:, :, 5].sum(axis=1) if ndim else 0
     table["count"] = counts
     table["chunk_count"] = chunk_counts
     table["ndim"] = ndim
@@ -240,6 +214,47 @@ def build_plan(
     table["flags"] = flags
     table["swap"] = swap
     return ScatterPlan(table, offset, slots, slot_nbytes, itemsize)
+
+
+def _dim_row(i: int, d: int, extent: int, cs: Any, os_: Any, out_len: int,
+             out_stride: int) -> tuple[int, ...]:
+    """(start, stop, step, n, dst stride, dst offset, extent) of one dimension of
+    an item: the in-chunk slice walked forwards (a reversed one reverses the
+    output side instead)."""
+    if not isinstance(cs, slice) or not isinstance(os_, slice):
+        raise TypeError("build_plan takes slice selections only (see is_slice_only)")
+    start, stop, step = cs.indices(extent)
+    if step <= 0:
+        # A reversed in-chunk slice: walk it forwards and reverse the output.
+        k = len(range(start, stop, step))
+        if k:
+            start, stop, step = start + (k - 1) * step, start + 1, -step
+            o0, o1, ostep = os_.indices(out_len)
+            olen = len(range(o0, o1, ostep))
+            os_ = slice(o0 + (olen - 1) * ostep, None, -ostep)
+        else:
+            start, stop, step = 0, 0, 1
+    nd = len(range(start, stop, step))
+    o0, o1, ostep = os_.indices(out_len)
+    if len(range(o0, o1, ostep)) != nd:
+        raise ValueError(
+            f"item {i}, dimension {d}: the chunk selection has {nd} elements, "
+            f"the output selection {len(range(o0, o1, ostep))}"
+        )
+    stop = start + (nd - 1) * step + 1 if nd else start
+    return (start, stop, step, nd, ostep * out_stride, o0 * out_stride, extent)
+
+
+def _strides_cols(ext: np.ndarray, itemsize: int, order: str) -> np.ndarray:
+    """Byte strides of decoded chunks of extents ``ext`` (items x dims), in
+    ``order`` (an extent of 0 counts as 1, as in ``_c_strides``)."""
+    ndim = ext.shape[1]
+    strides = np.zeros_like(ext)
+    acc = np.full(len(ext), itemsize, np.int64)
+    for d in (range(ndim - 1, -1, -1) if order == "C" else range(ndim)):
+        strides[:, d] = acc
+        acc = acc * np.maximum(1, ext[:, d])
+    return strides
 
 
 def check_plan_bounds(table: np.ndarray, staging_nbytes: int, out_lo: int, out_hi: int) -> None:
