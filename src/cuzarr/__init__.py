@@ -4,7 +4,7 @@ The API mirrors zarr-python 3: ``create_array``, ``open_array``, ``open_group``,
 ``open``, ``create_group``, ``array``, ``zeros``... See ``docs/`` for the guide.
 """
 
-from cuzarr import dtype, errors, storage
+from cuzarr import buffer, dtype, errors, storage
 from cuzarr.api.synchronous import (
     array,
     consolidate_metadata,
@@ -39,6 +39,8 @@ from cuzarr.core.array import Array, AsyncArray
 from cuzarr.core.array_config import ArrayConfig
 from cuzarr.core.group import AsyncGroup, Group
 from cuzarr.core.lazy import LazyArray, read_many
+from cuzarr.diagnostics import print_debug_info, set_log_level
+from cuzarr.integrations.dask import from_dask, to_dask
 
 __version__ = "0.1.0"
 
@@ -51,6 +53,7 @@ __all__ = [
     "LazyArray",
     "__version__",
     "array",
+    "buffer",
     "config",
     "consolidate_metadata",
     "copy",
@@ -65,6 +68,7 @@ __all__ = [
     "empty_like",
     "errors",
     "from_array",
+    "from_dask",
     "full",
     "full_like",
     "group",
@@ -76,11 +80,14 @@ __all__ = [
     "open_consolidated",
     "open_group",
     "open_like",
+    "print_debug_info",
     "read_many",
     "save",
     "save_array",
     "save_group",
+    "set_log_level",
     "storage",
+    "to_dask",
     "tree",
     "zeros",
     "zeros_like",

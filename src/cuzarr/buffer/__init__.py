@@ -38,6 +38,7 @@ __all__ = [
     "PinnedHostPrototype",
     "array_module",
     "cpu_prototype",
+    "default_buffer_prototype",
     "default_prototype",
     "device_dtype",
     "get_prototype",
@@ -76,6 +77,12 @@ def default_prototype() -> BufferPrototype:
     from cuzarr.config import config
 
     return get_prototype(config.get("buffer", "cpu") or "cpu")
+
+
+def default_buffer_prototype() -> BufferPrototype:
+    """:func:`default_prototype` under zarr-python's name: the prototype the
+    ``buffer`` config key selects, which ``prototype=`` arguments take."""
+    return default_prototype()
 
 
 def prototype_for(meta_array: Any) -> BufferPrototype:

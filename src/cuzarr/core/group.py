@@ -23,6 +23,7 @@ from cuzarr.core.consolidated import (
     patch_consolidated_attrs_v2,
     split_consolidated,
 )
+from cuzarr.core.move import move_member
 from cuzarr.core.nodes import (
     load_node_metadata,
     load_node_metadata_sync,
@@ -851,6 +852,12 @@ class AsyncGroup:
             raise ContainsArrayError(f"An array exists in store {sp.store!r} at path {sp.path!r}.")
         return node
 
+    async def move(self, source: str, dest: str) -> None:
+        """Move the member ``source`` (with everything below it) to ``dest``; see
+        :func:`cuzarr.core.move.move_member` (zarr-python 3.4 has the method but
+        raises ``NotImplementedError``)."""
+        await move_member(self, source, dest)
+
     async def nmembers(self, max_depth: int | None = 0) -> int:
         """Number of members down to ``max_depth`` levels (None: all)."""
         if max_depth is not None and max_depth < 0:
@@ -1058,6 +1065,24 @@ class Group:
 
     def __delitem__(self, key: str) -> None:
         sync(self._async_group.delitem(key))
+
+    def move(self, source: str, dest: str) -> None:
+        """Move the member ``source`` (an array or a group, with everything below
+        it) to the path ``dest`` of this group, creating the groups above ``dest``.
+
+        Parameters
+        ----------
+        source, dest : str
+            Paths relative to this group.
+
+        Raises
+        ------
+        NodeNotFoundError
+            Nothing is at ``source``.
+        ContainsArrayError, ContainsGroupError
+            A node is at ``dest`` already.
+        """
+        sync(self._async_group.move(source, dest))
 
     def __setitem__(self, key: str, value: Any) -> None:
         """``group[key] = data``: a new array ``key`` holding ``data``, with default

@@ -1,0 +1,75 @@
+"""``print_debug_info()`` and ``set_log_level()``, as in zarr-python."""
+
+from __future__ import annotations
+
+import logging
+import platform
+import sys
+from importlib.metadata import PackageNotFoundError, version
+from typing import Literal
+
+__all__ = ["print_debug_info", "set_log_level"]
+
+_logger = logging.getLogger("cuzarr")
+
+_REQUIRED = ["numpy", "numcodecs", "zstandard", "google-crc32c", "donfig", "fsspec"]
+_OPTIONAL = [
+    "cupy-cuda13x",
+    "nvidia-nvcomp-cu13",
+    "kvikio-cu13",
+    "ml_dtypes",
+    "zarr",
+    "s3fs",
+    "gcsfs",
+    "obstore",
+    "dask",
+    "xarray",
+    "tensorstore",
+]
+
+
+def _print_packages(packages: list[str]) -> None:
+    missing = []
+    for name in packages:
+        try:
+            print(f"{name}: {version(name)}")
+        except PackageNotFoundError:
+            missing.append(name)
+    if missing:
+        print("\n**Not Installed:**")
+        for name in missing:
+            print(name)
+
+
+def print_debug_info() -> None:
+    """Print the platform, Python, cuzarr and dependency versions, for bug reports."""
+    print(f"platform: {platform.platform()}")
+    print(f"python: {platform.python_version()}")
+    print(f"cuzarr: {sys.modules['cuzarr'].__version__}\n")
+    print("**Required dependencies:**")
+    _print_packages(_REQUIRED)
+    print("\n**Optional dependencies:**")
+    _print_packages(_OPTIONAL)
+
+
+def set_log_level(
+    level: Literal["NOTSET", "DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"],
+) -> None:
+    """Set the level of cuzarr's ``logging`` logger (``"cuzarr"``) and of its
+    handler, adding a stream handler the first time (as zarr-python does for
+    ``"zarr"``).
+
+    Parameters
+    ----------
+    level : str
+        A ``logging`` level name.
+    """
+    _logger.setLevel(level)
+    if not _logger.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(
+            logging.Formatter("%(asctime)s - %(name)s - %(levelname)s - %(message)s")
+        )
+        _logger.addHandler(handler)
+    for handler in _logger.handlers:
+        handler.setLevel(level)
