@@ -107,3 +107,22 @@ def test_prefetching_loader_len_keeps_the_shuffled_order(data):
     assert [y.tolist() for _, y in loader] == ref
     with pytest.raises(ValueError, match="batch_size"):
         PrefetchingLoader(ds, batch_size=0)
+
+
+def test_big_endian_arrays_become_native_tensors(tmp_path):
+    # torch.from_numpy refuses big-endian arrays; v2 ">f4" and N5 arrays are such
+    values = np.linspace(-3, 3, 60, dtype=">f4").reshape(20, 3)
+    a = cuzarr.create_array(str(tmp_path / "be"), shape=values.shape, chunks=(5, 3),
+                            dtype=">f4", zarr_format=2)
+    a[...] = values
+    assert a[...].dtype == np.dtype(">f4")
+    n5 = cuzarr.create_array(str(tmp_path / "x.n5"), name="v", shape=(20,), chunks=(5,),
+                             dtype="i2")
+    n5[...] = np.arange(20)
+    ds = ArrayDataset(a, cuzarr.open_array(str(tmp_path / "x.n5"), path="v"))
+    x, y = ds[4]
+    assert x.dtype == torch.float32 and torch.equal(x, torch.from_numpy(values[4].astype("<f4")))
+    assert y.dtype == torch.int16 and int(y) == 4
+    xb, yb = next(iter(PrefetchingLoader(ds, batch_size=8)))
+    assert torch.equal(xb, torch.from_numpy(values[:8].astype("<f4")))
+    assert yb.tolist() == list(range(8))

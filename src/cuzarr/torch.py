@@ -33,7 +33,10 @@ def _to_tensor(x: Any, device: Any) -> Any:
         t = torch.from_dlpack(x)  # CuPy on the GPU path: no copy
     else:
         x = np.asarray(x)
-        if not x.flags.writeable:
+        if not x.dtype.isnative:
+            # torch holds native byte order only (a v2 or N5 array may be big-endian)
+            x = x.astype(x.dtype.newbyteorder("="))
+        elif not x.flags.writeable:
             x = x.copy()
         ext = _torch_extension_dtype(torch, x.dtype)
         if ext is not None:
