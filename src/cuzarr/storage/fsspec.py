@@ -402,7 +402,7 @@ class FsspecStore(Store):
             return self._fs
         import fsspec
 
-        return fsspec.filesystem(self.protocol, **self.storage_options)
+        return fsspec.filesystem(self.protocol, **self._fs_options())
 
     # -- construction ------------------------------------------------------------
     @classmethod
@@ -546,6 +546,7 @@ class FsspecStore(Store):
             and other.protocol == self.protocol
             and other.path == self.path
             and other.storage_options == self.storage_options
+            and other._timeouts == self._timeouts
             and (other._fs is self._fs or self._fs is None or other._fs is None)
         )
 
