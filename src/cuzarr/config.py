@@ -8,7 +8,8 @@ Keys: ``async.concurrency`` (global limit on in-flight store requests),
 ``gpu.emulate`` (run the device paths' plans on the host), ``gpu.gds`` (read
 uncompressed local chunks straight into device memory), ``gpu.stream`` (the
 caller's CUDA stream), ``gpu.read_workers`` (threads feeding one device read;
-at most ``threading.max_workers``), ``codecs.zstd_system_library`` (decode large zstd frames
+at most ``threading.max_workers``), ``gpu.untrusted`` (decode device reads on the
+host, not with nvCOMP), ``codecs.zstd_system_library`` (decode large zstd frames
 through the system's libzstd when found), ``storage.timeout`` /
 ``storage.read_timeout`` / ``storage.max_inflated_bytes`` (limits of remote
 reads, see :mod:`cuzarr.storage.fsspec`), ``storage.retries``.
@@ -134,7 +135,12 @@ defaults: list[dict[str, Any]] = [
         # read_workers: threads feeding one device read (each fetches a batch,
         # uploads it and queues its decode); on an H200 with 16 CPUs 4 read
         # 1 GiB of zstd at 6.0 GiB/s and 16 at 3.2 (contention, not the GPU).
-        "gpu": {"emulate": False, "gds": "auto", "stream": None, "read_workers": 4},
+        # untrusted: decode device reads on the host (one pinned upload per
+        # batch) instead of nvCOMP, whose decoders expect valid streams: for
+        # stores whose bytes are not trusted (headers and sizes are checked
+        # either way).
+        "gpu": {"emulate": False, "gds": "auto", "stream": None, "read_workers": 4,
+                "untrusted": False},
         "json_indent": 2,
         # Decode large zstd frames through the system's libzstd when one is
         # found (codecs/libzstd.py); False: numcodecs only.

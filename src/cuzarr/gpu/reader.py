@@ -44,9 +44,11 @@ from cuzarr.gpu.staging import host_staging
 
 __all__ = [
     "DeviceReader",
+    "decode_route",
     "device_codec",
     "direct_reads",
     "emulating",
+    "nvcomp_missing",
     "swap_unit",
     "wait_for_user_stream",
 ]
@@ -143,6 +145,49 @@ def device_codec(pipeline: Any) -> tuple[str | None, np.dtype | None, str]:
     return None, None, "C"
 
 
+_nvcomp_state: dict[str, Any] = {}
+
+
+def nvcomp_missing() -> str | None:
+    """Why nvCOMP cannot be used in this process (not installed, or its
+    libraries fail to load), or ``None`` when it loads; found out once."""
+    if "why" not in _nvcomp_state:
+        try:
+            from nvidia import nvcomp
+
+            nvcomp.Codec  # noqa: B018  (the binding's libraries load here)
+            _nvcomp_state["why"] = None
+        except Exception as e:  # ImportError, OSError of a missing libnvcomp
+            _nvcomp_state["why"] = f"{type(e).__name__}: {e}"
+    return _nvcomp_state["why"]
+
+
+def decode_route(kind: str | None, device: bool) -> str | None:
+    """The stream kind a device read decodes with nvCOMP (``None``: every chunk
+    decoded on the host and uploaded with its batch). Uncompressed chunks
+    (``"none"``) need no decoder. ``cuzarr.config`` key ``gpu.untrusted``
+    sends the rest to the host; so does a device without nvCOMP, with a
+    warning (once per process)."""
+    from cuzarr.config import flag
+
+    if kind in (None, "none"):
+        return kind
+    if flag("gpu.untrusted", False):
+        return None
+    if device:
+        why = nvcomp_missing()
+        if why is not None:
+            if not _nvcomp_state.get("warned"):
+                _nvcomp_state["warned"] = True
+                warnings.warn(
+                    f"nvCOMP is not available ({why}): device reads decode on the host and "
+                    "upload each batch once (pip install 'cuzarr[gpu]' for nvCOMP >= 6.0)",
+                    RuntimeWarning, stacklevel=3,
+                )
+            return None
+    return kind
+
+
 class HostBuffered(list):
     """Chunk bytes fetched into one host buffer (``base``; pinned on a GPU):
     item ``i`` lies at ``offsets[i]`` in it (-1: separate bytes, or missing),
@@ -188,7 +233,7 @@ class DeviceReader:
             stored.newbyteorder("=") != self.out_dtype.newbyteorder("=")
         ):
             kind = None  # a dtype the raw bytes do not hold directly (e.g. a cast)
-        self.kind = kind
+        self.kind = decode_route(kind, bool(getattr(executor, "device", False)))
         self.swap = swap_unit(stored, self.out_dtype) if kind is not None and stored is not None else 0
 
     def fetch(self, keys: Sequence[str], items: Sequence[Any]) -> list[Any] | None:
