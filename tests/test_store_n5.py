@@ -320,3 +320,20 @@ def test_store_options_checked(tmp_path):
     s = N5Store(tmp_path / "a.n5", dimension_order="n5")
     assert s != N5Store(tmp_path / "a.n5") and "dimension_order='n5'" in repr(s)
     assert s.with_read_only(True).dimension_order == "n5"
+
+
+def test_n5_path_takes_the_store_options(tmp_path):
+    # a *.n5 path takes N5Store's options as storage_options
+    path = str(tmp_path / "so.n5")
+    opts = {"dimension_order": "n5", "byte_order": "native"}
+    a = cuzarr.create_array(path, name="x", shape=(4, 6), chunks=(2, 3), dtype="f4",
+                            storage_options=opts)  # fmt: skip
+    values = np.arange(24, dtype="f4").reshape(4, 6)
+    a[...] = values
+    np.testing.assert_array_equal(_ts_open(tmp_path / "so.n5" / "x").read().result(), values)
+    b = cuzarr.open_array(path, path="x", storage_options=opts)
+    assert b.shape == (4, 6) and b.dtype.isnative
+    np.testing.assert_array_equal(b[...], values)
+    assert cuzarr.open_array(path, path="x").shape == (6, 4)
+    with pytest.raises(TypeError, match="dimension_order and byte_order"):
+        cuzarr.open_array(path, path="x", storage_options={"bogus": 1})

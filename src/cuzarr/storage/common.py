@@ -91,9 +91,20 @@ def make_store(
                 if managed is not None:
                     return managed
             return _url_store(s, storage_options, read_only)
-        if storage_options:
-            raise TypeError("storage_options are only accepted with URL stores")
         suffix = s.rstrip("/\\").lower()
+        if suffix.endswith(".n5") and storage_options:
+            # an N5 container's own options: N5Store(dimension_order=, byte_order=)
+            from cuzarr.storage.n5 import N5Store
+
+            unknown = set(storage_options) - {"dimension_order", "byte_order"}
+            if unknown:
+                raise TypeError(
+                    f"storage_options of an N5 path are dimension_order and byte_order, "
+                    f"not {sorted(unknown)}"
+                )
+            return N5Store(s, read_only=read_only, **storage_options)
+        if storage_options:
+            raise TypeError("storage_options are only accepted with URL stores (and .n5 paths)")
         if suffix.endswith(".zip"):
             from cuzarr.storage.zip import ZipStore
 
