@@ -26,7 +26,7 @@ def copy_array(
     compressor: Any = "source",
     overwrite: bool = False,
     max_block_bytes: int = 64 << 20,
-    progress: bool = False,
+    progress: Any = False,
     metadata: Any = None,
 ) -> Any:
     """Copy (and rechunk/convert) ``src`` into a new array, block by block.
@@ -46,8 +46,9 @@ def copy_array(
         Replace what is at the destination.
     max_block_bytes : int
         Memory per copy step (at least one destination shard or chunk).
-    progress : bool
-        Show a progress bar on a terminal.
+    progress : bool or callable
+        True: a progress bar counting bytes on a terminal; a callable: called
+        with the (uncompressed) bytes of each block once it is copied.
     metadata : ArrayMetadata, optional
         The copy's metadata, made (and checked) beforehand by
         :func:`destination_metadata`; the options above are then not used.
