@@ -215,3 +215,27 @@ def test_bad_configuration_in_stored_metadata(tmp_path: Path) -> None:
     del a
     with pytest.raises(MetadataError, match=r"numcodecs\.zlib"):
         cuzarr.open_array(str(tmp_path / "a"))
+
+
+def test_zarr_codecs_names_are_there() -> None:
+    import cuzarr.codecs as cc
+
+    # the names of zarr.codecs' public classes, except two typing helpers
+    wanted = set(zarr.codecs.__all__) - {"ShardingCodecIndexLocation", "SubchunkWriteOrder"}
+    assert wanted <= set(cc.__all__)
+    a = cuzarr.create_array(
+        {},
+        shape=(4,),
+        dtype="float32",
+        filters=[cc.ScaleOffset(offset=1, scale=10), cc.CastValue(data_type="int16")],
+    )
+    z = zarr.create_array(
+        {},
+        shape=(4,),
+        dtype="float32",
+        filters=[
+            zarr.codecs.ScaleOffset(offset=1, scale=10),
+            zarr.codecs.CastValue(data_type="int16"),
+        ],
+    )
+    assert [c.to_dict() for c in a.metadata.codecs] == [c.to_dict() for c in z.metadata.codecs]

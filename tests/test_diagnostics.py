@@ -30,6 +30,8 @@ def test_set_log_level_as_zarr_python() -> None:
         assert logger.handlers and all(h.level == logging.DEBUG for h in logger.handlers)
         cuzarr.set_log_level("WARNING")
         assert logger.level == logging.WARNING and len(logger.handlers) == 1
+        cuzarr.set_format("%(levelname)s|%(message)s")
+        assert logger.handlers[0].formatter._fmt == "%(levelname)s|%(message)s"
         with pytest.raises(ValueError):
             cuzarr.set_log_level("LOUD")  # type: ignore[arg-type]
     finally:

@@ -39,7 +39,7 @@ from cuzarr.core.array import Array, AsyncArray
 from cuzarr.core.array_config import ArrayConfig
 from cuzarr.core.group import AsyncGroup, Group
 from cuzarr.core.lazy import LazyArray, read_many
-from cuzarr.diagnostics import print_debug_info, set_log_level
+from cuzarr.diagnostics import print_debug_info, set_format, set_log_level
 from cuzarr.integrations.dask import from_dask, to_dask
 
 __version__ = "0.1.0"
@@ -85,6 +85,7 @@ __all__ = [
     "save",
     "save_array",
     "save_group",
+    "set_format",
     "set_log_level",
     "storage",
     "to_dask",

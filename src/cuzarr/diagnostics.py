@@ -1,4 +1,4 @@
-"""``print_debug_info()`` and ``set_log_level()``, as in zarr-python."""
+"""``print_debug_info()``, ``set_log_level()`` and ``set_format()``, as in zarr-python."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 from importlib.metadata import PackageNotFoundError, version
 from typing import Literal
 
-__all__ = ["print_debug_info", "set_log_level"]
+__all__ = ["print_debug_info", "set_format", "set_log_level"]
 
 _logger = logging.getLogger("cuzarr")
 
@@ -52,6 +52,17 @@ def print_debug_info() -> None:
     _print_packages(_OPTIONAL)
 
 
+def _handler() -> logging.Handler:
+    """cuzarr's stream handler, added on first use."""
+    if not _logger.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(
+            logging.Formatter("%(asctime)s - %(name)s - %(levelname)s - %(message)s")
+        )
+        _logger.addHandler(handler)
+    return _logger.handlers[0]
+
+
 def set_log_level(
     level: Literal["NOTSET", "DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"],
 ) -> None:
@@ -65,11 +76,15 @@ def set_log_level(
         A ``logging`` level name.
     """
     _logger.setLevel(level)
-    if not _logger.handlers:
-        handler = logging.StreamHandler()
-        handler.setFormatter(
-            logging.Formatter("%(asctime)s - %(name)s - %(levelname)s - %(message)s")
-        )
-        _logger.addHandler(handler)
-    for handler in _logger.handlers:
-        handler.setLevel(level)
+    _handler().setLevel(level)
+
+
+def set_format(log_format: str) -> None:
+    """Set the format of cuzarr's log messages (its stream handler's formatter).
+
+    Parameters
+    ----------
+    log_format : str
+        A ``logging.Formatter`` format string.
+    """
+    _handler().setFormatter(logging.Formatter(fmt=log_format))

@@ -43,18 +43,24 @@ from cuzarr.codecs.transpose import TransposeCodec  # noqa: E402
 from cuzarr.codecs.value_codecs import CastValueCodec, ScaleOffsetCodec  # noqa: E402
 from cuzarr.codecs.vlen import VLenBytesCodec, VLenUTF8Codec  # noqa: E402
 
+# zarr-python's names of the zarr-extensions value codecs
+CastValue = CastValueCodec
+ScaleOffset = ScaleOffsetCodec
+
 __all__ = [
     "BitRoundCodec",
     "BloscCname",
     "BloscCodec",
     "BloscShuffle",
     "BytesCodec",
+    "CastValue",
     "CastValueCodec",
     "ChunkSpec",
     "Codec",
     "Crc32cCodec",
     "Endian",
     "GzipCodec",
+    "ScaleOffset",
     "ScaleOffsetCodec",
     "ShardingCodec",
     "TransposeCodec",
