@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import logging
-import platform
 import sys
-from importlib.metadata import PackageNotFoundError, version
 from typing import Literal
 
 __all__ = ["print_debug_info", "set_format", "set_log_level"]
@@ -29,6 +27,10 @@ _OPTIONAL = [
 
 
 def _print_packages(packages: list[str]) -> None:
+    # imported here, not at import time: importlib.metadata costs ~30 ms there,
+    # for a function run only when a bug is reported
+    from importlib.metadata import PackageNotFoundError, version
+
     missing = []
     for name in packages:
         try:
@@ -43,6 +45,8 @@ def _print_packages(packages: list[str]) -> None:
 
 def print_debug_info() -> None:
     """Print the platform, Python, cuzarr and dependency versions, for bug reports."""
+    import platform  # see _print_packages
+
     print(f"platform: {platform.platform()}")
     print(f"python: {platform.python_version()}")
     print(f"cuzarr: {sys.modules['cuzarr'].__version__}\n")
