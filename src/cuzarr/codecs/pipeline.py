@@ -274,7 +274,10 @@ class V3Pipeline:
         hint = inner.nbytes if isinstance(self.array_bytes, BytesCodec) else None
         # Codecs further out decode to the encoded form of the ones inside: never
         # much larger than the chunk itself (compressors' worst-case expansion).
-        limit = None if hint is None else hint + hint // 64 + 4096 * len(self.bytes_bytes)
+        limit = None
+        if self.bytes_bytes:
+            base = hint if hint is not None else self._max_serialized(inner)
+            limit = None if base is None else _expanded(base, len(self.bytes_bytes))
         for i in range(len(self.bytes_bytes) - 1, -1, -1):
             if i == 0:
                 data = self.bytes_bytes[i].decode(data, inner, hint, limit)
@@ -284,6 +287,21 @@ class V3Pipeline:
         for i in range(len(self.array_array) - 1, -1, -1):
             arr = self.array_array[i].decode(arr, chain[i])
         return arr
+
+    def _max_serialized(self, spec: ChunkSpec) -> int | None:
+        """An upper bound on what the array->bytes codec writes for ``spec``
+        (known for ``bytes`` and for shards of such chunks; None otherwise)."""
+        if isinstance(self.array_bytes, BytesCodec):
+            return spec.nbytes
+        bound = getattr(self.array_bytes, "max_encoded_nbytes", None)
+        return bound(spec) if bound is not None else None
+
+    def max_encoded_nbytes(self, shape: tuple[int, ...]) -> int | None:
+        """An upper bound on a stored chunk of ``shape``: the serialized bytes plus
+        each bytes->bytes codec's worst-case expansion; None where unknown
+        (variable-length data)."""
+        base = self._max_serialized(self._spec_chain(shape)[-1])
+        return None if base is None else _expanded(base, len(self.bytes_bytes))
 
     def decode_many(self, datas: Sequence[Any], shape: tuple[int, ...]) -> np.ndarray | None:
         """Decode several small chunks of one shape at once: an array of shape
@@ -401,6 +419,12 @@ def _f_only(a: Any) -> bool:
 def _memory_bytes(a: np.ndarray) -> np.ndarray:
     """The bytes of ``a`` in memory order (C- or F-contiguous alike)."""
     return a.reshape(-1, order="A" if a.flags.f_contiguous else "C").view(np.uint8)
+
+
+def _expanded(n: int, codecs: int) -> int:
+    """A bound on ``n`` bytes after ``codecs`` compressors or checksums: none of
+    zstd, gzip, zlib, bz2, lzma, LZ4 or blosc grows data by more than 1/64 + 4 KiB."""
+    return n + n // 64 + 4096 * codecs
 
 
 class V2Pipeline:

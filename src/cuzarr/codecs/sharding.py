@@ -193,6 +193,14 @@ class ShardingCodec(ArrayBytesCodec):
             n = self._cache[key] = len(self.index_pipeline(shard_shape).encode(empty, (*cps, 2)))
         return n
 
+    def max_encoded_nbytes(self, spec: ChunkSpec) -> int | None:
+        """An upper bound on an encoded shard of ``spec``: every inner chunk at its
+        largest, plus the index (None where inner chunks have no bound)."""
+        per = self.inner_pipeline(spec).max_encoded_nbytes(self.chunk_shape)
+        if per is None:
+            return None
+        return self.nchunks_per_shard(spec.shape) * per + self.index_nbytes(spec.shape)
+
     # -- index -------------------------------------------------------------------
     def decode_index(
         self, data: Any, shard_shape: tuple[int, ...], shard_nbytes: int | None = None
