@@ -140,28 +140,6 @@ def test_read_only_errors_name_the_store_and_say_how_to_write(here):
     np.testing.assert_array_equal(cuzarr.open_array("ro.zarr", mode="r+")[...], [7, 7, 7])
 
 
-@pytest.mark.parametrize("fmt", [2, 3])
-def test_object_dtype_needs_an_object_codec_as_in_zarr_python(fmt):
-    for lib in (zarr, cuzarr):
-        with pytest.raises(ValueError):
-            lib.create_array({}, shape=(3,), dtype=object, zarr_format=fmt)
-    with pytest.raises(ValueError, match="dtype=object is ambiguous"):
-        cuzarr.create_array({}, shape=(3,), dtype="O", zarr_format=fmt)
-    # an object codec says which data type it is
-    if fmt == 2:
-        import numcodecs
-
-        a = cuzarr.create_array(
-            {}, shape=(2,), dtype=object, zarr_format=2, filters=[numcodecs.VLenBytes()]
-        )
-        assert a.metadata.dtype.kind == "bytes"
-    else:
-        a = cuzarr.create_array({}, shape=(2,), dtype=object, serializer="vlen-utf8")
-        assert a.metadata.dtype.kind == "string"
-    # str and bytes are not ambiguous
-    assert cuzarr.create_array({}, shape=(2,), dtype=str, zarr_format=fmt).metadata.dtype.is_vlen
-
-
 def _chunks(path: str, name: str) -> tuple[tuple[int, ...], tuple[int, ...] | None]:
     a = zarr.open_array(path, path=name, mode="r")
     return a.chunks, a.shards

@@ -17,7 +17,12 @@ from cuzarr.codecs.numcodecs_bridge import as_v3_codec
 from cuzarr.config import config as cuzarr_config
 from cuzarr.core.array import Array, AsyncArray, _materialize
 from cuzarr.core.array_config import ArrayConfig, parse_array_config
-from cuzarr.core.build import DEFAULT_FILL, build_array_metadata, check_object_dtype
+from cuzarr.core.build import (
+    DEFAULT_FILL,
+    build_array_metadata,
+    check_object_dtype,
+    element_type,
+)
 from cuzarr.core.consolidated import ZMETADATA
 from cuzarr.core.group import AsyncGroup
 from cuzarr.core.lazy import LazyArray
@@ -486,7 +491,7 @@ async def array(data: Any, store: Any = None, **kwargs: Any) -> AsyncArray:
     """Create an array holding ``data``."""
     data = await _materialize(data)
     data = np.asanyarray(data) if not hasattr(data, "__cuda_array_interface__") else data
-    kwargs.setdefault("dtype", data.dtype)
+    kwargs.setdefault("dtype", element_type(data.dtype, data))
     kwargs.setdefault("shape", data.shape)
     kwargs["zarr_format"] = _format(kwargs.get("zarr_format"), store)
     a = await create_array(store, name_of(kwargs), **kwargs)
@@ -543,7 +548,11 @@ def _like_kwargs(a: Any, kwargs: dict[str, Any], keep_fill: bool = False) -> dic
     array of the same format) its order and codecs; ``keep_fill`` its fill value."""
     kwargs.setdefault("shape", a.shape)
     same_dtype = "dtype" not in kwargs
-    kwargs.setdefault("dtype", a.dtype)
+    kwargs.setdefault(
+        "dtype",
+        # a cuzarr array's own data type (vlen bytes and strings both hold objects)
+        a.metadata.dtype if isinstance(a, Array | AsyncArray) else element_type(a.dtype, a),
+    )
     if _is_zarr_array(a):
         fmt = a.metadata.zarr_format
         kwargs.setdefault("chunks", a.chunks)
@@ -1014,7 +1023,7 @@ async def save_array(
     overwrite = bool(kwargs.pop("overwrite", None)) or mode == "w"
     await create(
         arr.shape,
-        dtype=arr.dtype,
+        dtype=element_type(arr.dtype, arr),
         chunks=getattr(arr, "chunks", None),
         store=store,
         path=path,

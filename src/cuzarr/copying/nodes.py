@@ -111,7 +111,7 @@ class _Copy:
         chunks = getattr(source, "chunks", None)
         kw: dict[str, Any] = {
             "shape": tuple(source.shape),
-            "dtype": np.dtype(source.dtype),
+            "dtype": _element_type(np.dtype(source.dtype)),
             "chunks": chunks if _int_tuple(chunks, len(source.shape)) else "auto",
         }
         fill = getattr(source, "fill_value", getattr(source, "fillvalue", None))
@@ -213,6 +213,16 @@ def _copy_values(source: Any, dst: Any, step: Callable[[int], None] | None) -> N
         dst[sel] = block
         if step is not None:
             step(block.nbytes)
+
+
+def _element_type(dt: np.dtype) -> Any:
+    """The data type of a copy of a source of dtype ``dt``: an object dtype (h5py's
+    variable-length strings, numpy object arrays) names no Zarr data type by
+    itself; h5py's says ``str`` or ``bytes`` in its metadata, and other object
+    sources are taken for strings."""
+    if dt.kind != "O":
+        return dt
+    return bytes if (dt.metadata or {}).get("vlen") is bytes else str
 
 
 def _json_attrs(attrs: Any) -> dict[str, Any]:

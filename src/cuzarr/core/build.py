@@ -252,6 +252,20 @@ def _plain_object(dtype: Any) -> bool:
     return False
 
 
+def element_type(dtype: Any, values: Any = None) -> Any:
+    """The data type of an array made from data of ``dtype``: numpy's object dtype
+    becomes ``bytes`` where the (numpy) ``values`` are all bytes, ``str``
+    otherwise (strings; lazy data). An object dtype a caller *asks for* stays
+    refused (:func:`check_object_dtype`); data that holds its values says which."""
+    if not _plain_object(dtype):
+        return dtype
+    if isinstance(values, np.ndarray) and values.size:
+        flat = [v for v in values.reshape(-1).tolist() if v is not None]
+        if flat and all(isinstance(v, bytes | bytearray) for v in flat):
+            return bytes
+    return str
+
+
 def check_object_dtype(dtype: Any, zarr_format: int, filters: Any, serializer: Any) -> None:
     """Refuse ``dtype=object`` without an object codec, as zarr-python does: numpy's
     object dtype names no Zarr data type (strings? bytes?) by itself.

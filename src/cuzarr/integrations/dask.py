@@ -6,6 +6,8 @@ from typing import Any
 
 import numpy as np
 
+from cuzarr.core.build import element_type
+
 __all__ = ["from_dask", "register_tokenizers", "to_dask"]
 
 _registered = False
@@ -142,7 +144,7 @@ def from_dask(
             "dask DataFrame). See https://docs.dask.org/en/latest/array-chunks.html#unknown-chunks"
         )
     create_kwargs.setdefault("shape", x.shape)
-    create_kwargs.setdefault("dtype", x.dtype)
+    create_kwargs.setdefault("dtype", element_type(x.dtype))  # object: strings
     if "chunks" not in create_kwargs:
         create_kwargs["chunks"] = tuple(max(max(c), 1) if c else 1 for c in x.chunks)
     arr = cuzarr.create_array(store, name, **create_kwargs)
