@@ -209,3 +209,23 @@ def test_array_config_rejects_bad_values() -> None:
         cuzarr.ArrayConfig(read_missing_chunks="no")
     with pytest.raises(ValueError, match="unknown array config keys"):
         cuzarr.create_array({}, shape=(2,), dtype="i1", config={"read_missing": False})
+
+
+def test_zarr_python_array_config_objects_accepted(tmp_path: Path) -> None:
+    from zarr.core.array_spec import ArrayConfig as ZarrArrayConfig
+
+    cfg = ZarrArrayConfig.from_dict(
+        {"order": "F", "write_empty_chunks": True, "read_missing_chunks": False}
+    )
+    a = cuzarr.create_array(
+        str(tmp_path / "a"), shape=(2, 2), chunks=(1, 2), dtype="i1", config=cfg
+    )
+    assert a.config == cuzarr.ArrayConfig("F", True, False)
+    with pytest.raises(ChunkNotFoundError):
+        cuzarr.open_array(str(tmp_path / "a"), config=cfg)[...]
+    # zarr-python's per-array sharding keys: their defaults pass, others warn
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cuzarr.open_array(str(tmp_path / "a"), config={"sharding_coalesce_max_bytes": 16 << 20})
+    with pytest.warns(ZarrUserWarning, match="sharding.coalesce_max_gap"):
+        cuzarr.open_array(str(tmp_path / "a"), config={"sharding_coalesce_max_gap_bytes": 1})

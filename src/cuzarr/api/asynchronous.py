@@ -16,7 +16,7 @@ from cuzarr.codecs.lazy_numcodecs import is_numcodec
 from cuzarr.codecs.numcodecs_bridge import as_v3_codec
 from cuzarr.config import config as cuzarr_config
 from cuzarr.core.array import Array, AsyncArray, _materialize
-from cuzarr.core.array_config import ArrayConfig, parse_array_config
+from cuzarr.core.array_config import config_dict, parse_array_config
 from cuzarr.core.build import (
     DEFAULT_FILL,
     build_array_metadata,
@@ -259,7 +259,7 @@ async def open_array(
     if config is not None:
         # as zarr-python: ``config`` applies to an array opened, not only created
         # (a v2 array's order lies in its metadata; zarr-python ignores one given)
-        given = config.to_dict() if isinstance(config, ArrayConfig) else dict(config)
+        given = config_dict(config)
         parse_array_config(dict(given))  # validate keys and values
         if arr.metadata.zarr_format == 2:
             given.pop("order", None)
@@ -622,11 +622,8 @@ def _apply_config(
     """
     if config is None:
         return order, write_empty_chunks
-    if isinstance(config, ArrayConfig):
-        given = config.to_dict()
-    else:
-        given = dict(config)
-        parse_array_config(given)  # validate keys and values
+    given = config_dict(config)
+    parse_array_config(dict(given))  # validate keys and values
     if order is None:
         order = given.get("order")
     if write_empty_chunks is None:
@@ -638,7 +635,7 @@ def _with_read_missing(arr: AsyncArray, config: Any) -> AsyncArray:
     """``arr`` with the ``read_missing_chunks`` key of ``config``, where it has one."""
     if config is None:
         return arr
-    given = config.to_dict() if isinstance(config, ArrayConfig) else dict(config)
+    given = config_dict(config)
     missing = given.get("read_missing_chunks")
     if missing is None or missing == arr.config.read_missing_chunks:
         return arr

@@ -167,9 +167,9 @@ class AsyncArray:
         if not isinstance(metadata, ArrayMetadata):  # a metadata document, as zarr-python
             metadata = _array_metadata_of(metadata)
         if config is not None:  # zarr-python's ArrayConfig (or its dict)
-            from cuzarr.core.array_config import parse_array_config
+            from cuzarr.core.array_config import config_dict, parse_array_config
 
-            given = dict(config) if isinstance(config, dict) else config.to_dict()
+            given = config_dict(config)
             parse_array_config(given)  # unknown keys and bad values raise
             order = given.get("order")
             if order is not None and order != metadata.order and metadata.zarr_format == 3:
@@ -473,10 +473,14 @@ class AsyncArray:
         Keys missing from a ``dict`` ``config`` keep this array's values. A Zarr v2
         array's ``order`` is stored in its metadata and cannot change here.
         """
-        from cuzarr.core.array_config import ArrayConfig
+        from cuzarr.core.array_config import ArrayConfig, config_dict
 
         cur = self.config.to_dict()
-        new = config if isinstance(config, ArrayConfig) else ArrayConfig(**{**cur, **config})
+        new = (
+            config
+            if isinstance(config, ArrayConfig)
+            else ArrayConfig(**{**cur, **config_dict(config)})
+        )
         meta = self.metadata
         if new.order != meta.order:
             if meta.zarr_format == 2:

@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
 from cuzarr.config import config as _global_config
 from cuzarr.config import flag
+from cuzarr.errors import ZarrUserWarning
 
-__all__ = ["ArrayConfig", "parse_array_config"]
+__all__ = ["ArrayConfig", "config_dict", "parse_array_config"]
+
+# zarr-python's per-array keys with no per-array counterpart here, and their
+# defaults there: cuzarr's global sharding.coalesce_* settings do their work
+_ZARR_PYTHON_ONLY = {
+    "sharding_coalesce_max_gap_bytes": (1 << 20, "sharding.coalesce_max_gap"),
+    "sharding_coalesce_max_bytes": (16 << 20, "sharding.coalesce_max_size"),
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,3 +83,32 @@ def parse_array_config(value: ArrayConfig | Mapping[str, Any] | None) -> ArrayCo
     d.setdefault("write_empty_chunks", flag("array.write_empty_chunks"))
     d.setdefault("read_missing_chunks", flag("array.read_missing_chunks", True))
     return ArrayConfig(**d)
+
+
+def config_dict(value: Any) -> dict[str, Any]:
+    """The keys of an array config given as a ``dict``, a cuzarr ``ArrayConfig``
+    or zarr-python's ``ArrayConfig`` (``None``: none).
+
+    zarr-python's ``sharding_coalesce_*`` keys are dropped (they tune reads, not
+    their results), with a ``ZarrUserWarning`` when set to other than
+    zarr-python's defaults: cuzarr tunes that globally.
+    """
+    if value is None:
+        return {}
+    if isinstance(value, ArrayConfig):
+        return value.to_dict()
+    if isinstance(value, Mapping):
+        d = dict(value)
+    elif callable(getattr(value, "to_dict", None)):  # zarr-python's ArrayConfig
+        d = dict(value.to_dict())
+    else:
+        raise TypeError(f"an array config must be a dict or an ArrayConfig, not {value!r}")
+    for key, (default, ours) in _ZARR_PYTHON_ONLY.items():
+        if key in d and d.pop(key) != default:
+            warnings.warn(
+                f"array config {key!r} has no per-array effect in cuzarr; set "
+                f"cuzarr.config {ours!r} instead",
+                ZarrUserWarning,
+                stacklevel=3,
+            )
+    return d
