@@ -27,6 +27,34 @@ def test_xarray_variables_as_cupy(tmp_path):
     np.testing.assert_array_equal(cp.asnumpy(sub.data), data[5:25][:, [1, 7, 29]])
 
 
+def test_xarray_load_async_as_cupy(tmp_path):
+    # Dataset.load_async with prototype="gpu": every variable decoded on the
+    # device, the reads on cuzarr's loop, as with the host output
+    import asyncio
+
+    xr = pytest.importorskip("xarray")
+    from cuzarr.integrations.xarray import CuzarrBackendEntrypoint
+
+    g = cuzarr.open_group(str(tmp_path / "d.zarr"), mode="w")
+    rng = np.random.default_rng(1)
+    expected = {}
+    for i in range(6):
+        a = g.create_array(f"v{i}", shape=(40, 30), chunks=(10, 10), dtype="f4",
+                           dimension_names=["y", "x"])
+        expected[f"v{i}"] = rng.standard_normal((40, 30)).astype("f4")
+        a[...] = expected[f"v{i}"]
+    ds = xr.open_dataset(str(tmp_path / "d.zarr"), engine=CuzarrBackendEntrypoint,
+                         prototype="gpu", mask_and_scale=False)
+
+    async def load():
+        return await ds.isel(y=slice(3, 33), x=[0, 9, 29]).load_async()
+
+    got = asyncio.run(load())
+    for name, data in expected.items():
+        assert isinstance(got[name].data, cp.ndarray)
+        np.testing.assert_array_equal(cp.asnumpy(got[name].data), data[3:33][:, [0, 9, 29]])
+
+
 def test_torch_dataset_on_cuda(tmp_path):
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
