@@ -337,3 +337,17 @@ def test_n5_path_takes_the_store_options(tmp_path):
     assert cuzarr.open_array(path, path="x").shape == (6, 4)
     with pytest.raises(TypeError, match="dimension_order and byte_order"):
         cuzarr.open_array(path, path="x", storage_options={"bogus": 1})
+
+
+def test_cli_copy_into_n5_takes_its_format(tmp_path, monkeypatch, capsys):
+    # a v3 source copied to a *.n5 path without --zarr-format: N5's only layout
+    from cuzarr.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    g = cuzarr.create_group("src.zarr")
+    values = np.arange(60, dtype="f4").reshape(6, 10)
+    g.create_array("t", shape=(6, 10), chunks=(4, 4), dtype="f4")[...] = values
+    assert main(["copy", "src.zarr", "out.n5", "--quiet"]) == 0
+    np.testing.assert_array_equal(_ts_open(tmp_path / "out.n5" / "t").read().result(), values.T)
+    assert main(["copy", "src.zarr", "v3.n5", "--zarr-format", "3", "--quiet"]) == 1
+    assert "zarr_format=2" in capsys.readouterr().err

@@ -132,7 +132,7 @@ def cmd_copy(args: argparse.Namespace) -> int:
 
     import cuzarr
     from cuzarr.errors import ContainsArrayError, ContainsGroupError, CuzarrError
-    from cuzarr.storage.common import join_path, make_store, normalize_path
+    from cuzarr.storage.common import join_path, make_store, normalize_path, only_zarr_format
 
     src = cuzarr.open(args.src, mode="r", path=args.src_path)
     if _overlaps(src, args.dst, args.dst_path):
@@ -140,7 +140,8 @@ def cmd_copy(args: argparse.Namespace) -> int:
             "the destination overlaps the source (same node, or one inside the other); "
             "copy to another path or store"
         )
-    fmt = args.zarr_format or src.zarr_format
+    # the destination's format: asked for, the only one it can hold (N5: 2), or the source's
+    fmt = args.zarr_format or only_zarr_format(args.dst) or src.zarr_format
     # Every option checked before anything is written: a failed copy leaves nothing.
     chunks = parse_per_array(args.chunks, "--chunks", parse_ints)
     shards = parse_per_array(args.shards, "--shards", parse_shards)
