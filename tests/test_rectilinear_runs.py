@@ -59,6 +59,7 @@ def child_open_bomb(ndim: str, workdir: str) -> dict:
         got["last"] = int(a[last])
         got["corner"] = int(a[(slice(N - 3, N),) * nd].sum())
         got["grid"] = list(a.metadata.chunk_grid.grid_shape(a.shape))
+        got["info"] = "<variable>" in str(a.info)
 
     res = attempt(use)
     res.update(got)
@@ -74,6 +75,7 @@ def test_run_length_bomb_opens_cheaply_under_a_memory_cap(ndim, tmp_path):
     assert r["error"] is None, r
     assert r["last"] == 5 and r["corner"] == 5, r
     assert r["grid"] == [N] * ndim
+    assert r["info"], r
     assert r["peak_mib"] < 128, r
 
 
@@ -164,3 +166,12 @@ def test_long_runs_read_and_write_like_zarr_python(tmp_path, zflag):
         data[[0, 119, 120, 155, 165], [0, 23, 24, 3, 5]],
     )
     assert sorted(os.listdir(tmp_path / "c" / "c")) == sorted(os.listdir(tmp_path / "z" / "c"))
+
+
+def test_info_shows_a_rectilinear_grid_as_zarr_python_does(tmp_path, zflag):
+    shape, chunks = (10, 6), [[2, 2, 2, 4], [3, 3]]
+    z = zarr.create_array(str(tmp_path / "z"), shape=shape, chunks=chunks, dtype="i1")
+    a = cuzarr.open_array(str(tmp_path / "z"))
+    line = [x for x in str(a.info).splitlines() if x.startswith("Chunk shape")]
+    assert line == [x for x in str(z.info).splitlines() if x.startswith("Chunk shape")]
+    assert line == ["Chunk shape        : <variable>"]

@@ -766,12 +766,17 @@ class AsyncArray:
                     "compressor": m.compressor.get_config() if m.compressor is not None else None,
                 }
             )
+        # A rectilinear grid shows as "<variable>", as in zarr-python: its edges
+        # listed one by one could be 2**24 per dimension.
+        variable = not isinstance(m.chunk_grid, RegularChunkGrid)
+        chunks = "<variable>" if variable and not self._inner_chunks else self.chunks
+        shards = "<variable>" if variable and self._inner_chunks is not None else self.shards
         return ArrayInfo(
             "Array",
             m.zarr_format,
             str(self.dtype),
             self.shape,
-            self.chunks,
+            chunks,
             self.order,
             self.read_only,
             type(self.store).__name__,
@@ -779,7 +784,7 @@ class AsyncArray:
             self.nbytes,
             self.nchunks,
             fill_value=self.fill_value,
-            shard_shape=self.shards,
+            shard_shape=shards,
             nshards=self.nshards,
         )
 
