@@ -462,9 +462,7 @@ def _check_depth(obj: Any, what: str) -> None:
     while stack:
         node, depth = stack.pop()
         if depth > _MAX_DTYPE_JSON_DEPTH:
-            raise MetadataError(
-                f"{what} is nested more than {_MAX_DTYPE_JSON_DEPTH} levels deep"
-            )
+            raise MetadataError(f"{what} is nested more than {_MAX_DTYPE_JSON_DEPTH} levels deep")
         if isinstance(node, dict):
             stack.extend((v, depth + 1) for v in node.values())
         elif isinstance(node, list):
