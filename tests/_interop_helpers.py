@@ -833,3 +833,60 @@ def run_fill(tmp_path, writer: str, reader: str, spec: Spec, rng) -> None:
     w.write(path, spec, sel, v)
     model[sel] = v
     assert_data_equal(r.read(path, spec), model, spec.dt)
+
+
+def _cut_regions(z: Any, new_shape: tuple[int, ...]) -> list[tuple[slice, ...]]:
+    """The boxes cuzarr's shrink of zarr-python array ``z`` fills (core/resize.py)."""
+    old = tuple(z.shape)
+    g = z.metadata.chunk_grid
+    dims = g.chunk_shape if hasattr(g, "chunk_shape") else g.chunk_shapes
+    ends = []
+    for o, n, spec in zip(old, new_shape, dims, strict=True):
+        if n >= o or n == 0:
+            ends.append(o if n >= o else 0)
+            continue
+        if isinstance(spec, int):
+            end = -(-n // spec) * spec
+        else:  # rectilinear: where the chunk holding n - 1 ends
+            end = 0
+            for edge in spec:
+                end += edge
+                if end >= n:
+                    break
+            end = max(end, n)
+        ends.append(min(o, end))
+    if any(e == 0 for e in ends):
+        return []
+    return [
+        tuple(slice(n, e) if k == d else slice(0, ends[k]) for k in range(len(old)))
+        for d, (n, e) in enumerate(zip(new_shape, ends, strict=True))
+        if e > n
+    ]
+
+
+def _zarr_fill(z: Any) -> Any:
+    fill = z.metadata.fill_value  # an AsyncArray has no fill_value of its own
+    return fill if fill is not None else np.zeros((), z.dtype)[()]
+
+
+def resize_as_cuzarr(z: Any, new_shape: tuple[int, ...]) -> None:
+    """``z.resize(new_shape)`` on a zarr-python array, with what cuzarr's shrink
+    does first (core/resize.py): the part of the kept edge chunks (shards) past
+    the new end set to the fill value, a chunk left all fill deleted. zarr-python
+    leaves those elements in place, and a later grow shows them again."""
+    regions = _cut_regions(z, new_shape)
+    if regions:
+        w = z.with_config({"write_empty_chunks": False})
+        for region in regions:
+            w[region] = _zarr_fill(z)
+    z.resize(new_shape)
+
+
+async def resize_as_cuzarr_async(z: Any, new_shape: tuple[int, ...]) -> None:
+    """:func:`resize_as_cuzarr` for a zarr-python ``AsyncArray``."""
+    regions = _cut_regions(z, new_shape)
+    if regions:
+        w = z.with_config({"write_empty_chunks": False})
+        for region in regions:
+            await w.setitem(region, _zarr_fill(z))
+    await z.resize(new_shape)

@@ -23,6 +23,7 @@ import pytest
 
 import cuzarr
 import cuzarr.api.asynchronous as ca
+from _interop_helpers import resize_as_cuzarr_async
 from cuzarr.core import sync as sync_mod
 
 zarr = pytest.importorskip("zarr")
@@ -205,7 +206,10 @@ async def _array_case(seed: int) -> int:
             elif op == "mset":
                 await _zset(api, a, "set_mask_selection", mask, val)
             elif op == "resize":
-                await a.resize(new_shape)
+                if api is za:
+                    await resize_as_cuzarr_async(a, new_shape)
+                else:
+                    await a.resize(new_shape)
             elif op == "append":
                 return await a.append(app)
             elif op == "attrs":

@@ -248,13 +248,16 @@ def _stored(root):
     }
 
 
-def _cut_edge_writes(a, fill):
-    """Shrink a written array so that edge chunks (and shards) are cut, then write
-    into them every way: a covering step-1 slice (zarr-python writes such a chunk
-    whole, dropping the stale elements past the end), a stepped slice and index
-    arrays (read-modify-written: they survive), fill values; grow back."""
+def _cut_edge_writes(a, fill, path, reopen):
+    """Shrink a written array with zarr-python so that edge chunks (and shards)
+    are cut and keep their elements past the end (cuzarr's own shrink sets them
+    to the fill value), then write into them every way: a covering step-1 slice
+    (zarr-python writes such a chunk whole, dropping the stale elements past the
+    end), a stepped slice and index arrays (read-modify-written: they survive),
+    fill values; grow back. ``reopen()``: the array after the shrink."""
     a[...] = np.arange(1, a.size + 1, dtype=a.dtype).reshape(a.shape)
-    a.resize((7, 5))
+    zarr.open_array(str(path), mode="r+").resize((7, 5))
+    a = reopen()
     a[4:7, 3:5] = 9  # covers cut edge chunks: written whole
     a[0:7:3, 0:2] = 8  # stepped: read-modify-write
     a.oindex[[0, 5, 6], [4]] = 7
@@ -282,14 +285,18 @@ def test_cut_edge_chunks_written_on_device_as_on_the_host(tmp_path, order, compr
         HostEncoder.stats.clear()
         with cuzarr.config.set({"gpu.emulate": emu}):
             a = cuzarr.create_array(LocalStore(tmp_path / str(emu)), **kw)
-            _cut_edge_writes(a, 0)
+            _cut_edge_writes(a, 0, tmp_path / str(emu), lambda emu=emu: cuzarr.open_array(
+                LocalStore(tmp_path / str(emu)), mode="r+", config={"write_empty_chunks": wec}
+            ))
         assert bool(HostEncoder.stats.get("batches")) == (emu and shards is None)
         roots[emu] = _stored(tmp_path / str(emu))
     assert roots[True] == roots[False]
     z = zarr.create_array(str(tmp_path / "z"), **{
         k: v for k, v in kw.items() if k != "write_empty_chunks"
     }, config={"write_empty_chunks": wec})
-    _cut_edge_writes(z, 0)
+    _cut_edge_writes(z, 0, tmp_path / "z", lambda: zarr.open_array(
+        str(tmp_path / "z"), mode="r+", config={"write_empty_chunks": wec}
+    ))
     np.testing.assert_array_equal(cuzarr.open_array(str(tmp_path / "True"))[...], z[...])
     assert {k for k in roots[True] if not k.endswith("zarr.json")} == {
         str(p.relative_to(tmp_path / "z")) for p in (tmp_path / "z").rglob("c/**/*")

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +33,8 @@ from cuzarr.core.nodes import (
     save_metadata,
     write_new_node,
 )
+from cuzarr.core.resize import resize as resize_shape
+from cuzarr.core.resize import stored_coords
 from cuzarr.core.shards import read_sharded, sharding_codec
 from cuzarr.core.sync import sync
 from cuzarr.errors import ContainsGroupError, GroupFoundError, ReadOnlyError
@@ -1055,36 +1056,17 @@ class AsyncArray:
 
     # -- shape changes and attributes -----------------------------------------------
     async def resize(self, new_shape: Any, delete_outside_chunks: bool = True) -> None:
-        """Change the shape; chunks wholly outside the new shape are deleted
-        (unless ``delete_outside_chunks`` is False, as in zarr-python)."""
-        from cuzarr.metadata.array import check_sharded_edges, normalize_shape
-
+        """Change the shape. A shrink deletes the chunks wholly outside the new
+        shape and sets the part of the chunks cut by the new end to the fill value
+        before it saves the metadata (crash-consistent: see ``core/resize.py``), so
+        a later grow shows the fill value there; ``delete_outside_chunks=False``
+        (as in zarr-python) writes the metadata only."""
         self._check_writable()
-        new_shape = normalize_shape(new_shape)
-        if len(new_shape) != self.ndim:
-            raise ValueError(
-                f"resize cannot change the number of dimensions ({self.ndim} -> {len(new_shape)})"
-            )
-        old_grid = self.metadata.chunk_grid.grid_shape(self.shape)
-        new_meta = self.metadata.evolve(
-            shape=new_shape,
-            chunk_grid=self.metadata.chunk_grid.resized(self.shape, new_shape),
-        )
-        if new_meta.chunk_grid is not self.metadata.chunk_grid:
-            # a grown rectilinear grid gets a new edge: refuse one that cannot hold
-            # whole inner chunks before anything is saved (as zarr-python)
-            check_sharded_edges(new_meta, new_meta.make_pipeline())
-        new_grid = new_meta.chunk_grid.grid_shape(new_shape)
-        stale: list[str] = []
-        if delete_outside_chunks and any(n < o for n, o in zip(new_grid, old_grid, strict=True)):
-            prefix = self.store_path.path + "/" if self.store_path.path else ""
-            stale = [
-                prefix + self.metadata.chunk_key(c) for c in await self._outside(old_grid, new_grid)
-            ]
-        await save_metadata(self.store_path, new_meta)
-        if stale:
-            await self.store_path.store.delete_many(stale)
-        self._set_metadata(new_meta)
+        self._set_metadata(await resize_shape(self, new_shape, delete_outside_chunks))
+
+    async def _stored_coords(self) -> set[tuple[int, ...]]:
+        """Grid coordinates of the stored objects (chunks, or shards when sharded)."""
+        return await stored_coords(self.store_path, self.metadata)
 
     async def append(self, data: Any, axis: int = 0) -> tuple[int, ...]:
         """Grow along ``axis`` and write ``data`` there; returns the new shape."""
@@ -1120,57 +1102,6 @@ class AsyncArray:
         self._set_metadata(new_meta)
         return self
 
-    # A shrink deleting more grid positions than this lists the stored objects
-    # instead of naming every position (a huge, mostly empty array would
-    # otherwise take minutes or all memory).
-    RESIZE_ENUMERATE_MAX = 1 << 16
-
-    async def _outside(
-        self, old_grid: tuple[int, ...], new_grid: tuple[int, ...]
-    ) -> Iterable[tuple[int, ...]]:
-        """Grid positions of ``old_grid`` outside ``new_grid`` that may be stored."""
-        keep = [min(o, n) for o, n in zip(old_grid, new_grid, strict=True)]
-        n_stale = math.prod(old_grid) - math.prod(keep)
-        if n_stale > self.RESIZE_ENUMERATE_MAX:
-            return sorted(
-                c
-                for c in await self._stored_coords()
-                if any(i >= n for i, n in zip(c, new_grid, strict=True))
-            )
-        # One slab per shrunk dimension d: positions past the new edge on d,
-        # inside the kept range on the dimensions before d (no duplicates).
-        out: list[tuple[int, ...]] = []
-        for d in range(len(old_grid)):
-            if new_grid[d] >= old_grid[d]:
-                continue
-            ranges = [
-                range(keep[e])
-                if e < d
-                else range(new_grid[d], old_grid[d])
-                if e == d
-                else range(old_grid[e])
-                for e in range(len(old_grid))
-            ]
-            out.extend(itertools.product(*ranges))
-        return out
-
-    async def _stored_coords(self) -> set[tuple[int, ...]]:
-        """Grid coordinates of the stored objects (chunks, or shards when sharded)."""
-        prefix = self.store_path.path + "/" if self.store_path.path else ""
-        cke = self.metadata.chunk_key_encoding
-        grid = self.metadata.chunk_grid.grid_shape(self.shape)
-        seen: set[tuple[int, ...]] = set()
-        async for key in self.store_path.store.list_prefix(prefix):
-            coords = cke.decode(key[len(prefix) :])
-            if (
-                coords is not None
-                and len(coords) == self.ndim
-                and all(0 <= c < g for c, g in zip(coords, grid, strict=True))
-            ):
-                seen.add(coords)
-        if self.ndim == 0 and await self.store_path.store.exists(prefix + cke.encode(())):
-            seen.add(())
-        return seen
 
     async def nshards_initialized(self) -> int:
         """How many shards (chunks when not sharded) are stored."""
