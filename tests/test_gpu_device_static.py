@@ -221,16 +221,61 @@ def test_nvcomp_decode_failure_is_a_codec_error(monkeypatch, exc, nchunks):
     decodes to) or RuntimeError (a failed chunk status); the device read raises
     CodecError naming the key(s), as the host twin does."""
     from cuzarr.gpu.executor import GpuExecutor
+    from cuzarr.gpu.subbatch import Pending, split_batch
 
     _fake_nvcomp(monkeypatch)
     batch = _lz4_batch(nchunks)
     ex = object.__new__(GpuExecutor)
     ex.stream = _Stream()
-    ex._codecs = {"lz4": _FailingCodec(exc)}
+    ex._codecs = {("lz4", 0): _FailingCodec(exc)}
     staging = np.zeros(batch.plan.staging_nbytes, np.uint8)
+    (sub,) = split_batch(batch, 1 << 30)
     with pytest.raises(CodecError, match="a/c/0") as info:
-        ex._decode_streams(batch, batch.packed, staging, np.zeros(1, np.uint8))
+        ex._decode_streams(sub, sub.packed, staging, np.zeros(1, np.uint8), ex.stream, Pending())
     assert info.value.__cause__ is exc
+
+
+class _Sizes:
+    def __init__(self, sizes):
+        self.buffer_sizes = sizes
+
+
+class _SizedCodec:
+    """Decodes nothing; reports the sizes it is given (one stream short)."""
+
+    def __init__(self, short: int | None) -> None:
+        self.short = short
+
+    def decode(self, srcs, out=None):
+        sizes = [n for _off, n in out]
+        if self.short is not None:
+            sizes[self.short] -= 1
+        return _Sizes(sizes)
+
+
+@pytest.mark.parametrize("short", [0, 3])
+def test_nvcomp_size_checks_are_deferred_to_the_reads_one_wait(monkeypatch, short):
+    """A stream decoding to another size than its header says is reported when
+    the read settles its batches (one wait at the end), not per decode call;
+    the error names the chunk, in the sub-batch that holds it."""
+    from cuzarr.gpu.executor import GpuExecutor
+    from cuzarr.gpu.subbatch import Pending, split_batch
+
+    _fake_nvcomp(monkeypatch)
+    batch = _lz4_batch(5)
+    ex = object.__new__(GpuExecutor)
+    ex.stream = _Stream()
+    ex._codecs = {("lz4", 0): _SizedCodec(0)}
+    staging = np.zeros(batch.plan.staging_nbytes, np.uint8)
+    subs = split_batch(batch, 1)  # one chunk a sub-batch
+    assert [(s.k0, s.k1) for s in subs] == [(k, k + 1) for k in range(5)]
+    pending = Pending()
+    for k, sub in enumerate(subs):
+        ex._codecs = {("lz4", 0): _SizedCodec(0 if k == short else None)}
+        ex._decode_streams(sub, sub.packed, staging, np.zeros(1, np.uint8), ex.stream, pending)
+    assert len(pending.checks) == 5
+    with pytest.raises(CodecError, match=f"a/c/{short}: lz4 stream decoded to"):
+        pending.settle()
 
 
 # --- GpuEncoder's empty-chunk check, with numpy standing in for CuPy -------------------

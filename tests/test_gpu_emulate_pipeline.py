@@ -6,6 +6,7 @@ with numpy."""
 
 from __future__ import annotations
 
+import itertools
 import warnings
 
 import numpy as np
@@ -118,3 +119,110 @@ def test_missing_nvcomp_falls_back_to_host_decode_with_a_warning(monkeypatch):
     assert reader.decode_route("blosc", device=True) == "blosc"
     with cuzarr.config.set({"gpu.untrusted": True}):
         assert reader.decode_route("blosc", device=True) is None
+
+
+CODECS = {
+    "zstd": [ZSTD],
+    "blosc-shuffle": [{"name": "blosc", "configuration": {"cname": "lz4", "clevel": 5,
+                                                          "shuffle": "shuffle", "typesize": 4}}],
+    "blosclz": [{"name": "blosc", "configuration": {"cname": "blosclz", "clevel": 5,
+                                                    "shuffle": "noshuffle"}}],
+    "gzip": [{"name": "gzip", "configuration": {"level": 1}}],
+    "none": None,
+}
+
+
+@pytest.mark.parametrize("codec", sorted(CODECS))
+@pytest.mark.parametrize("sub_bytes", [1, 3000, 1 << 30])
+def test_sub_batches_read_what_zarr_wrote(tmp_path, emulate, codec, sub_bytes):
+    """Batches cut into sub-batches (one chunk each with 1 byte, a few chunks,
+    or whole) read what zarr-python wrote: device streams, blosc unshuffles,
+    gzip checksums and host-decoded chunks (blosclz) all split by chunk."""
+    data = _data((40, 56))
+    z = zarr.create_array(str(tmp_path / "a"), shape=data.shape, chunks=(8, 16),
+                          dtype=data.dtype, compressors=CODECS[codec], fill_value=0)
+    z[...] = data
+    z[8:16, 16:32] = 0  # a missing chunk
+    want = data.copy()
+    want[8:16, 16:32] = 0
+    a = cuzarr.open_array(LocalStore(tmp_path / "a"), mode="r")
+    with cuzarr.config.set({"gpu.sub_batch_bytes": sub_bytes}):
+        for sel in [(slice(None), slice(None)), (slice(37, 2, -3), slice(5, 50, 4))]:
+            np.testing.assert_array_equal(a[sel], want[sel])
+    if sub_bytes == 1:
+        assert emulate["sub_batches"] > emulate["batches"]
+    elif sub_bytes == 1 << 30:
+        assert emulate["sub_batches"] == emulate["batches"]
+
+
+def _zstd_batch(nchunks, corrupt=()):
+    import zstandard
+
+    from cuzarr.core.engine import chunk_items
+    from cuzarr.gpu.executor import prepare_batch
+    from cuzarr.indexing.selection import normalize_numpy
+    from cuzarr.metadata.chunk_grid import DimGrid, RegularChunkGrid
+
+    shape = (64 * nchunks,)
+    p = normalize_numpy((slice(None),), shape, [DimGrid(shape[0], 64)])
+    items = chunk_items(p.projections)
+    datas = []
+    for k in range(nchunks):
+        raw = bytearray(zstandard.ZstdCompressor().compress(
+            (np.arange(64, dtype="<f8") * (k + 1)).tobytes()))
+        if k in corrupt:
+            raw[-3] ^= 0xFF  # the body, not the headers: found by the decoder
+        datas.append(bytes(raw))
+    names = [f"a/c/{k}" for k in range(nchunks)]
+    out = np.zeros(shape, "<f8")
+    batch = prepare_batch(items, datas, RegularChunkGrid((64,)).stored_chunk_shape, out.shape,
+                          out.strides, np.dtype("<f8"), "zstd", lambda d, s: None, names=names)
+    return batch, out
+
+
+def test_split_batch_covers_every_chunk_once_in_order():
+    from cuzarr.gpu.subbatch import split_batch
+
+    batch, _out = _zstd_batch(9)
+    for max_bytes in (1, 100, 700, 1 << 30):
+        subs = split_batch(batch, max_bytes)
+        assert subs[0].k0 == 0 and subs[-1].k1 == 9
+        assert all(a.k1 == b.k0 for a, b in itertools.pairwise(subs))
+        rows = np.concatenate([s.rows["zstd"] for s in subs])
+        np.testing.assert_array_equal(rows, np.arange(len(batch.streams["zstd"])))
+        for s in subs:  # each sub-batch's streams lie in the bytes it uploads
+            r = s.streams["zstd"]
+            assert (r["src"] >= 0).all() and (r["src"] + r["n"] <= s.hi - s.lo).all()
+            np.testing.assert_array_equal(s.table, batch.plan.table[s.k0 : s.k1])
+    assert len(split_batch(batch, 1)) == 9 and len(split_batch(batch, 1 << 30)) == 1
+
+
+def test_corrupt_stream_is_reported_when_the_read_settles(emulate):
+    """The host twin reports a stream its decoder refuses as the device does:
+    after every sub-batch has run, when the batch is settled; the error names
+    the chunk, and the other chunks are in the output."""
+    batch, out = _zstd_batch(6, corrupt=(1, 4))
+    with cuzarr.config.set({"gpu.sub_batch_bytes": 1}):
+        pending = HostExecutor().run(batch, out, 0.0)
+    assert emulate["sub_batches"] == 6
+    expect = np.concatenate([np.arange(64) * (k + 1) for k in range(6)])
+    good = np.ones(6 * 64, bool)
+    good[64:128] = good[256:320] = False
+    np.testing.assert_array_equal(out[good], expect[good])
+    with pytest.raises(CodecError, match="a/c/1"):
+        pending.settle()
+
+
+def test_corrupt_chunk_fails_the_read_after_its_batches(tmp_path, emulate):
+    data = _data((32, 32))
+    z = zarr.create_array(str(tmp_path / "a"), shape=data.shape, chunks=(8, 32),
+                          dtype=data.dtype, compressors=[ZSTD])
+    z[...] = data
+    path = tmp_path / "a" / "c" / "2" / "0"
+    raw = bytearray(path.read_bytes())
+    raw[-3] ^= 0xFF
+    path.write_bytes(bytes(raw))
+    a = cuzarr.open_array(LocalStore(tmp_path / "a"), mode="r")
+    with cuzarr.config.set({"gpu.sub_batch_bytes": 1}), pytest.raises(CodecError, match="c/2/0"):
+        a[...]
+    np.testing.assert_array_equal(a[0:16], data[0:16])

@@ -58,8 +58,7 @@ def test_executor_matches_numpy(compressor, sel):
     batch = prepare_batch(items, datas, grid.stored_chunk_shape, out.shape, out.strides,
                           full.dtype, stream_kind(compressor), cpu_decode)
     ex = GpuExecutor()
-    ex.run(batch, out, -1.0)
-    ex.synchronize()
+    ex.run(batch, out, -1.0).settle()  # the one wait, then the deferred size checks
     ref = full.copy()
     c = items[2][0]
     ref[tuple(slice(a * ch, (a + 1) * ch) for a, ch in zip(c, (8, 7)))] = -1.0
@@ -275,8 +274,7 @@ def test_scatter_into_a_misaligned_output(shift):
     batch = prepare_batch(items, datas, grid.stored_chunk_shape, out.shape, out.strides,
                           full.dtype, "none", lambda d, s: None)
     ex = GpuExecutor()
-    ex.run(batch, out, -1.0)
-    ex.synchronize()
+    ex.run(batch, out, -1.0).settle()  # the one wait, then the deferred size checks
     host = np.zeros(nbytes + 64, np.uint8)
     ref = full.copy()
     c = items[2][0]

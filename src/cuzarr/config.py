@@ -9,7 +9,8 @@ Keys: ``async.concurrency`` (global limit on in-flight store requests),
 uncompressed local chunks straight into device memory), ``gpu.stream`` (the
 caller's CUDA stream), ``gpu.read_workers`` (threads feeding one device read;
 at most ``threading.max_workers``), ``gpu.untrusted`` (decode device reads on the
-host, not with nvCOMP), ``codecs.zstd_system_library`` (decode large zstd frames
+host, not with nvCOMP), ``gpu.streams`` / ``gpu.sub_batch_bytes`` (CUDA streams
+and sub-batch size of a device read's pipeline), ``codecs.zstd_system_library`` (decode large zstd frames
 through the system's libzstd when found), ``storage.timeout`` /
 ``storage.read_timeout`` / ``storage.max_inflated_bytes`` (limits of remote
 reads, see :mod:`cuzarr.storage.fsspec`), ``storage.retries``.
@@ -139,8 +140,11 @@ defaults: list[dict[str, Any]] = [
         # batch) instead of nvCOMP, whose decoders expect valid streams: for
         # stores whose bytes are not trusted (headers and sizes are checked
         # either way).
+        # streams / sub_batch_bytes: each batch of a device read is cut into
+        # sub-batches of about sub_batch_bytes stored bytes, queued round-robin
+        # on `streams` CUDA streams (1-4) so that uploads overlap decodes.
         "gpu": {"emulate": False, "gds": "auto", "stream": None, "read_workers": 4,
-                "untrusted": False},
+                "untrusted": False, "streams": 2, "sub_batch_bytes": 32 << 20},
         "json_indent": 2,
         # Decode large zstd frames through the system's libzstd when one is
         # found (codecs/libzstd.py); False: numcodecs only.

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import dataclasses
 import math
 import os
 import threading
@@ -44,6 +45,7 @@ from cuzarr.gpu.batch import (
     stream_kind,
 )
 from cuzarr.gpu.plan import STAGING_ALIGN, ScatterPlan, check_plan_bounds, fill_bytes
+from cuzarr.gpu.subbatch import Pending, SubBatch, split_batch, stream_count, sub_batch_bytes
 
 __all__ = [
     "INPUT_ALIGN",
@@ -71,13 +73,15 @@ def _read_file(path: str, offset: int, n: int) -> bytes:
     return data
 
 
-def verify_checksums(batch: GpuBatch, staging: Any, compute: Callable[..., Any]) -> None:
-    """Compare the decoded bytes of the batch's zlib / gzip chunks with their
-    stored Adler-32 / CRC-32 (``compute(staging, offsets, lengths, kind)``: the
-    device or host checksums); a mismatch is a ``CodecError`` naming the key,
-    as the host decoders raise."""
+def verify_checksums(batch: GpuBatch, staging: Any, compute: Callable[..., Any],
+                     checks: Sequence[tuple[int, int, int, str, int]] | None = None) -> None:
+    """Compare the decoded bytes of the batch's zlib / gzip chunks (``checks``, by
+    default all of ``batch.checks``) with their stored Adler-32 / CRC-32
+    (``compute(staging, offsets, lengths, kind)``: the device or host
+    checksums); a mismatch is a ``CodecError`` naming the key, as the host
+    decoders raise."""
     for kind in ("adler32", "crc32"):
-        rows = [c for c in batch.checks if c[3] == kind]
+        rows = [c for c in (batch.checks if checks is None else checks) if c[3] == kind]
         if not rows:
             continue
         got = compute(staging, [r[1] for r in rows], [r[2] for r in rows], kind)
@@ -165,21 +169,34 @@ class StreamCodecs:
         # A blocking stream: it orders after work on the legacy default stream
         # (where CuPy and PyTorch queue by default) without a device-wide sync.
         self.stream = stream if stream is not None else cp.cuda.Stream(non_blocking=False)
-        self._codecs: dict[str, Any] = {}
+        # more blocking streams for sub-batches (see streams())
+        self._extra: list[Any] = []
+        self._codecs: dict[tuple[str, int], Any] = {}
 
-    def _codec(self, name: str) -> Any:
-        if name not in self._codecs:
-            self._codecs[name] = nvcomp_codec(name, self.stream)
-        return self._codecs[name]
+    def streams(self, n: int) -> list[Any]:
+        """``n`` streams: ``stream`` and ``n - 1`` more of this executor's."""
+        while len(self._extra) < n - 1:
+            self._extra.append(self.cp.cuda.Stream(non_blocking=False))
+        return [self.stream, *self._extra[: n - 1]]
+
+    def _codec(self, name: str, stream: Any = None) -> Any:
+        """The nvCOMP codec for ``name`` made for ``stream`` (default: ``stream``):
+        one per stream, as nvCOMP asks of codecs used concurrently."""
+        stream = self.stream if stream is None else stream
+        key = (name, int(stream.ptr))
+        if key not in self._codecs:
+            self._codecs[key] = nvcomp_codec(name, stream)
+        return self._codecs[key]
 
     def release_codecs(self) -> None:
-        """Wait for the stream, then drop the codecs (the stream stays)."""
+        """Wait for the streams, then drop the codecs (the streams stay)."""
         codecs = getattr(self, "_codecs", None)  # None: __init__ failed early
         self._codecs = {}
         if codecs:
-            # The stream may be unusable while the interpreter or CUDA shuts down.
-            with contextlib.suppress(Exception):
-                self.stream.synchronize()
+            # The streams may be unusable while the interpreter or CUDA shuts down.
+            for st in [self.stream, *getattr(self, "_extra", [])]:
+                with contextlib.suppress(Exception):
+                    st.synchronize()
             codecs.clear()
 
     def __del__(self) -> None:
@@ -292,41 +309,56 @@ class HostExecutor(TwinStats):
     # (raw streams the GPU would decode), "host_decoded" (chunks it would not),
     # "unshuffled", "fancy" (chunks assigned by fancy indexing), "in_place" (raw
     # streams decoded where the store read them, with no packing copy).
-    def run(self, batch: GpuBatch, out: np.ndarray, fill: Any) -> None:
-        """Decode and scatter ``batch`` into the numpy array ``out``."""
-        from cuzarr.gpu.plan import execute_plan_numpy
-
+    def run(self, batch: GpuBatch, out: np.ndarray, fill: Any) -> Pending:
+        """Decode and scatter ``batch`` into the numpy array ``out``, sub-batch by
+        sub-batch as the device does; corrupt streams and checksums are
+        reported when the returned :class:`Pending` is settled (as the
+        device's deferred checks are)."""
+        subs = split_batch(batch, sub_batch_bytes())
         self._count(
             batches=1,
+            sub_batches=len(subs),
             host_decoded=len(batch.host_decoded),
             unshuffled=len(batch.unshuffle),
             in_place=batch.in_place,
             **{f"stream__{c}": len(rows) for c, rows in batch.streams.items()},
         )
-        plan = batch.plan
-        staging = np.zeros(plan.staging_nbytes, np.uint8)
+        pending = Pending()
+        staging = np.zeros(batch.plan.staging_nbytes, np.uint8)
         scratch = np.zeros(batch.scratch_nbytes, np.uint8)
-        for codec, rows in batch.streams.items():
+        for sub in subs:
+            self._run_sub(sub, staging, scratch, out, fill, pending)
+        return pending
+
+    def _run_sub(self, sub: SubBatch, staging: np.ndarray, scratch: np.ndarray,
+                 out: np.ndarray, fill: Any, pending: Pending) -> None:
+        from cuzarr.gpu.plan import execute_plan_numpy
+
+        batch = sub.batch
+        packed = sub.packed
+        for codec, rows in sub.streams.items():
             for j, (src, n, dst, size, to_scratch) in enumerate(rows):
                 st = formats.RawStream(codec, src, n, size)
                 try:
-                    dec = formats.decode_streams_cpu(batch.packed, [st], size)
+                    dec = formats.decode_streams_cpu(packed, [st], size)
                 except Exception as e:  # lz4/zstandard/zlib errors, as nvCOMP's are
-                    raise stream_error(batch, codec, j, e) from e
+                    pending.defer(_raiser(stream_error(batch, codec, int(sub.rows[codec][j]), e)))
+                    continue
                 (scratch if to_scratch else staging)[dst : dst + size] = dec
-        for slot, raw in batch.host_decoded:
+        for slot, raw in sub.host_decoded:
             staging[slot : slot + len(raw)] = raw
-        if batch.direct:
-            self._count(direct=len(batch.direct))
-            for slot, path, offset, n in batch.direct:
+        if sub.direct:
+            self._count(direct=len(sub.direct))
+            for slot, path, offset, n in sub.direct:
                 staging[slot : slot + n] = np.frombuffer(_read_file(path, offset, n), np.uint8)
-        if len(batch.unshuffle):
-            formats.unshuffle_numpy(batch.unshuffle, scratch, staging)
-        if batch.checks:
+        if sub.unshuffle is not None and len(sub.unshuffle):
+            formats.unshuffle_numpy(sub.unshuffle, scratch, staging)
+        if sub.checks:
             from cuzarr.gpu.checksums import host_chunk_checksums
 
-            verify_checksums(batch, staging, host_chunk_checksums)
-        execute_plan_numpy(plan.table, staging, out, fill)
+            checks = sub.checks
+            pending.defer(lambda: verify_checksums(batch, staging, host_chunk_checksums, checks))
+        execute_plan_numpy(sub.table, staging, out, fill)
 
     def scatter_fancy(self, items: Sequence[Any], chunks: Sequence[Any], out: Any, fill: Any) -> None:
         """Per-chunk fancy assignment (selections with integer arrays)."""
@@ -337,6 +369,30 @@ class HostExecutor(TwinStats):
 
     def synchronize(self) -> None:
         """Nothing is in flight on the host."""
+
+
+def _size_check(batch: GpuBatch, codec: str, rows: np.ndarray, res: Any,
+                want: np.ndarray) -> Callable[[], None]:
+    """A deferred check: every stream of an nvCOMP decode decoded to the size its
+    header promised (another size means a corrupt stream; the host twin checks
+    the same)."""
+
+    def check() -> None:
+        got = np.array([int(n) for n in res.buffer_sizes], np.int64)
+        wrong = np.flatnonzero(got != want)
+        if len(wrong):
+            bad = int(wrong[0])
+            raise stream_error(batch, codec, int(rows[bad]), CodecError(
+                f"{codec} stream decoded to {got[bad]} bytes, expected {want[bad]}"))
+
+    return check
+
+
+def _raiser(e: Exception) -> Callable[[], None]:
+    def check() -> None:
+        raise e
+
+    return check
 
 
 class GpuExecutor(StreamCodecs):
@@ -361,47 +417,72 @@ class GpuExecutor(StreamCodecs):
         # (host buffer, event after the copy that reads it)
         self._keep: list[tuple[Any, Any]] = []
 
-    def _hold(self, host: Any) -> None:
-        """Keep ``host`` until the work queued so far on the stream is done."""
+    def _hold(self, host: Any, stream: Any = None) -> None:
+        """Keep ``host`` until the work queued so far on ``stream`` is done."""
+        stream = self.stream if stream is None else stream
         self._keep = [(h, e) for h, e in self._keep if not e.done]
-        self._keep.append((host, self.stream.record()))
+        self._keep.append((host, stream.record()))
 
-    def run(self, batch: GpuBatch, out: Any, fill: Any) -> Any:
-        """Decode and scatter ``batch`` into the CuPy array ``out``; returns an
-        event recorded after it."""
+    def run(self, batch: GpuBatch, out: Any, fill: Any) -> Pending:
+        """Decode and scatter ``batch`` into the CuPy array ``out``: sub-batches
+        (``gpu.sub_batch_bytes``) spread over ``gpu.streams`` streams, so that
+        the upload of one overlaps the decode and scatter of the one before.
+        Returns a :class:`Pending`: an event on ``stream`` after every
+        sub-batch, and the size checks to settle once it is done."""
         from cuzarr.gpu.reader import wait_for_user_stream
 
         cp = self.cp
         plan = batch.plan
         self._keep = [(h, e) for h, e in self._keep if not e.done]  # copies finished
         wait_for_user_stream(self.stream)
+        subs = split_batch(batch, sub_batch_bytes())
+        streams = self.streams(min(stream_count(), max(1, len(subs))))
         with self.stream:
+            # allocated on the main stream, which waits for every sub-batch
+            # below before anything freed here can be reused
             staging = cp.empty(max(plan.staging_nbytes, 1), dtype=cp.uint8)
             scratch = cp.empty(max(batch.scratch_nbytes, 1), dtype=cp.uint8)
-            if batch.packed.size:
-                # one host-to-device copy, asynchronous from pinned memory; the
-                # host buffer is kept until it is done
-                comp = cp.empty(batch.packed.size, dtype=cp.uint8)
-                comp.set(batch.packed, stream=self.stream)
-                self._hold(batch.packed)
-                self._decode_streams(batch, comp, staging, scratch)
-            if batch.host_decoded:
-                self._upload_host_decoded(batch.host_decoded, staging)
-            if batch.direct:
-                self._read_direct(batch.direct, staging)
-            if len(batch.unshuffle):
-                self._unshuffle(batch.unshuffle, scratch, staging)
-            if batch.checks:
-                from cuzarr.gpu.checksums import device_chunk_checksums
+            ready = self.stream.record()
+        pending = Pending()
+        done = []
+        for j, sub in enumerate(subs):
+            st = streams[j % len(streams)]
+            if st is not self.stream:
+                st.wait_event(ready)
+            with st:
+                self._run_sub(sub, st, staging, scratch, out, fill, pending)
+                done.append(st.record())
+        for ev in done:
+            self.stream.wait_event(ev)
+        pending.event = self.stream.record()
+        return pending
 
-                def compute(buf: Any, offs: Any, lens: Any, kind: str) -> Any:
-                    return device_chunk_checksums(buf, offs, lens, kind, stream=self.stream)
+    def _run_sub(self, sub: SubBatch, st: Any, staging: Any, scratch: Any, out: Any,
+                 fill: Any, pending: Pending) -> None:
+        """One sub-batch on stream ``st`` (current)."""
+        batch = sub.batch
+        packed = sub.packed
+        if packed.size:
+            # one asynchronous host-to-device copy of the bytes its streams use,
+            # from pinned memory; the host buffer is kept until it is done
+            comp = self.cp.empty(packed.size, dtype=self.cp.uint8)
+            comp.set(packed, stream=st)
+            self._hold(batch.packed, st)
+            self._decode_streams(sub, comp, staging, scratch, st, pending)
+        if sub.host_decoded:
+            self._hold(upload_to_slots(self.cp, st, sub.host_decoded, staging), st)
+        if sub.direct:
+            self._read_direct(sub.direct, staging, st)
+        if sub.unshuffle is not None and len(sub.unshuffle):
+            self._unshuffle(sub.unshuffle, scratch, staging)
+        if sub.checks:
+            from cuzarr.gpu.checksums import device_chunk_checksums
 
-                verify_checksums(batch, staging, compute)
-            self.scatter(plan, staging, out, fill)
-            # Buffers freed here go back to CuPy's pool, which orders their reuse
-            # on this stream.
-            return self.stream.record()
+            def compute(buf: Any, offs: Any, lens: Any, kind: str) -> Any:
+                return device_chunk_checksums(buf, offs, lens, kind, stream=st)
+
+            verify_checksums(batch, staging, compute, sub.checks)
+        self.scatter(dataclasses.replace(batch.plan, table=sub.table), staging, out, fill)
 
     def scatter_fancy(self, items: Sequence[Any], chunks: Sequence[Any], out: Any, fill: Any) -> Any:
         """Selections with integer arrays: decoded host chunks are uploaded in one
@@ -431,10 +512,12 @@ class GpuExecutor(StreamCodecs):
         self.stream.synchronize()
         self._keep = []
 
-    def _decode_streams(self, batch: GpuBatch, comp: Any, staging: Any, scratch: Any) -> None:
+    def _decode_streams(self, sub: SubBatch, comp: Any, staging: Any, scratch: Any, st: Any,
+                        pending: Pending) -> None:
         from nvidia import nvcomp
 
-        for codec, rows in batch.streams.items():
+        batch = sub.batch
+        for codec, rows in sub.streams.items():
             for to_scratch in (False, True):
                 which = np.flatnonzero(rows["scratch"] == to_scratch)
                 if not len(which):
@@ -446,45 +529,41 @@ class GpuExecutor(StreamCodecs):
                                            sel["dst"].tolist(), strict=True):
                         target[dst : dst + n] = comp[src : src + n]
                     continue
-                sp = int(self.stream.ptr)
+                sp = int(st.ptr)
                 srcs = nvcomp.as_arrays(comp, sel["src"].tolist(), sel["n"].tolist(), sp)
                 outs = nvcomp.as_arrays(target, sel["dst"].tolist(), sel["size"].tolist(), sp)
-                # nvCOMP's decode synchronizes the stream (it reads the streams'
-                # headers back) and its buffer_sizes waits for the decode, both
-                # holding the GIL; waiting here through CuPy, which lets it go,
-                # leaves the other read threads running meanwhile.
-                self.stream.synchronize()
+                # nvCOMP's Python decode synchronizes its stream (it reads the
+                # streams' headers back) holding the GIL; waiting for this
+                # stream first through CuPy, which lets the GIL go, leaves the
+                # other read threads running. The other streams go on meanwhile.
+                st.synchronize()
+                rows_in_batch = sub.rows[codec][which]
                 try:
-                    res = self._codec(codec).decode(srcs, out=outs)
-                    self.stream.synchronize()
-                    # A stream decoding to another size than its header promised
-                    # is corrupt (the host twin checks the same).
-                    got = np.array([int(n) for n in res.buffer_sizes], np.int64)
+                    res = self._codec(codec, st).decode(srcs, out=outs)
                 except (ValueError, RuntimeError) as e:
                     # nvCOMP reports a corrupt stream of the batch (an output too
                     # small for it: ValueError; a failed chunk status: RuntimeError)
                     # without saying which; the host twin raises CodecError.
-                    raise batch_error(batch, codec, which.tolist(), e) from e
-                wrong = np.flatnonzero(got != sel["size"])
-                if len(wrong):
-                    bad = int(wrong[0])
-                    raise stream_error(batch, codec, int(which[bad]), CodecError(
-                        f"{codec} stream decoded to {got[bad]} bytes, expected {sel['size'][bad]}"
-                    ))
+                    raise batch_error(batch, codec, rows_in_batch.tolist(), e) from e
+                # Sizes are read once the read's work is done (buffer_sizes
+                # waits for the decode): one wait for the read, not one per group.
+                pending.defer(_size_check(batch, codec, rows_in_batch, res, sel["size"]))
 
-    def _read_direct(self, reads: list[tuple[int, str, int, int]], staging: Any) -> None:
+    def _read_direct(self, reads: list[tuple[int, str, int, int]], staging: Any,
+                     st: Any = None) -> None:
         """Files into staging slots: kvikio (GPUDirect Storage, or its POSIX compat
-        mode) when installed, else host reads and one pinned upload."""
+        mode) when installed, else host reads and one pinned upload (on ``st``)."""
+        st = self.stream if st is None else st
         try:
             import kvikio
         except Exception:  # not installed, or its libraries (cuFile) do not load
             chunks = [(slot, np.frombuffer(_read_file(p, off, n), np.uint8))
                       for slot, p, off, n in reads]
-            self._upload_host_decoded(chunks, staging)
+            self._hold(upload_to_slots(self.cp, st, chunks, staging), st)
             return
         # kvikio reads on its own threads; the slots must not be used before the
         # stream's earlier work (staging allocation) is done.
-        self.stream.synchronize()
+        st.synchronize()
         files = []
         futures = []
         error: BaseException | None = None
@@ -508,9 +587,6 @@ class GpuExecutor(StreamCodecs):
             f.close()
         if error is not None:
             raise error
-
-    def _upload_host_decoded(self, chunks: list[tuple[int, np.ndarray]], staging: Any) -> None:
-        self._hold(upload_to_slots(self.cp, self.stream, chunks, staging))
 
     def _unshuffle(self, rows: np.ndarray, scratch: Any, staging: Any) -> None:
         from cuzarr.gpu import kernels

@@ -395,15 +395,20 @@ class _ThreadExecutor:
 
     def run(self, batch: Any, out: Any, fill: Any) -> None:
         with self._leased(out) as ex:
-            self._keep(ex.run(batch, out, fill))  # the host twin returns no event
+            self._keep(ex.run(batch, out, fill))  # a Pending: event and deferred checks
 
     def scatter_fancy(self, items: Any, chunks: Any, out: Any, fill: Any) -> None:
         with self._leased(out) as ex:
             self._keep(ex.scatter_fancy(items, chunks, out, fill))
 
     def synchronize(self) -> None:
-        """Wait for this read's batches."""
+        """Wait for this read's batches (the one wait of a read), then settle
+        their deferred checks: the first corrupt chunk raises ``CodecError``."""
         with self._lock:
             events, self.events = self.events, []
         for ev in events:
             ev.synchronize()
+        for ev in events:
+            settle = getattr(ev, "settle", None)  # a Pending (fancy scatters: events)
+            if settle is not None:
+                settle()
