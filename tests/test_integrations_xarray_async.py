@@ -161,6 +161,27 @@ def test_load_async_cancelled_stops_reads(tmp_path):
     assert store.count["now"] == 0
 
 
+class _Slow(LocalStore):
+    """A real local store whose data variables' chunk reads take a second (a
+    stalled remote; the coordinates, which open_dataset loads, read at once)."""
+
+    async def get(self, key, prototype=None, byte_range=None):
+        if key.startswith("v") and "/c/" in key:
+            await asyncio.sleep(1.0)
+        return await super().get(key, prototype, byte_range)
+
+
+def test_load_async_honours_async_timeout(tmp_path):
+    path = tmp_path / "d.zarr"
+    _write(path, 3)
+    ds = xr.open_dataset(_Slow(path), engine="cuzarr")
+    with (
+        cuzarr.config.set({"async.timeout": 0.1}),
+        pytest.raises(TimeoutError, match=r"async\.timeout"),
+    ):
+        asyncio.run(ds.load_async())
+
+
 def test_async_load_from_a_thread_with_its_own_loop(tmp_path):
     # two user loops at once (two threads): both are served, values intact
     path = tmp_path / "d.zarr"

@@ -287,12 +287,27 @@ async def on_loop(coro: Coroutine[Any, Any, T]) -> T:
     The operations of every caller then share that loop and its one limit on
     store requests (:func:`io_semaphore`) -- the same as the sync API's -- and the
     stores' per-loop resources (HTTP sessions) it already holds; the caller's loop
-    stays free while they run. Cancelling the caller cancels the operation.
+    stays free while they run. Cancelling the caller cancels the operation;
+    ``async.timeout`` bounds it as it bounds :func:`sync`'s (``TimeoutError``,
+    the operation cancelled).
     """
     loop = get_loop()
     if asyncio.get_running_loop() is loop:
         return await coro
-    return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
+    running = asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
+    timeout = config.get("async.timeout")
+    if timeout is None:
+        return await running
+    try:
+        async with asyncio.timeout(float(timeout)) as limit:
+            return await running
+    except TimeoutError:
+        if not limit.expired():
+            raise  # the operation's own TimeoutError
+        raise TimeoutError(
+            f"cuzarr operation did not finish within {timeout} s (config 'async.timeout');"
+            " it was cancelled"
+        ) from None
 
 
 _semaphores: dict[int, tuple[int, asyncio.Semaphore, asyncio.AbstractEventLoop]] = {}
