@@ -326,3 +326,36 @@ def test_lying_shard_index_is_refused_on_every_store(tmp_path, kind, index_locat
         if server is not None:
             server.shutdown()
             server.server_close()
+
+
+def test_partial_shard_reads_work_where_the_server_refuses_head(tmp_path):
+    # The shard's size is asked beside the index (index at the end): a server that
+    # answers HEAD with 405 must not fail the read, only skip that one check.
+    from test_store_http import RangeHandler
+
+    class NoHead(RangeHandler):
+        def do_HEAD(self):
+            self.send_response(405)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    import functools
+    import http.server
+    import threading
+
+    local = str(tmp_path / "s.zarr")
+    _lying_shard(local, "end", "overlap")  # written good; only the return is a lie
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(NoHead, directory=str(tmp_path))
+    )
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/s.zarr"
+        a = cuzarr.open_array(url, path="a", mode="r")
+        want = np.arange(64, dtype="u2").reshape(8, 8) + 1
+        np.testing.assert_array_equal(a[0:4, 0:4], want[0:4, 0:4])
+        assert a[7, 7] == want[7, 7]
+    finally:
+        server.shutdown()
+        server.server_close()

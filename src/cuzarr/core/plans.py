@@ -198,14 +198,17 @@ async def _get_ranges(store: Any, req: GetRanges) -> Any:
 async def _sizes(store: Any, reqs: list[tuple[str, Any]]) -> list[int | None]:
     """The sizes of the values at ``reqs``' keys, where the store asks for them
     without reading the value (``Store.getsize`` overridden); None otherwise,
-    and for a missing value."""
+    and where the size could not be had."""
     if type(store).getsize is Store.getsize:
         return [None] * len(reqs)
 
     async def one(key: str) -> int | None:
         try:
             return await store.getsize(key)
-        except FileNotFoundError:
+        except Exception:
+            # missing, or a server that refuses HEAD: the read goes on without
+            # the one check that needs the size (the index fetch beside it
+            # reports a real failure itself)
             return None
 
     return list(await asyncio.gather(*(one(k) for k, _ in reqs)))
