@@ -3,14 +3,17 @@ scatter it into a CuPy output with one kernel launch.
 
 Flow for one batch (the chunks of one read request, or one slice of them):
 
-1. ``prepare_batch`` (host, no device): parse every chunk's bytes into raw
-   streams (``formats``), checked, and build the scatter plan (``plan``). Chunks
-   whose codec the GPU path does not handle are decoded on the host into a pinned
-   buffer instead.
-2. ``GpuExecutor.run``: one host-to-device copy of the packed compressed streams,
-   one batched nvCOMP decode per codec straight into the staging slots (blosc:
-   into a scratch buffer, then ``cuzarr_unshuffle``), one host-to-device copy of
-   the host-decoded chunks, then one ``cuzarr_scatter`` launch.
+1. ``prepare_batch`` (``gpu.batch``; host, no device): check every chunk's
+   bytes and describe its raw streams (``scan`` for a batch in one buffer,
+   ``formats`` chunk by chunk otherwise), and build the scatter plan
+   (``plan``). Chunks whose codec the GPU path does not handle are decoded on
+   the host into a pinned buffer instead.
+2. ``GpuExecutor.run``: per sub-batch (``subbatch``), on one of the executor's
+   streams: one host-to-device copy of the bytes its streams use, one batched
+   nvCOMP decode per codec straight into the staging slots (blosc: into a
+   scratch buffer, then ``cuzarr_unshuffle``), one host-to-device copy of the
+   host-decoded chunks, then one ``cuzarr_scatter`` launch; decoded sizes are
+   checked once the read's work is done.
 
 Only ``run`` touches CuPy and nvCOMP; everything before it is plain numpy and is
 exercised by the CPU tests.

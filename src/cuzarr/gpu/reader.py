@@ -3,7 +3,7 @@
 The chunk engine (``core/engine.py``, ``core/shards.py``) fetches a batch of
 chunks and calls a *batch decoder* with the items and their stored bytes. For a
 device output that decoder is a :class:`DeviceReader`: it parses the bytes into
-raw streams on the host (``executor.prepare_batch``), then one executor call
+raw streams on the host (``batch.prepare_batch``), then one executor call
 decodes them all and scatters the batch into the output (``GpuExecutor`` on a
 GPU; :class:`~cuzarr.gpu.executor.HostExecutor`, its numpy twin, when
 ``cuzarr.config`` key ``gpu.emulate`` is set on a machine without one).
