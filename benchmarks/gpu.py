@@ -87,9 +87,9 @@ def raw_streams(a) -> dict[str, tuple[list[bytes], list[int]]]:
     """Every raw compressed stream of the array, per nvCOMP codec: (streams,
     decoded sizes). Sharded arrays are split into their inner chunks."""
     from cuzarr.codecs.sharding import EMPTY
-    from cuzarr.core.sync import sync
     from cuzarr.gpu.batch import _parse
     from cuzarr.gpu.reader import device_codec
+    from cuzarr.runtime.sync import sync
 
     arr = a.async_array
     pipeline = arr._pipeline

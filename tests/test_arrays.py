@@ -771,7 +771,7 @@ def test_sync_api_inside_asyncio_run():
 
 
 def test_sync_api_inside_cuzarr_loop_raises_not_deadlocks():
-    from cuzarr.core.sync import get_loop
+    from cuzarr.runtime.sync import get_loop
 
     a = cuzarr.array(np.arange(4), store={}, chunks=(2,))
 
@@ -846,7 +846,7 @@ def test_sync_timeout_while_the_loop_is_busy_never_starts_the_operation():
     # afterwards (it used to start once the loop was free).
     import time
 
-    from cuzarr.core import sync as sync_mod
+    from cuzarr.runtime import sync as sync_mod
 
     loop = sync_mod.get_loop()
     ran = []
@@ -872,7 +872,7 @@ def test_sync_timeout_while_the_loop_is_busy_never_starts_the_operation():
 def test_sync_timeout_is_bounded_when_the_operation_ignores_cancellation():
     # An operation that swallows its cancellation (a store awaiting something
     # that never ends) used to make the timed-out call wait for it forever.
-    from cuzarr.core import sync as sync_mod
+    from cuzarr.runtime import sync as sync_mod
 
     release = threading.Event()
     cancels = []

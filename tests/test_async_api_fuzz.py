@@ -24,7 +24,7 @@ import pytest
 import cuzarr
 import cuzarr.api.asynchronous as ca
 from _interop_helpers import resize_as_cuzarr_async
-from cuzarr.core import sync as sync_mod
+from cuzarr.runtime import sync as sync_mod
 
 zarr = pytest.importorskip("zarr")
 za = pytest.importorskip("zarr.api.asynchronous")

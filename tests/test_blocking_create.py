@@ -13,8 +13,8 @@ import zarr
 
 import cuzarr
 from cuzarr.api import asynchronous as ca
-from cuzarr.core import sync as sync_mod
 from cuzarr.errors import ContainsArrayError, ContainsGroupError, ReadOnlyError
+from cuzarr.runtime import sync as sync_mod
 from cuzarr.storage import LocalStore, MemoryStore
 
 
@@ -94,9 +94,9 @@ def test_documents_equal_those_written_on_the_loop(zarr_format):
     kw = dict(shape=(5, 7), chunks=(2, 4), dtype="u2", zarr_format=zarr_format,
               attributes={"units": "µm"}, fill_value=3)
     cuzarr.create_array(inline, name="p/q/a", **kw)
-    cuzarr.core.sync.sync(ca.create_array(looped, name="p/q/a", **kw))
+    cuzarr.runtime.sync.sync(ca.create_array(looped, name="p/q/a", **kw))
     cuzarr.create_group(inline, path="p/r", zarr_format=zarr_format, attributes={"k": [1]})
-    cuzarr.core.sync.sync(
+    cuzarr.runtime.sync.sync(
         ca.create_group(looped, path="p/r", zarr_format=zarr_format, attributes={"k": [1]})
     )
     assert inline._store_dict == looped._store_dict

@@ -13,7 +13,7 @@ import pytest
 
 import cuzarr
 from cuzarr.api import asynchronous as ca
-from cuzarr.core import sync as sync_mod
+from cuzarr.runtime import sync as sync_mod
 from cuzarr.storage import LocalStore, MemoryStore, WrapperStore
 
 
@@ -177,17 +177,17 @@ def test_errors_after_going_to_the_loop_are_the_loops():
 _FORK_WITH_LOCK_HELD = """
 import os, sys, threading
 import cuzarr
-from cuzarr.storage import base
+from cuzarr.runtime import tasks
 
 cuzarr.create_array({}, name="x", shape=(4,), dtype="i4")  # the parent's pools run
-base._io_pool_lock.acquire()  # as the loop thread holds it in every in_thread call
+tasks._io_pool_lock.acquire()  # as the loop thread holds it in every in_thread call
 pid = os.fork()
 if pid == 0:
     a = cuzarr.create_array(sys.argv[1], name="a", shape=(4,), dtype="i4")
     a[...] = 3
     print("child", int(cuzarr.open_array(sys.argv[1], path="a")[...].sum()), flush=True)
     os._exit(0)
-base._io_pool_lock.release()
+tasks._io_pool_lock.release()
 _, status = os.waitpid(pid, 0)
 sys.exit(os.waitstatus_to_exitcode(status))
 """

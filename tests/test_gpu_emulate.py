@@ -266,9 +266,9 @@ def test_corrupt_chunk_names_key(emulate):
             {"name": "zstd", "configuration": {"level": 1}})
     store = a.store
     key = "a/c/1/0"
-    raw = bytearray(cuzarr.core.sync.sync(store.get(key)))
+    raw = bytearray(cuzarr.runtime.sync.sync(store.get(key)))
     raw[0] ^= 0xFF  # break the zstd magic number
-    cuzarr.core.sync.sync(store.set(key, bytes(raw)))
+    cuzarr.runtime.sync.sync(store.set(key, bytes(raw)))
     with pytest.raises(cuzarr.errors.CodecError, match="a/c/1/0"):
         a[...]
 
@@ -414,12 +414,12 @@ def test_corrupt_stream_body_raises_codec_error_naming_key(emulate, compressor):
     a = _v3(MemoryStore(), "a", data, (20, 15), compressor)
     store = a.store
     key = "a/c/1/0"
-    good = cuzarr.core.sync.sync(store.get(key))
+    good = cuzarr.runtime.sync.sync(store.get(key))
     raised = 0
     for pos in range(len(good) // 3, len(good) - 8, max(1, len(good) // 12)):
         raw = bytearray(good)
         raw[pos : pos + 4] = b"\xff\x00\xff\x00"
-        cuzarr.core.sync.sync(store.set(key, bytes(raw)))
+        cuzarr.runtime.sync.sync(store.set(key, bytes(raw)))
         with cuzarr.config.set({"gpu.emulate": False}):
             try:
                 a[...]

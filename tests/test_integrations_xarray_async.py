@@ -16,10 +16,10 @@ import xarray as xr
 import zarr
 
 import cuzarr
-from cuzarr.core import sync as cuzarr_sync
 from cuzarr.errors import GroupNotFoundError
 from cuzarr.gpu.executor import HostExecutor
 from cuzarr.integrations.xarray import CuzarrBackendArray
+from cuzarr.runtime import sync as cuzarr_sync
 from cuzarr.storage import LocalStore
 
 N_VARS = 20

@@ -43,9 +43,9 @@ def _run(target, args_list):
 
 
 def _after_fork() -> None:
-    # cuzarr.core.sync.get_executor is not fork-aware (reported): a pool inherited
+    # cuzarr.runtime.sync.get_executor is not fork-aware (reported): a pool inherited
     # through fork has no threads, and work submitted to it never runs.
-    import cuzarr.core.sync as s
+    import cuzarr.runtime.sync as s
 
     s._pool = None
 
@@ -247,7 +247,7 @@ def test_fork_while_another_thread_holds_the_loop_lock(tmp_path):
     import os
     import time
 
-    from cuzarr.core import sync as sync_mod
+    from cuzarr.runtime import sync as sync_mod
 
     a = cuzarr.create_array(tmp_path / "a", shape=(4,), chunks=(2,), dtype="i4")
     held, release = threading.Event(), threading.Event()

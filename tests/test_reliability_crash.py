@@ -33,9 +33,9 @@ SHAPE = (32, 32)
 
 
 def _after_fork() -> None:
-    # cuzarr.core.sync.get_executor is not fork-aware (reported): a pool inherited
+    # cuzarr.runtime.sync.get_executor is not fork-aware (reported): a pool inherited
     # through fork has no threads, and work submitted to it never runs.
-    import cuzarr.core.sync as s
+    import cuzarr.runtime.sync as s
 
     s._pool = None
 

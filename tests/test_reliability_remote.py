@@ -36,8 +36,8 @@ import pytest
 
 import cuzarr
 from _moto_helpers import moto_s3_server
-from cuzarr.core.sync import sync
 from cuzarr.errors import CodecError
+from cuzarr.runtime.sync import sync
 from cuzarr.storage import MemoryStore, RangeByteRequest
 from cuzarr.storage.fsspec import HTTPStore, RemoteStoreError, RetryPolicy
 

@@ -16,7 +16,7 @@ import zarr
 
 import cuzarr
 from cuzarr.core import resize as resize_module
-from cuzarr.core.sync import sync
+from cuzarr.runtime.sync import sync
 
 # The store operations a LocalStore commits with: each is a kill point.
 _MUTATIONS = ("replace", "rename", "link", "unlink", "remove", "rmdir")

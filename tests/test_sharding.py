@@ -350,7 +350,7 @@ def test_concurrent_writes_to_different_shards(tmp_path):
             for i in range(4)
         ))
 
-    cuzarr.core.sync.sync(main())
+    cuzarr.runtime.sync.sync(main())
     expected = np.repeat(np.arange(4, dtype="i4"), 16)[:, None] * np.ones((1, 64), dtype="i4")
     np.testing.assert_array_equal(a[...], expected)
     assert isinstance(a.store, LocalStore)

@@ -570,7 +570,7 @@ def test_fsspec_file_url_writes_into_new_directories(tmp_path, chain):
 
 @pytest.mark.parametrize("kind", ["memory", "local"])
 def test_getsize_and_getsize_prefix(tmp_path, kind):
-    from cuzarr.core.sync import sync
+    from cuzarr.runtime.sync import sync
     from cuzarr.storage import LocalStore, MemoryStore
 
     store = MemoryStore() if kind == "memory" else LocalStore(tmp_path / "s")

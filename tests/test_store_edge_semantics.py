@@ -15,8 +15,8 @@ import pytest
 import zarr
 
 import cuzarr
-from cuzarr.core.sync import sync
 from cuzarr.errors import StoreKeyError
+from cuzarr.runtime.sync import sync
 from cuzarr.storage import LocalStore, MemoryStore, WrapperStore
 
 

@@ -30,8 +30,8 @@ import zarr  # noqa: E402
 from fsspec.registry import _registry as fsspec_registry  # noqa: E402
 
 import cuzarr  # noqa: E402
-from cuzarr.core.sync import sync  # noqa: E402
 from cuzarr.errors import ReadOnlyError  # noqa: E402
+from cuzarr.runtime.sync import sync  # noqa: E402
 from cuzarr.storage import (  # noqa: E402
     FsspecStore,
     OffsetByteRequest,

@@ -13,8 +13,8 @@ import pytest
 import zarr
 
 import cuzarr
-from cuzarr.core.sync import sync
 from cuzarr.errors import ReadOnlyError
+from cuzarr.runtime.sync import sync
 from cuzarr.storage import RangeByteRequest, SuffixByteRequest
 from cuzarr.storage.fsspec import HTTPStore, RemoteStoreError, RetryPolicy
 

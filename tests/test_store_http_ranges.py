@@ -19,8 +19,8 @@ import zarr
 
 import cuzarr
 from _http_handler import QuietHandler
-from cuzarr.core.sync import sync
 from cuzarr.errors import CodecError
+from cuzarr.runtime.sync import sync
 from cuzarr.storage import OffsetByteRequest, RangeByteRequest, SuffixByteRequest
 from cuzarr.storage.base import slice_bytes
 from cuzarr.storage.fsspec import (

@@ -15,7 +15,7 @@ import zarr
 
 import cuzarr
 from _http_handler import QuietHandler
-from cuzarr.core.sync import sync
+from cuzarr.runtime.sync import sync
 from cuzarr.storage.fsspec import HTTPStore, _http_client
 from cuzarr.storage.http_sessions import shared_http_fs
 

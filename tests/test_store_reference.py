@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import cuzarr
-from cuzarr.core.sync import sync
 from cuzarr.errors import ReadOnlyError
+from cuzarr.runtime.sync import sync
 from cuzarr.storage import RangeByteRequest, ReferenceStore
 
 

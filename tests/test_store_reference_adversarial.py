@@ -24,8 +24,8 @@ import numpy as np
 import pytest
 
 import cuzarr
-from cuzarr.core.sync import sync
 from cuzarr.errors import MetadataError
+from cuzarr.runtime.sync import sync
 from cuzarr.storage import ReferenceStore
 from cuzarr.storage import reference_parquet as rp
 

@@ -12,8 +12,8 @@ import zarr
 
 import cuzarr
 from _reference_helpers import zarray
-from cuzarr.core.sync import sync
 from cuzarr.errors import MetadataError
+from cuzarr.runtime.sync import sync
 from cuzarr.storage import ReferenceStore
 
 fsspec = pytest.importorskip("fsspec")

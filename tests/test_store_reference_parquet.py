@@ -18,8 +18,8 @@ import pytest
 import zarr
 
 import cuzarr
-from cuzarr.core.sync import sync
 from cuzarr.errors import MetadataError
+from cuzarr.runtime.sync import sync
 from cuzarr.storage import RangeByteRequest, ReferenceStore
 
 fsspec = pytest.importorskip("fsspec")

@@ -15,7 +15,7 @@ moto_server = pytest.importorskip("moto.server")
 import zarr  # noqa: E402
 
 import cuzarr  # noqa: E402
-from cuzarr.core.sync import sync  # noqa: E402
+from cuzarr.runtime.sync import sync  # noqa: E402
 from cuzarr.storage import (  # noqa: E402
     FsspecStore,
     OffsetByteRequest,

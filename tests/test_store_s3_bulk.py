@@ -23,8 +23,8 @@ pytest.importorskip("s3fs")
 moto_server = pytest.importorskip("moto.server")
 
 import cuzarr  # noqa: E402
-from cuzarr.core.sync import sync  # noqa: E402
 from cuzarr.errors import ReadOnlyError  # noqa: E402
+from cuzarr.runtime.sync import sync  # noqa: E402
 from cuzarr.storage import FsspecStore, MemoryStore, RemoteStoreError  # noqa: E402
 from cuzarr.storage.fsspec import RetryPolicy  # noqa: E402
 

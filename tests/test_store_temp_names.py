@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 import cuzarr
-from cuzarr.core.sync import sync
+from cuzarr.runtime.sync import sync
 from cuzarr.storage import LocalStore, ZipStore
 from cuzarr.storage.local import TEMP_PREFIX
 from cuzarr.storage.zip import ZipStoreError
@@ -143,7 +143,7 @@ def _as_unprivileged(fn, *args):
     import multiprocessing as mp
 
     def child(conn):
-        import cuzarr.core.sync as s
+        import cuzarr.runtime.sync as s
 
         s._pool = None  # the pool's threads did not survive the fork
         try:
@@ -228,7 +228,7 @@ def test_local_full_disk_names_the_key_and_keeps_the_old_value(tmp_path):
     root = tmp_path / "s.zarr"
     got = _run_limited(
         """
-        from cuzarr.core.sync import sync
+        from cuzarr.runtime.sync import sync
         from cuzarr.storage import LocalStore
         store = LocalStore(sys.argv[1])
         sync(store.set_many([("c/0", b"old0"), ("c/1", b"old1")]))
@@ -362,7 +362,7 @@ def test_zip_compaction_on_a_full_disk_keeps_the_archive(tmp_path):
     got = _run_limited(
         """
         import cuzarr
-        from cuzarr.core.sync import sync
+        from cuzarr.runtime.sync import sync
         from cuzarr.storage import ZipStore
         path = sys.argv[1]
         store = ZipStore(path, mode="a")

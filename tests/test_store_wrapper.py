@@ -10,8 +10,8 @@ import pytest
 import zarr
 
 import cuzarr
-from cuzarr.core.sync import sync
 from cuzarr.errors import ReadOnlyError
+from cuzarr.runtime.sync import sync
 from cuzarr.storage import LocalStore, LoggingStore, MemoryStore, WrapperStore
 
 

@@ -9,8 +9,8 @@ import pytest
 import zarr
 
 import cuzarr
-from cuzarr.core.sync import sync
 from cuzarr.errors import ReadOnlyError
+from cuzarr.runtime.sync import sync
 from cuzarr.storage import RangeByteRequest, ZipStore
 
 

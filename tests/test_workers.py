@@ -1,4 +1,4 @@
-"""Worker loops (``cuzarr.core.workers.pull_batches``) and what runs on them:
+"""Worker loops (``cuzarr.runtime.workers.pull_batches``) and what runs on them:
 local reads and writes, busy locks handed back to the loop, and a host-only
 import that leaves the device and remote modules unloaded."""
 
@@ -15,8 +15,8 @@ import pytest
 import zarr
 
 import cuzarr
-from cuzarr.core.sync import max_workers
-from cuzarr.core.workers import pull_batches, share
+from cuzarr.runtime.sync import max_workers
+from cuzarr.runtime.workers import pull_batches, share
 from cuzarr.storage import LocalStore
 
 
@@ -116,7 +116,7 @@ def test_time_slice_lets_other_work_in():
             events.append("long-done")
 
     async def main() -> None:
-        from cuzarr.core.sync import get_executor
+        from cuzarr.runtime.sync import get_executor
 
         loop = asyncio.get_running_loop()
         long = asyncio.ensure_future(pull_batches(60, 1, long_job, slice_s=0.02))
@@ -247,7 +247,7 @@ def test_host_import_leaves_device_and_remote_modules_unloaded():
 
 
 def test_get_reused_reads_whole_values_into_a_thread_buffer(tmp_path, monkeypatch):
-    from cuzarr.core.sync import sync
+    from cuzarr.runtime.sync import sync
     from cuzarr.storage.local import files as local
 
     store = LocalStore(tmp_path)
@@ -320,7 +320,7 @@ def test_cancelled_loops_stop_after_their_current_batch():
 
 
 def test_get_ranges_reused(tmp_path, monkeypatch):
-    from cuzarr.core.sync import sync
+    from cuzarr.runtime.sync import sync
     from cuzarr.storage import OffsetByteRequest, RangeByteRequest
     from cuzarr.storage.local import files as local
 
@@ -379,7 +379,7 @@ def test_sharded_local_reads_in_parts(tmp_path, monkeypatch, part):
 
 
 def test_raise_mmap_threshold_is_monotonic_and_capped(monkeypatch):
-    from cuzarr.core import workers
+    from cuzarr.runtime import workers
 
     monkeypatch.setattr(workers, "_primed", 0)
     workers.raise_mmap_threshold(4 << 20)
@@ -392,7 +392,7 @@ def test_raise_mmap_threshold_is_monotonic_and_capped(monkeypatch):
 
 def test_short_os_writes_are_continued(tmp_path, monkeypatch):
     """os.write may write less than asked: the rest is written, nothing lost."""
-    from cuzarr.core.sync import sync
+    from cuzarr.runtime.sync import sync
     from cuzarr.storage.local import files as local
 
     real_write = local.os.write
@@ -481,7 +481,7 @@ def test_pickled_store_finds_its_lock_directory_anew(tmp_path):
 def test_pool_resized_while_a_call_runs_keeps_serving_it():
     """Another thread changing ``threading.max_workers`` mid-call rebuilds the
     pool; the running call keeps submitting its batches to the pool it holds."""
-    from cuzarr.core import sync
+    from cuzarr.runtime import sync
 
     seen: list[int] = []
 
@@ -498,7 +498,7 @@ def test_pool_resized_while_a_call_runs_keeps_serving_it():
 def test_io_semaphores_of_closed_loops_are_forgotten():
     """Each asyncio.run is a new loop with its own I/O semaphore: closed loops'
     entries (which keep the loop alive once a task waited) are dropped."""
-    from cuzarr.core import sync
+    from cuzarr.runtime import sync
 
     async def take() -> None:
         async with sync.io_semaphore():
@@ -607,7 +607,7 @@ def test_share_with_one_worker_runs_in_turn_here():
 def test_share_on_a_busy_pool_does_not_wait_for_its_helpers(two_workers):
     """Every pool thread busy (here: blocked until the shared work is done):
     the helper tasks cannot start, and the caller does all parts itself."""
-    from cuzarr.core.sync import get_executor
+    from cuzarr.runtime.sync import get_executor
 
     release = threading.Event()
     pool = get_executor()
@@ -765,7 +765,7 @@ def test_helper_tasks_queued_on_a_busy_pool_do_not_hold_the_results(two_workers)
     import gc
     import weakref
 
-    from cuzarr.core.sync import get_executor
+    from cuzarr.runtime.sync import get_executor
 
     class Big:
         pass

@@ -147,10 +147,10 @@ def test_missing_and_nan_fill():
 def test_corrupt_chunk_raises():
     a = cuzarr.create_array(MemoryStore(), name="a", shape=(10, 10), dtype="f4", chunks=(5, 5))
     a[...] = 1.0
-    raw = bytearray(cuzarr.core.sync.sync(a.store.get("a/c/1/0")))
+    raw = bytearray(cuzarr.runtime.sync.sync(a.store.get("a/c/1/0")))
     raw[len(raw) // 2] ^= 0xFF
     raw[0] ^= 0xFF
-    cuzarr.core.sync.sync(a.store.set("a/c/1/0", bytes(raw)))
+    cuzarr.runtime.sync.sync(a.store.set("a/c/1/0", bytes(raw)))
     with cuzarr.config.enable_gpu(), pytest.raises(cuzarr.errors.CodecError, match="a/c/1/0"):
         a[...]
 

@@ -10,7 +10,7 @@ from cuzarr.api import asynchronous as _async
 from cuzarr.core.array import Array, AsyncArray
 from cuzarr.core.blocking import run_blocking
 from cuzarr.core.group import Group
-from cuzarr.core.sync import sync
+from cuzarr.runtime.sync import sync
 
 __all__ = [
     "array",

@@ -46,7 +46,7 @@ def cmd_consolidate(args: argparse.Namespace) -> int:
     """
     import cuzarr
     from cuzarr.core.consolidated import build_consolidated
-    from cuzarr.core.sync import sync
+    from cuzarr.runtime.sync import sync
 
     g = cuzarr.open_group(args.store, path=args.path, mode="r+", use_consolidated=False)
     ag = g.async_group

@@ -69,7 +69,7 @@ def _consolidated_groups(h: Hierarchy) -> list[str]:
     have consolidated metadata of their own, deepest first: the copy writes
     theirs once all data is there."""
     import cuzarr
-    from cuzarr.core.sync import sync
+    from cuzarr.runtime.sync import sync
 
     out = [""] if h.consolidated is not None else []
     for rel, node in h.members:

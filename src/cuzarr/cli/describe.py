@@ -16,7 +16,7 @@ __all__ = ["cmd_info", "cmd_tree"]
 
 def _stored_bytes(node: Any) -> int:
     """Bytes stored under a node (files on disk, or values in other stores)."""
-    from cuzarr.core.sync import sync
+    from cuzarr.runtime.sync import sync
     from cuzarr.storage.local import LocalStore
 
     store = node.store

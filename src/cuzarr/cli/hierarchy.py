@@ -116,7 +116,7 @@ def list_hierarchy(group: Any) -> Hierarchy:
         Every node below it, and its consolidated metadata (if any).
     """
     from cuzarr.core.group import AsyncGroup, Group
-    from cuzarr.core.sync import sync
+    from cuzarr.runtime.sync import sync
 
     ag = group.async_group
     snapshot = sync(AsyncGroup.open(ag.store_path, ag.zarr_format)).consolidated
@@ -135,7 +135,7 @@ def list_hierarchy(group: Any) -> Hierarchy:
 def _lists_itself(ag: Any) -> bool:
     """Whether listing the group's directory shows its own metadata document (a
     store that cannot list, such as a plain HTTP server, shows nothing)."""
-    from cuzarr.core.sync import sync
+    from cuzarr.runtime.sync import sync
 
     async def names() -> list[str]:
         return [n async for n in ag.store.list_dir(ag.path)]

@@ -18,9 +18,9 @@ import numpy as np
 
 from cuzarr.buffer.chunks import is_fill, merge_into
 from cuzarr.codecs.base import ArrayBytesCodec, ChunkSpec, Codec, codec_from_json, register_codec
-from cuzarr.core.workers import share
 from cuzarr.errors import CodecError, MetadataError
 from cuzarr.metadata.dtypes import parse_data_type
+from cuzarr.runtime.workers import share
 from cuzarr.storage.base import Concat
 
 __all__ = ["EMPTY", "ShardingCodec", "morton_order", "sharding_codec"]
@@ -30,7 +30,7 @@ EMPTY = np.uint64(2**64 - 1)
 _MAX_SHARD_NBYTES = 2**63 - 1
 _U64 = parse_data_type("uint64", 3)
 # Inner chunks at least this large are encoded and decoded in parallel by idle
-# worker loops (``cuzarr.core.workers.share``); below it, the per-chunk Python
+# worker loops (``cuzarr.runtime.workers.share``); below it, the per-chunk Python
 # work of two threads contends for the GIL and gains nothing.
 SHARE_MIN_NBYTES = 32 << 10
 

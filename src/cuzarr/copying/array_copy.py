@@ -133,7 +133,7 @@ def create_copy(src: Any, store: Any, path: str | None, metadata: Any, overwrite
         source's handle does (``write_empty_chunks``).
     """
     from cuzarr.core.array import Array, AsyncArray
-    from cuzarr.core.sync import sync
+    from cuzarr.runtime.sync import sync
     from cuzarr.storage.common import make_store_path
 
     sp = make_store_path(store, path, mode="a")
@@ -182,7 +182,7 @@ def copy_data(src: Any, dst: Any, max_block_bytes: int, progress: Any) -> None:
 def _source_chunks_test(src: Any) -> Any:
     """A test of whether a block (slices) meets a chunk (shard) that ``src``
     stores, or ``None`` where its store cannot be listed (then nothing is skipped)."""
-    from cuzarr.core.sync import sync
+    from cuzarr.runtime.sync import sync
 
     prefix = f"{src.path}/" if src.path else ""
 

@@ -52,7 +52,7 @@ class _Copy:
     def _existing(self, dest: Any, name: str) -> Any:
         if dest is None:
             return None
-        from cuzarr.core.sync import sync
+        from cuzarr.runtime.sync import sync
 
         return sync(dest.async_group.get(name))
 
@@ -183,7 +183,7 @@ def _int_tuple(chunks: Any, ndim: int) -> bool:
 
 
 def _initialized(a: Any) -> bool:
-    from cuzarr.core.sync import sync
+    from cuzarr.runtime.sync import sync
 
     return sync(a.nchunks_initialized()) == a.nchunks
 

@@ -102,7 +102,7 @@ def _copy_keys(
     log: Any,
     progress: Any,
 ) -> tuple[int, int, int]:
-    from cuzarr.core.sync import sync
+    from cuzarr.runtime.sync import sync
 
     exc, inc = _patterns(excludes, flags), _patterns(includes, flags)
     src_prefix = normalize_path(source_path)

@@ -36,7 +36,6 @@ from cuzarr.core.nodes import (
 from cuzarr.core.resize import resize as resize_shape
 from cuzarr.core.resize import stored_coords
 from cuzarr.core.shards import read_sharded, sharding_codec
-from cuzarr.core.sync import sync
 from cuzarr.errors import ContainsGroupError, GroupFoundError, ReadOnlyError
 from cuzarr.indexing.selection import (
     BasicPlan,
@@ -51,6 +50,7 @@ from cuzarr.indexing.selection import pop_fields as _pop_fields
 from cuzarr.metadata.array import ArrayMetadata
 from cuzarr.metadata.chunk_grid import RegularChunkGrid, chunk_sizes
 from cuzarr.metadata.group import GroupMetadata
+from cuzarr.runtime.sync import sync
 from cuzarr.storage.common import StorePath, make_store_path
 
 __all__ = ["Array", "AsyncArray"]

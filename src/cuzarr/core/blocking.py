@@ -1,7 +1,7 @@
 """Metadata operations of the sync API run in the calling thread.
 
 A sync call normally hands its coroutine to cuzarr's event-loop thread and waits
-(:func:`cuzarr.core.sync.sync`). On this machine that round trip alone cost
+(:func:`cuzarr.runtime.sync.sync`). On this machine that round trip alone cost
 ~70 us: more than writing an array's metadata to a memory store, and a third of
 ``create_array`` on local disk. For stores with cheap blocking I/O (their
 ``sync_io()``), :func:`run_blocking` instead drives the same coroutine in the
@@ -182,7 +182,7 @@ def run_blocking(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
     -------
     The coroutine's result.
     """
-    from cuzarr.core import sync as _sync
+    from cuzarr.runtime import sync as _sync
 
     # cuzarr's threads start now, as they did when every call went through the
     # loop: a thread Python waits for at exit cannot start them any more

@@ -23,7 +23,6 @@ import numpy as np
 from cuzarr.buffer import is_device_array
 from cuzarr.core.plans import execute, try_inline
 from cuzarr.core.read_job import ReadJob, missing_chunks_refused
-from cuzarr.core.sync import device_read_workers, max_workers
 from cuzarr.core.write_job import WriteJob
 from cuzarr.gpu.dispatch import emulating
 from cuzarr.indexing.projection import (
@@ -34,6 +33,7 @@ from cuzarr.indexing.projection import (
     ortho_index,
 )
 from cuzarr.metadata.array import ArrayMetadata
+from cuzarr.runtime.sync import device_read_workers, max_workers
 from cuzarr.storage.common import StorePath
 
 __all__ = [

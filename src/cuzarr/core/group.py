@@ -33,7 +33,6 @@ from cuzarr.core.nodes import (
     save_metadata,
     write_new_node,
 )
-from cuzarr.core.sync import sync
 from cuzarr.errors import (
     ArrayFoundError,
     ArrayNotFoundError,
@@ -46,6 +45,7 @@ from cuzarr.errors import (
 )
 from cuzarr.metadata.array import ArrayMetadata
 from cuzarr.metadata.group import ConsolidatedMetadata, GroupMetadata
+from cuzarr.runtime.sync import sync
 from cuzarr.storage.common import StorePath, join_path, make_store_path, normalize_path
 
 __all__ = ["AsyncGroup", "Group"]

@@ -33,10 +33,10 @@ import numpy as np
 from cuzarr.buffer import array_module, is_device_array
 from cuzarr.core.array import _materialize, as_requested, device_index
 from cuzarr.core.engine import ChunkItem, chunk_items, coordinate_items
-from cuzarr.core.sync import sync
 from cuzarr.gpu.dispatch import emulating
 from cuzarr.indexing.projection import project_array, project_slice
 from cuzarr.indexing.transform import ARRAY, CONSTANT, STRIDED, IndexTransform, _grid
+from cuzarr.runtime.sync import sync
 
 __all__ = ["LazyArray", "read_many", "read_many_async"]
 

@@ -32,8 +32,8 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from cuzarr.core.sync import get_executor, max_workers
-from cuzarr.core.workers import pull_batches
+from cuzarr.runtime.sync import get_executor, max_workers
+from cuzarr.runtime.workers import pull_batches
 from cuzarr.storage.base import Store, gather_or_cancel, run_job
 
 __all__ = [
@@ -274,7 +274,7 @@ async def execute(
     """Run every batch of ``job``: the one place that chooses a driver.
 
     Stores with blocking I/O: worker loops in the pool run batch after batch
-    inline (:func:`~cuzarr.core.workers.pull_batches`), with no trip through
+    inline (:func:`~cuzarr.runtime.workers.pull_batches`), with no trip through
     the event loop in between; batches whose locks were busy then go through
     the loop. Other stores: the async driver, a bounded number of batches at a
     time. ``loops`` bounds the worker loops, ``helpable`` lets idle ones take

@@ -20,11 +20,11 @@ from cuzarr.config import config
 from cuzarr.core.engine import SMALL_READ_CHUNKS, ChunkItem
 from cuzarr.core.plans import Compute, Get, GetRanges, Plan, execute, try_inline
 from cuzarr.core.read_job import missing_chunks_refused, refuse_missing
-from cuzarr.core.sync import device_read_workers, max_workers
-from cuzarr.core.workers import share
 from cuzarr.errors import CodecError, keyed
 from cuzarr.gpu.dispatch import device_reader_for
 from cuzarr.metadata.array import ArrayMetadata
+from cuzarr.runtime.sync import device_read_workers, max_workers
+from cuzarr.runtime.workers import share
 from cuzarr.storage.base import RangeByteRequest, SuffixByteRequest
 from cuzarr.storage.common import StorePath
 

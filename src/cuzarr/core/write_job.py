@@ -22,10 +22,10 @@ from cuzarr.codecs.base import ChunkSpec
 from cuzarr.codecs.sharding import sharding_codec
 from cuzarr.core.blocks import BlockEncoder
 from cuzarr.core.plans import Compute, Delete, Get, Plan, Put
-from cuzarr.core.workers import raise_mmap_threshold
 from cuzarr.errors import CodecError, keyed
 from cuzarr.gpu.dispatch import device_writer_for
 from cuzarr.metadata.array import ArrayMetadata
+from cuzarr.runtime.workers import raise_mmap_threshold
 from cuzarr.storage.base import joined
 from cuzarr.storage.common import StorePath
 

@@ -175,7 +175,7 @@ def _store_url(store: Any) -> str | None:
 
 
 def _sync(coro: Any) -> Any:
-    from cuzarr.core.sync import sync
+    from cuzarr.runtime.sync import sync
 
     return sync(coro)
 

@@ -25,9 +25,9 @@ from xarray.core import indexing
 
 import cuzarr
 from cuzarr.buffer import is_device_array
-from cuzarr.core.sync import on_loop
 from cuzarr.errors import GroupNotFoundError
 from cuzarr.integrations.xarray_fill import decode_fill_attr
+from cuzarr.runtime.sync import on_loop
 
 __all__ = ["CuzarrBackendArray", "CuzarrBackendEntrypoint", "open_dataset"]
 
@@ -125,7 +125,7 @@ def _nczarr_dims(arr: Any) -> tuple[str, ...] | None:
     too); ``None`` when it has none."""
     import json
 
-    from cuzarr.core.sync import sync
+    from cuzarr.runtime.sync import sync
 
     key = f"{arr.path}/.zarray" if arr.path else ".zarray"
     try:

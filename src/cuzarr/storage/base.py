@@ -11,15 +11,14 @@ overrides ``get`` still sees every read.
 from __future__ import annotations
 
 import asyncio
-import contextvars
-import os
-import threading
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from cuzarr.errors import ByteRangeError, ReadOnlyError, StoreKeyError
+from cuzarr.runtime.sync import io_semaphore, sync
+from cuzarr.runtime.tasks import gather_or_cancel, in_thread, run_job
 
 __all__ = [
     "ByteRequest",
@@ -127,105 +126,6 @@ def as_bytes_like(value: Any) -> Any:
     # a strided view (a numpy slice) as its bytes in C order: the stores write
     # contiguous memory
     return value if view.c_contiguous else view.tobytes()
-
-
-async def _wait_out(futures: Iterable[Any]) -> bool:
-    """Wait until every one of ``futures`` is done, however often this task is
-    cancelled meanwhile; whether a cancellation arrived."""
-    cancelled = False
-    pending = {f for f in futures if not f.done()}
-    while pending:
-        try:
-            _, pending = await asyncio.wait(pending)
-        except asyncio.CancelledError:
-            cancelled = True
-    return cancelled
-
-
-async def gather_or_cancel(*aws: Any) -> list[Any]:
-    """``asyncio.gather``, except that when one fails (or this call is cancelled),
-    the others are cancelled and waited for before the error propagates: once an
-    operation has raised, none of its writes may still land, nor an error be left
-    unseen. (Not built on ``gather``: cancelling that cancels the children a
-    second time, which would cut short their own waits for threads.)"""
-    tasks = [asyncio.ensure_future(a) for a in aws]
-    if not tasks:
-        return []
-    try:
-        await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-    except asyncio.CancelledError:
-        for t in tasks:
-            t.cancel()
-        await _wait_out(tasks)
-        raise
-    if all(t.done() and not t.cancelled() and t.exception() is None for t in tasks):
-        return [t.result() for t in tasks]
-    failed = next(
-        (t for t in tasks if t.done() and not t.cancelled() and t.exception() is not None), None
-    )
-    for t in tasks:
-        t.cancel()
-    cancelled = await _wait_out(tasks)
-    for t in tasks:  # every error retrieved: none reported as "never retrieved"
-        if not t.cancelled():
-            t.exception()
-    if cancelled or failed is None:
-        raise asyncio.CancelledError
-    raise failed.exception()  # type: ignore[misc]
-
-
-async def run_job(executor: Any, fn: Any, *args: Any) -> Any:
-    """Run ``fn(*args)`` on ``executor`` (in a copy of this context). Cancelled
-    before the job started, the job never runs; cancelled while it runs, this
-    waits for it to end (a thread cannot be stopped), however often cancelled,
-    before the cancellation goes on: a caller that has unwound knows its blocking
-    work is over."""
-    job = executor.submit(contextvars.copy_context().run, fn, *args)
-    fut = asyncio.wrap_future(job)
-    try:
-        return await asyncio.shield(fut)
-    except asyncio.CancelledError:
-        if not job.cancel():
-            await _wait_out([fut])
-            if not fut.cancelled():
-                fut.exception()  # retrieved: its error is not logged as unseen
-        raise
-
-
-_io_pool: Any = None
-_io_pool_pid: int | None = None
-_io_pool_lock = threading.Lock()
-
-
-def _reset_io_pool_lock() -> None:
-    # A thread of the parent (the loop's, in every in_thread call) may have held
-    # the lock when another forked: the child's first call would wait forever.
-    global _io_pool_lock
-    _io_pool_lock = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_reset_io_pool_lock)
-
-
-def _io_executor() -> Any:
-    """The thread pool of ``in_thread``: one that keeps serving while the
-    interpreter waits for user threads at exit (``core.sync._Pool``), made anew in
-    a forked child, whose copy of the parent's pool has no threads."""
-    from cuzarr.core.sync import _Pool
-
-    global _io_pool, _io_pool_pid
-    with _io_pool_lock:
-        if _io_pool is None or _io_pool_pid != os.getpid():
-            _io_pool = _Pool(min(32, (os.cpu_count() or 1) + 4), "cuzarr-store-io")
-            _io_pool_pid = os.getpid()
-        return _io_pool
-
-
-async def in_thread(fn: Any, *args: Any) -> Any:
-    """``asyncio.to_thread(fn, *args)`` with ``run_job``'s cancellation: a job not
-    yet started never runs, a running one is waited for."""
-    return await run_job(_io_executor(), fn, *args)
 
 
 
@@ -370,7 +270,6 @@ class Store(ABC):
         self, prototype: Any, key_ranges: Iterable[tuple[str, ByteRequest | None]]
     ) -> list[bytes | None]:
         """Fetch several (key, byte range) pairs concurrently."""
-        from cuzarr.core.sync import io_semaphore
 
         sem = io_semaphore()
 
@@ -401,7 +300,6 @@ class Store(ABC):
     async def getsize_prefix(self, prefix: str) -> int:
         """Total bytes stored under the directory ``prefix`` (a '/' is added to a
         prefix that lacks one, as zarr-python does: ``"a"`` does not count ``"ab"``)."""
-        from cuzarr.core.sync import io_semaphore
 
         if prefix and not prefix.endswith("/"):
             prefix += "/"
@@ -431,7 +329,6 @@ class Store(ABC):
 
     async def set_many(self, items: Sequence[tuple[str, bytes]]) -> None:
         """Store many values concurrently."""
-        from cuzarr.core.sync import io_semaphore
 
         sem = io_semaphore()
 
@@ -447,7 +344,6 @@ class Store(ABC):
 
     async def delete_many(self, keys: Sequence[str]) -> None:
         """Remove many keys concurrently."""
-        from cuzarr.core.sync import io_semaphore
 
         sem = io_semaphore()
 
@@ -533,19 +429,16 @@ class Store(ABC):
         self, key: str, *, prototype: Any = None, byte_range: ByteRequest | None = None
     ) -> bytes | None:
         """:meth:`get`, blocking (on cuzarr's event-loop thread)."""
-        from cuzarr.core.sync import sync
 
         return sync(self.get(key, prototype, byte_range))
 
     def set_sync(self, key: str, value: Any) -> None:
         """:meth:`set`, blocking."""
-        from cuzarr.core.sync import sync
 
         sync(self.set(key, value))
 
     def delete_sync(self, key: str) -> None:
         """:meth:`delete`, blocking."""
-        from cuzarr.core.sync import sync
 
         sync(self.delete(key))
 
@@ -583,7 +476,6 @@ class Store(ABC):
         max_coalesced_bytes: int = 16 << 20,
     ) -> list[tuple[int, bytes | None]]:
         """:meth:`get_ranges`, blocking: every ``(input index, bytes)`` pair."""
-        from cuzarr.core.sync import sync
 
         async def collect() -> list[tuple[int, bytes | None]]:
             out: list[tuple[int, bytes | None]] = []

@@ -801,7 +801,7 @@ class FsspecStore(Store):
         if self._async or type(self).get is not FsspecStore.get or len(reqs) <= 1:
             return await super().get_partial_values(prototype, reqs)
         # Sync filesystem: a few keys per thread hop, under the global limit.
-        from cuzarr.core.sync import io_semaphore
+        from cuzarr.runtime.sync import io_semaphore
 
         sem = io_semaphore()
         paths = [(self._full(k), r) for k, r in reqs]
@@ -901,7 +901,7 @@ class FsspecStore(Store):
 
     async def _delete_objects(self, fs: Any, keys: list[str]) -> None:
         """``keys`` in S3 ``DeleteObjects`` requests of up to 1,000 keys each."""
-        from cuzarr.core.sync import io_semaphore
+        from cuzarr.runtime.sync import io_semaphore
 
         sem = io_semaphore()
         buckets: dict[str, list[tuple[str, str]]] = {}

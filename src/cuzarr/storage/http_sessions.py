@@ -22,7 +22,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from cuzarr.core.sync import get_loop
+from cuzarr.runtime.sync import get_loop
 
 __all__ = ["shared_http_fs"]
 

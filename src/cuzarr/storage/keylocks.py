@@ -5,7 +5,7 @@ A synchronous call made from a thread that runs an event loop (a coroutine in
 Jupyter, a web handler) blocks that loop until cuzarr's own loop has done the
 work. If an async write of that blocked loop holds the lock of a chunk the call
 must also lock, the holder cannot run again until the call returns, and the call
-cannot return until the holder lets go. ``core.sync.sync`` marks the operations it
+cannot return until the holder lets go. ``runtime.sync.sync`` marks the operations it
 runs with the loop it blocks (``BLOCKED_LOOP``); the stores' ``lock_keys`` note
 the loop of each holder, and a waiter working for a blocked loop that finds its
 key held by that very loop raises ``DeadlockError`` at once.
@@ -15,19 +15,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import threading
 from collections.abc import Iterable
 from typing import Any
 
 from cuzarr.errors import DeadlockError
+from cuzarr.runtime.sync import BLOCKED_LOOP
 
 __all__ = ["BLOCKED_LOOP", "check_waiter", "held_by_running_loop", "released"]
 
-# the event loop the synchronous call being served blocks (None: none)
-BLOCKED_LOOP: contextvars.ContextVar[asyncio.AbstractEventLoop | None] = contextvars.ContextVar(
-    "cuzarr_blocked_loop", default=None
-)
 
 _owners: dict[tuple[Any, str], asyncio.AbstractEventLoop] = {}
 _guard = threading.Lock()

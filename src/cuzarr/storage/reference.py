@@ -494,7 +494,7 @@ class ReferenceStore(Store):
         key_ranges = list(key_ranges)
         if self._lazy is None or type(self).get is not ReferenceStore.get:
             return await super().get_partial_values(prototype, key_ranges)
-        from cuzarr.core.sync import io_semaphore
+        from cuzarr.runtime.sync import io_semaphore
 
         # one lookup per record file for the whole batch, then the reads
         refs = await self._lazy.resolve_many([k for k, _ in key_ranges])

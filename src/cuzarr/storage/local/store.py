@@ -545,7 +545,7 @@ class LocalStore(KeyPaths, Store):
         reqs = list(key_ranges)
         if len(reqs) <= 1:
             return self._read_batch(reqs) if reqs else []
-        from cuzarr.core.sync import io_semaphore
+        from cuzarr.runtime.sync import io_semaphore
 
         sem = io_semaphore()
 
@@ -607,7 +607,7 @@ class LocalStore(KeyPaths, Store):
         items = list(items)
         for key, _ in items:
             self._path(key)
-        from cuzarr.core.sync import io_semaphore
+        from cuzarr.runtime.sync import io_semaphore
 
         sem = io_semaphore()
 

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from cuzarr.core.sync import get_executor, max_workers
+from cuzarr.runtime.sync import get_executor, max_workers
 
 __all__ = ["SLICE_S", "pull_batches", "raise_mmap_threshold", "share"]
 
