@@ -35,6 +35,6 @@ def test_gzip_member_after_an_oversized_first_one_is_not_decompressed_unbounded(
             return getattr(self._d, name)
 
     monkeypatch.setattr(compressors.zlib, "decompressobj", Recording)
-    with pytest.raises(CodecError, match="more than 10 bytes"):
+    with pytest.raises(CodecError, match="more than the 10 bytes"):
         GzipCodec().decode(data, None, size_hint=bound)
     assert asked and 0 not in asked, asked

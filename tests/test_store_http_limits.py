@@ -26,8 +26,8 @@ import cuzarr
 from _http_handler import QuietHandler
 from _memcap import MiB, attempt, run_child
 from cuzarr.config import config
-from cuzarr.runtime.sync import sync
 from cuzarr.errors import StoreTimeoutError
+from cuzarr.runtime.sync import sync
 from cuzarr.storage import RangeByteRequest
 from cuzarr.storage.fsspec import (
     HTTPStore,

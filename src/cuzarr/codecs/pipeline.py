@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import zstandard
 
+from cuzarr.buffer.concat import Concat, joined
 from cuzarr.codecs import libzstd
 from cuzarr.codecs.base import (
     ArrayArrayCodec,
@@ -30,7 +31,6 @@ from cuzarr.codecs.compressors import zstd_decompress_into as _zstd_into
 from cuzarr.codecs.vlen import decode_vlen, encode_vlen
 from cuzarr.errors import CodecError, MetadataError
 from cuzarr.metadata.dtypes import DataType
-from cuzarr.storage.base import Concat, joined
 
 __all__ = ["V2Pipeline", "V3Pipeline"]
 

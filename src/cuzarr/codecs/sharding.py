@@ -17,11 +17,11 @@ from typing import Any
 import numpy as np
 
 from cuzarr.buffer.chunks import is_fill, merge_into
+from cuzarr.buffer.concat import Concat
 from cuzarr.codecs.base import ArrayBytesCodec, ChunkSpec, Codec, codec_from_json, register_codec
 from cuzarr.errors import CodecError, MetadataError
 from cuzarr.metadata.dtypes import parse_data_type
 from cuzarr.runtime.workers import share
-from cuzarr.storage.base import Concat
 
 __all__ = ["EMPTY", "ShardingCodec", "morton_order", "sharding_codec"]
 

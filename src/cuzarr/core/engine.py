@@ -22,7 +22,7 @@ import numpy as np
 
 from cuzarr.buffer import is_device_array
 from cuzarr.core.plans import execute, try_inline
-from cuzarr.core.read_job import ReadJob, missing_chunks_refused
+from cuzarr.core.read_job import ReadJob, large_chunks, missing_chunks_refused
 from cuzarr.core.write_job import WriteJob
 from cuzarr.gpu.dispatch import emulating
 from cuzarr.indexing.projection import (
@@ -203,10 +203,19 @@ def small_read(meta: ArrayMetadata, n: int, out: Any) -> bool:
 
 
 def read_job(
-    store_path: StorePath, meta: ArrayMetadata, pipeline: Any, items: list[ChunkItem], out: Any
+    store_path: StorePath,
+    meta: ArrayMetadata,
+    pipeline: Any,
+    items: list[ChunkItem],
+    out: Any,
+    sio: Any = None,
 ) -> ReadJob:
-    """The job reading chunk ``items`` into ``out`` (run it with ``plans``)."""
-    return ReadJob(store_path, meta, pipeline, items, chunk_keys(store_path, meta, items), out)
+    """The job reading chunk ``items`` into ``out`` (run it with ``plans``);
+    ``sio``: the store's ``sync_io()``, where the caller has it already."""
+    keys = chunk_keys(store_path, meta, items)
+    if sio is None:
+        return ReadJob(store_path, meta, pipeline, items, keys, out)
+    return ReadJob(store_path, meta, pipeline, items, keys, out, sio)
 
 
 def try_read_inline(
@@ -232,7 +241,7 @@ def try_read_inline(
             return False
     if not items or out.size == 0:
         return True
-    job = read_job(store_path, meta, pipeline, items, out)
+    job = read_job(store_path, meta, pipeline, items, out, sio)
     return try_inline(job, store_path.store, sio)
 
 
@@ -250,7 +259,9 @@ async def read_items(
         return
     job = read_job(store_path, meta, pipeline, items, out)
     device = job.device is not None
-    size = 1 if job.one_by_one and job.sio is not None else batch_size(meta, len(items), device)
+    # large chunks one per batch in worker loops (see read_job.large_chunks)
+    job.one_by_one = not device and job.sio is not None and large_chunks(meta)
+    size = 1 if job.one_by_one else batch_size(meta, len(items), device)
     await execute(job, store_path.store, size, loops=device_read_workers() if device else None)
 
 

@@ -114,13 +114,13 @@ def _render_tree(root: str, members: list[tuple[str, Any]]) -> _Tree:
     return _Tree("\n".join(lines))
 
 
-
 def _read_only_message(group: Any) -> str:
     """A read-only group's error: which store, and how to write."""
     return (
         f"group {group.name!r} is read-only: its store {group.store_path.store!r} was "
         "opened read-only (open it with mode='r+' to write)"
     )
+
 
 class AsyncGroup:
     """A group in a store; every operation is a coroutine."""

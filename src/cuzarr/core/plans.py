@@ -28,6 +28,7 @@ is declined (nothing done) and handed to the async driver, which waits for them.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -51,7 +52,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Get:
     """Values of ``keys`` (None where missing). ``reuse``: one key whose value
     may be read into a buffer the store reuses (valid until the next request)."""
@@ -60,7 +61,7 @@ class Get:
     reuse: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class GetRanges:
     """Byte ranges ``[(key, byte request)]`` (None where the key is missing).
     ``reuse``: answers may share a buffer the store reuses for the next request
@@ -73,28 +74,23 @@ class GetRanges:
     sizes: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Put:
     """Store ``pairs`` of (key, value)."""
 
     pairs: list[tuple[str, Any]]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Delete:
     """Delete ``keys`` (missing ones are no error)."""
 
     keys: list[str]
 
 
-class Compute:
-    """CPU work (decode, encode, scatter): ``fn(*args)``, answered with its result."""
-
-    __slots__ = ("args", "fn")
-
-    def __init__(self, fn: Callable[..., Any], *args: Any) -> None:
-        self.fn = fn
-        self.args = args
+#: CPU work (decode, encode, scatter): ``Compute(fn, *args)``, answered with
+#: ``fn(*args)``. A ``functools.partial``: made in C, no Python call per step.
+Compute = functools.partial
 
 
 Request = Get | GetRanges | Put | Delete | Compute
@@ -107,6 +103,10 @@ class Job(Protocol):
 
     #: batches are ranges of ``range(n)``
     n: int
+    #: whether batches hold the store's key locks (``lock_keys``) while they run
+    locking: bool
+    #: a device reader or writer whose work ``finish`` waits for (None: no call)
+    device: Any
 
     def plan(self, lo: int, hi: int) -> Plan:
         """The plan of batch ``lo:hi``."""
@@ -124,7 +124,13 @@ def run_inline(plan: Plan, sio: Any) -> Any:
     try:
         while True:
             req = plan.send(answer)
-            answer = _answer_inline(req, sio)
+            # compute steps and gets first: a small read is one of each
+            if type(req) is Compute:
+                answer = req()
+            elif type(req) is Get and not req.reuse:
+                answer = sio.get_many(req.keys)
+            else:
+                answer = _answer_inline(req, sio)
     except StopIteration as stop:
         return stop.value
     finally:
@@ -135,8 +141,6 @@ def run_inline(plan: Plan, sio: Any) -> Any:
 
 def _answer_inline(req: Request, sio: Any) -> Any:
     kind = type(req)
-    if kind is Compute:
-        return req.fn(*req.args)  # type: ignore[union-attr]
     if kind is Get:
         if req.reuse and len(req.keys) == 1 and sio.get_reused is not None:  # type: ignore[union-attr]
             return [sio.get_reused(req.keys[0])]  # type: ignore[union-attr]
@@ -168,7 +172,7 @@ async def run_async(plan: Plan, store: Any) -> Any:
             req = plan.send(answer)
             kind = type(req)
             if kind is Compute:
-                answer = await loop.run_in_executor(pool, req.fn, *req.args)  # type: ignore[union-attr]
+                answer = await loop.run_in_executor(pool, req)
             elif kind is Get:
                 answer = await store.get_many(req.keys)  # type: ignore[union-attr]
             elif kind is GetRanges:
@@ -217,12 +221,11 @@ async def _sizes(store: Any, reqs: list[tuple[str, Any]]) -> list[int | None]:
 def _inline_batch(job: Job, store: Any, sio: Any, lo: int, hi: int) -> bool:
     """Batch ``lo:hi`` inline under its key locks if they are free at once;
     False (nothing done) when they are busy, or can only be awaited."""
-    keys = job.lock_keys(lo, hi)
-    lock_keys = getattr(store, "lock_keys", None) if keys is not None else None
+    lock_keys = getattr(store, "lock_keys", None) if job.locking else None
     if lock_keys is None:
         run_inline(job.plan(lo, hi), sio)
         return True
-    locks = lock_keys(keys)
+    locks = lock_keys(job.lock_keys(lo, hi))
     if not hasattr(locks, "try_acquire") or not locks.try_acquire():
         return False
     try:
@@ -233,15 +236,14 @@ def _inline_batch(job: Job, store: Any, sio: Any, lo: int, hi: int) -> bool:
 
 
 async def _async_batch(job: Job, store: Any, sio: Any, lo: int, hi: int) -> None:
-    keys = job.lock_keys(lo, hi)
-    lock_keys = getattr(store, "lock_keys", None) if keys is not None else None
+    lock_keys = getattr(store, "lock_keys", None) if job.locking else None
     if lock_keys is None:
         await run_async(job.plan(lo, hi), store)
         return
     # Waited for on the loop; then the batch's reads, codec work and writes
     # run under them, to their end even when the caller is cancelled: the
     # locks must outlast the writes they guard.
-    async with lock_keys(keys):
+    async with lock_keys(job.lock_keys(lo, hi)):
         if sio is not None:
             await run_job(get_executor(), run_inline, job.plan(lo, hi), sio)
         else:
@@ -259,9 +261,14 @@ def try_inline(job: Job, store: Any, sio: Any = None) -> bool:
         if sio is None:
             return False
     try:
+        if not job.locking:
+            if job.n:
+                run_inline(job.plan(0, job.n), sio)
+            return True
         return _inline_batch(job, store, sio, 0, job.n) if job.n else True
     finally:
-        job.finish()
+        if job.device is not None:
+            job.finish()
 
 
 async def execute(
@@ -295,7 +302,8 @@ async def execute(
         ranges = [(lo, min(job.n, lo + batch)) for lo in range(0, job.n, batch)]
         await run_ranges(ranges, lambda lo, hi: _async_batch(job, store, None, lo, hi))
     finally:
-        job.finish()
+        if job.device is not None:
+            job.finish()
 
 
 async def run_ranges(ranges: Sequence[tuple[int, int]], work: Callable[[int, int], Any]) -> None:

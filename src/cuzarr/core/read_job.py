@@ -54,6 +54,9 @@ def refuse_missing(store_path: StorePath, keys: Sequence[str]) -> None:
         )
 
 
+_UNKNOWN: Any = object()
+
+
 class ReadJob:
     """Read chunk ``items`` (see ``engine.chunk_items``) of one array into ``out``.
 
@@ -61,7 +64,14 @@ class ReadJob:
     ----------
     keys
         The items' store keys (``engine.chunk_keys``).
+    sio
+        The store's ``sync_io()``, where the caller has it already.
     """
+
+    locking = False  # reads take no key locks
+    #: batches of one large chunk, read into the store's reused buffer (set by
+    #: the engine for worker loops over blocking I/O; see :func:`large_chunks`)
+    one_by_one = False
 
     def __init__(
         self,
@@ -71,6 +81,7 @@ class ReadJob:
         items: list[Any],
         keys: list[str],
         out: Any,
+        sio: Any = _UNKNOWN,
     ) -> None:
         self.store_path = store_path
         self.items = items
@@ -83,15 +94,13 @@ class ReadJob:
         self.fill = meta.read_fill
         self.grid = meta.chunk_grid
         store = store_path.store
-        self.sio = store.sync_io()
+        self.sio = store.sync_io() if sio is _UNKNOWN else sio
         self.device = device_reader_for(
             pipeline, out, self.fill, self.grid.stored_chunk_shape, store
         )
         self.blocks = None
         if self.device is None:
             self.blocks = BlockDecoder.make(items, out, self.grid, pipeline)
-        # one chunk a batch, read into the store's reused buffer (blocking I/O only)
-        self.one_by_one = self.device is None and large_chunks(meta)
 
     def plan(self, lo: int, hi: int) -> Plan:
         """Fetch items ``lo:hi`` (one request), then decode and scatter them."""
@@ -100,11 +109,11 @@ class ReadJob:
             # file references or chunks read straight into a staging buffer
             datas = self.device.fetch(self.keys[lo:hi], self.items[lo:hi])
         if datas is None:
-            datas = yield Get(self.keys[lo:hi], reuse=self.one_by_one and hi - lo == 1)
+            datas = yield Get(self.keys[lo:hi], reuse=self.one_by_one)
         yield Compute(self.decode_batch, lo, datas)
 
     def lock_keys(self, lo: int, hi: int) -> None:
-        return None  # reads take no key locks
+        return None
 
     def finish(self) -> None:
         if self.device is not None:

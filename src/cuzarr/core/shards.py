@@ -56,6 +56,8 @@ class ShardReadJob:
     shards at a time (see the module notes). ``share_parts``: decode large
     inner chunks in parallel (see ``workers.share``)."""
 
+    locking = False  # reads take no key locks
+
     def __init__(
         self,
         store_path: StorePath,
@@ -137,7 +139,7 @@ class ShardReadJob:
         return tuple(c % n for c, n in zip(self.items[i][0], self.cps, strict=True))
 
     def lock_keys(self, lo: int, hi: int) -> None:
-        return None  # reads take no key locks
+        return None
 
     def finish(self) -> None:
         if self.device is not None:

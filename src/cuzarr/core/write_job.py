@@ -18,6 +18,7 @@ import numpy as np
 
 from cuzarr.buffer import cpu_prototype, is_device_array
 from cuzarr.buffer.chunks import is_fill, merge_into
+from cuzarr.buffer.concat import joined
 from cuzarr.codecs.base import ChunkSpec
 from cuzarr.codecs.sharding import sharding_codec
 from cuzarr.core.blocks import BlockEncoder
@@ -26,7 +27,6 @@ from cuzarr.errors import CodecError, keyed
 from cuzarr.gpu.dispatch import device_writer_for
 from cuzarr.metadata.array import ArrayMetadata
 from cuzarr.runtime.workers import raise_mmap_threshold
-from cuzarr.storage.base import joined
 from cuzarr.storage.common import StorePath
 
 __all__ = ["WriteJob"]
@@ -39,6 +39,10 @@ class WriteJob:
     fields of the value's records, and ``where`` (a boolean array shaped like
     ``value``) only the elements where it is True: either makes the chunks it
     leaves a part of read-modify-writes."""
+
+    # partial writes are read-modify-writes; whole-chunk writes lock too, so
+    # that they serialize with those of other writers
+    locking = True
 
     def __init__(
         self,
@@ -142,8 +146,6 @@ class WriteJob:
         return [i for i in range(lo, hi) if not items[i][3] or i in cut or i in partial]
 
     def lock_keys(self, lo: int, hi: int) -> list[str]:
-        # partial writes are read-modify-writes; whole-chunk writes lock too, so
-        # that they serialize with those of other writers
         return self.keys[lo:hi]
 
     def finish(self) -> None:

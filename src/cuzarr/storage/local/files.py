@@ -17,7 +17,7 @@ import threading
 import time
 from typing import Any, NoReturn
 
-from cuzarr.storage.base import Concat
+from cuzarr.buffer.concat import Concat
 
 try:
     import fcntl
