@@ -226,3 +226,44 @@ def test_corrupt_chunk_fails_the_read_after_its_batches(tmp_path, emulate):
     with cuzarr.config.set({"gpu.sub_batch_bytes": 1}), pytest.raises(CodecError, match="c/2/0"):
         a[...]
     np.testing.assert_array_equal(a[0:16], data[0:16])
+
+
+@pytest.mark.parametrize("codec", ["zstd", "lz4", None])
+def test_whole_chunks_decode_straight_into_the_output(tmp_path, emulate, codec):
+    """Chunks that are whole, contiguous blocks of a C-contiguous output are
+    decoded there (no staging slot copy); the others go through staging and the
+    scatter, in the same batch."""
+    data = _data((32, 48))
+    comp = {"zstd": [ZSTD], "lz4": [LZ4()], None: None}[codec]
+    z = zarr.create_array(str(tmp_path / "a"), shape=data.shape, chunks=(4, 48),
+                          dtype=data.dtype, compressors=comp, fill_value=0)
+    z[...] = data
+    z[8:12] = 0  # missing: filled by the scatter
+    want = data.copy()
+    want[8:12] = 0
+    a = cuzarr.open_array(LocalStore(tmp_path / "a"), mode="r")
+    np.testing.assert_array_equal(a[...], want)
+    assert emulate["decoded_into_out"] == 7
+    HostExecutor.stats.clear()
+    np.testing.assert_array_equal(a[2:30], want[2:30])  # whole rows of chunks 1-6
+    assert emulate["decoded_into_out"] == 5
+    HostExecutor.stats.clear()
+    np.testing.assert_array_equal(a[:, ::2], want[:, ::2])  # nothing contiguous
+    assert emulate["decoded_into_out"] == 0
+
+
+def test_out_parameter_views_are_decoded_where_they_allow(tmp_path, emulate):
+    data = _data((16, 24))
+    z = zarr.create_array(str(tmp_path / "a"), shape=data.shape, chunks=(4, 24),
+                          dtype=data.dtype, compressors=[ZSTD])
+    z[...] = data
+    a = cuzarr.open_array(LocalStore(tmp_path / "a"), mode="r")
+    big = np.zeros((16, 48), data.dtype)
+    a.get_basic_selection(Ellipsis, out=big[:, 10:34])  # not C-contiguous
+    np.testing.assert_array_equal(big[:, 10:34], data)
+    assert emulate["decoded_into_out"] == 0
+    raw = np.zeros(16 * 24 * 4 + 4, np.uint8)
+    shifted = raw[4:].view(data.dtype).reshape(16, 24)  # 4-byte aligned: not for zstd
+    a.get_basic_selection(Ellipsis, out=shifted)
+    np.testing.assert_array_equal(shifted, data)
+    assert emulate["decoded_into_out"] == 0

@@ -268,7 +268,7 @@ def test_executor_prepare_batch_on_cpu(compressor):
     staging = np.zeros(batch.plan.staging_nbytes, np.uint8)
     scratch = np.zeros(batch.scratch_nbytes, np.uint8)
     for codec, rows in batch.streams.items():
-        for src, n, dst, size, to_scratch in rows:
+        for src, n, dst, size, to_scratch, _to_out in rows:
             st = RawStreamT(codec, src, n, size)
             dec = decode_streams_cpu(batch.packed, [st], size)
             (scratch if to_scratch else staging)[dst : dst + size] = dec

@@ -22,7 +22,7 @@ import numpy as np
 
 from cuzarr.errors import CodecError
 from cuzarr.gpu import formats, scan
-from cuzarr.gpu.plan import STAGING_ALIGN, ScatterPlan, build_plan
+from cuzarr.gpu.plan import FLAG_MISSING, STAGING_ALIGN, ScatterPlan, build_plan
 from cuzarr.storage.local import LocalFile
 
 __all__ = [
@@ -103,14 +103,20 @@ def _parse(kind: str, data: Any, nbytes: int) -> tuple[list[formats.RawStream], 
     raise formats.UnsupportedStream(f"no GPU decoder for {kind!r}")
 
 
+# A raw stream: ``n`` bytes at ``src`` of the uploaded buffer decode to ``size``
+# bytes at ``dst`` of the staging buffer, of the scratch buffer (``scratch``:
+# blosc before its unshuffle), or of the output itself (``out``: a whole chunk
+# that is one contiguous block of a C-contiguous output, decoded straight there).
 STREAM_DTYPE = np.dtype([("src", "<i8"), ("n", "<i8"), ("dst", "<i8"), ("size", "<i8"),
-                         ("scratch", "?")])
+                         ("scratch", "?"), ("out", "?")])
 
 
-def stream_rows(src: Any, n: Any, dst: Any, size: Any, scratch: Any = False) -> np.ndarray:
+def stream_rows(src: Any, n: Any, dst: Any, size: Any, scratch: Any = False,
+                out: Any = False) -> np.ndarray:
     """``STREAM_DTYPE`` rows from columns (arrays or lists of equal length)."""
     rows = np.empty(len(src), STREAM_DTYPE)
-    rows["src"], rows["n"], rows["dst"], rows["size"], rows["scratch"] = src, n, dst, size, scratch
+    rows["src"], rows["n"], rows["dst"], rows["size"] = src, n, dst, size
+    rows["scratch"], rows["out"] = scratch, out
     return rows
 
 
@@ -165,7 +171,11 @@ class _Rows:
     def finish(self, batch: GpuBatch) -> None:
         """Into ``batch.streams`` and ``batch.owners``."""
         for codec, rows in self.tuples.items():
-            arr = np.array(rows, STREAM_DTYPE) if rows else np.zeros(0, STREAM_DTYPE)
+            arr = np.zeros(len(rows), STREAM_DTYPE)
+            if rows:
+                cols = list(zip(*rows, strict=True))
+                for name, col in zip(("src", "n", "dst", "size", "scratch"), cols, strict=True):
+                    arr[name] = col
             self.add(codec, arr, np.asarray(self.tuple_owners[codec], np.int64))
         for codec, parts in self.arrays.items():
             rows = np.concatenate(parts) if len(parts) > 1 else parts[0]
@@ -191,6 +201,7 @@ def prepare_batch(
     base_offsets: Sequence[int] | np.ndarray | None = None,
     base_sizes: Sequence[int] | np.ndarray | None = None,
     alloc: Callable[[int], np.ndarray] | None = None,
+    out_ptr: int | None = None,
 ) -> GpuBatch:
     """Host half of a GPU read. ``datas[i]`` is chunk ``i``'s stored bytes (``None``:
     missing); ``kind`` is :func:`stream_kind` of the array's compressor (``None``:
@@ -206,7 +217,13 @@ def prepare_batch(
     their streams decoded where they lie when aligned for nvCOMP, and ``base``
     itself becomes the packed buffer when no stream needs moving (no copy at
     all). ``alloc(nbytes)`` makes the packed buffer otherwise (default:
-    ``numpy.empty``)."""
+    ``numpy.empty``).
+
+    ``out_ptr``: the address of a C-contiguous output, whose whole chunks
+    landing as one contiguous block of it (same layout, no byte swap, aligned
+    for nvCOMP) are decoded straight into it: their streams' ``out`` is set and
+    their plan rows copy nothing (``count`` 0). ``None``: everything goes
+    through staging."""
     present = np.fromiter((d is not None for d in datas), bool, len(datas))
     plan = build_plan(items, chunk_shape, out_shape, out_strides, dtype.itemsize,
                       present=present, chunk_order=chunk_order, swap=swap)
@@ -219,7 +236,7 @@ def prepare_batch(
             lens = np.fromiter((0 if d is None else len(d) for d in datas), np.int64, len(datas))
         else:
             lens = np.asarray(base_sizes, np.int64)
-        done = _scan_in_place(batch, rows, base, offs, lens, present, kind)
+        done = _scan_in_place(batch, rows, base, offs, lens, present, kind, out_ptr)
         todo = present & ~done
     pieces, ext0, pos = _per_chunk(batch, rows, datas, np.flatnonzero(todo), kind, cpu_decode,
                                    chunk_order, swap, base, base_offsets)
@@ -233,7 +250,8 @@ _HEAD = {"zstd": 0, "lz4": 4, "none": 0}
 
 
 def _scan_in_place(batch: GpuBatch, rows: _Rows, base: np.ndarray, offs: np.ndarray,
-                   lens: np.ndarray, present: np.ndarray, kind: str) -> np.ndarray:
+                   lens: np.ndarray, present: np.ndarray, kind: str,
+                   out_ptr: int | None = None) -> np.ndarray:
     """Check the chunks lying in ``base`` at once and describe their streams where
     they lie; returns which chunks are done."""
     plan = batch.plan
@@ -250,12 +268,30 @@ def _scan_in_place(batch: GpuBatch, rows: _Rows, base: np.ndarray, offs: np.ndar
     ok &= (o + head) % INPUT_ALIGN[codec] == 0
     idx = cand[ok]
     src = offs[idx] + head
-    rows.add(codec, stream_rows(src, lens[idx] - head, plan.slots[idx], plan.slot_nbytes[idx]),
+    dst = plan.slots[idx]
+    to_out = np.zeros(len(idx), bool)
+    if out_ptr is not None and len(idx):
+        t = plan.table[idx]
+        to_out = whole_block(t) & ((out_ptr + t["dst_offset"]) % OUTPUT_ALIGN[codec] == 0)
+        dst = np.where(to_out, t["dst_offset"], dst)
+        plan.table["count"][idx[to_out]] = 0  # decoded in place: nothing to scatter
+    rows.add(codec, stream_rows(src, lens[idx] - head, dst, plan.slot_nbytes[idx], out=to_out),
              idx.astype(np.int64))
     batch.in_place += len(idx)
     done = np.zeros(len(present), bool)
     done[idx] = True
     return done
+
+
+def whole_block(t: np.ndarray) -> np.ndarray:
+    """Which plan rows copy a whole chunk, unswapped, to one contiguous block of
+    the output laid out as the chunk is (so its bytes can be decoded there)."""
+    nd = int(t["ndim"][0]) if len(t) else 0
+    n, shape = t["n"][:, :nd], t["chunk_shape"][:, :nd]
+    ok = (t["swap"] == 0) & ((t["flags"] & FLAG_MISSING) == 0) & (t["count"] > 0)
+    ok &= ((t["start"][:, :nd] == 0) & (t["step"][:, :nd] == 1) & (n == shape)).all(axis=1)
+    same = (t["dst_strides"][:, :nd] == t["src_strides"][:, :nd]) | (n <= 1)
+    return ok & same.all(axis=1)
 
 
 def _per_chunk(batch: GpuBatch, rows: _Rows, datas: Sequence[Any], todo: np.ndarray,

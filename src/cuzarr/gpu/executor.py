@@ -339,15 +339,18 @@ class HostExecutor(TwinStats):
 
         batch = sub.batch
         packed = sub.packed
+        direct = out_bytes(sub, out, lambda a: a.reshape(-1).view(np.uint8))
         for codec, rows in sub.streams.items():
-            for j, (src, n, dst, size, to_scratch) in enumerate(rows):
+            for j, (src, n, dst, size, to_scratch, to_out) in enumerate(rows):
                 st = formats.RawStream(codec, src, n, size)
                 try:
                     dec = formats.decode_streams_cpu(packed, [st], size)
                 except Exception as e:  # lz4/zstandard/zlib errors, as nvCOMP's are
                     pending.defer(_raiser(stream_error(batch, codec, int(sub.rows[codec][j]), e)))
                     continue
-                (scratch if to_scratch else staging)[dst : dst + size] = dec
+                target = direct if to_out else scratch if to_scratch else staging
+                target[dst : dst + size] = dec
+        self._count(decoded_into_out=sum(int(r["out"].sum()) for r in sub.streams.values()))
         for slot, raw in sub.host_decoded:
             staging[slot : slot + len(raw)] = raw
         if sub.direct:
@@ -372,6 +375,21 @@ class HostExecutor(TwinStats):
 
     def synchronize(self) -> None:
         """Nothing is in flight on the host."""
+
+
+def out_bytes(sub: SubBatch, out: Any, flat: Callable[[Any], Any]) -> Any:
+    """The output as bytes (``flat``: its flat uint8 view) when streams of
+    ``sub`` decode straight into it, after checking that they land inside it;
+    ``None`` when none do."""
+    rows = [r[r["out"]] for r in sub.streams.values()]
+    if not any(len(r) for r in rows):
+        return None
+    if not out.flags.c_contiguous:
+        raise ValueError("streams decode into an output that is not C-contiguous")
+    for r in rows:
+        if len(r) and ((r["dst"] < 0).any() or (r["dst"] + r["size"] > out.nbytes).any()):
+            raise ValueError("a stream would decode outside the output")
+    return flat(out)
 
 
 def _size_check(batch: GpuBatch, codec: str, rows: np.ndarray, res: Any,
@@ -471,7 +489,7 @@ class GpuExecutor(StreamCodecs):
             comp = self.cp.empty(packed.size, dtype=self.cp.uint8)
             comp.set(packed, stream=st)
             self._hold(batch.packed, st)
-            self._decode_streams(sub, comp, staging, scratch, st, pending)
+            self._decode_streams(sub, comp, staging, scratch, st, pending, out)
         if sub.host_decoded:
             self._hold(upload_to_slots(self.cp, st, sub.host_decoded, staging), st)
         if sub.direct:
@@ -516,17 +534,18 @@ class GpuExecutor(StreamCodecs):
         self._keep = []
 
     def _decode_streams(self, sub: SubBatch, comp: Any, staging: Any, scratch: Any, st: Any,
-                        pending: Pending) -> None:
+                        pending: Pending, out: Any = None) -> None:
         from nvidia import nvcomp
 
         batch = sub.batch
+        direct = out_bytes(sub, out, lambda a: a.reshape(-1).view(self.cp.uint8))
         for codec, rows in sub.streams.items():
-            for to_scratch in (False, True):
-                which = np.flatnonzero(rows["scratch"] == to_scratch)
+            for to_scratch, to_out in ((False, False), (True, False), (False, True)):
+                which = np.flatnonzero((rows["scratch"] == to_scratch) & (rows["out"] == to_out))
                 if not len(which):
                     continue
                 sel = rows[which]
-                target = scratch if to_scratch else staging
+                target = direct if to_out else scratch if to_scratch else staging
                 if codec == "copy":
                     for src, n, dst in zip(sel["src"].tolist(), sel["n"].tolist(),
                                            sel["dst"].tolist(), strict=True):

@@ -278,6 +278,14 @@ class DeviceReader:
         sizes = [-1 if n is None else n for n in made[1]]
         return HostBuffered(values, made[0], offsets, sizes)
 
+    def _out_ptr(self) -> int | None:
+        """The output's address when whole chunks may be decoded straight into
+        it (C-contiguous: a chunk's block of it is contiguous)."""
+        out = self.out
+        if not out.flags.c_contiguous or out.size == 0:
+            return None
+        return int(out.data.ptr) if hasattr(out.data, "ptr") else int(out.ctypes.data)
+
     def _host_decode(self, data: Any, shape: tuple[int, ...]) -> np.ndarray:
         # Host-decoded chunks enter the staging buffer in the output's byte order.
         chunk = np.asarray(self.pipeline.decode(data, shape))
@@ -308,6 +316,7 @@ class DeviceReader:
                 base_offsets=None if buffered is None else buffered.offsets,
                 base_sizes=None if buffered is None else buffered.sizes,
                 alloc=self.executor.host_buffer,
+                out_ptr=self._out_ptr(),
             )
             self.executor.run(batch, self.out, self.fill)
             # host staging goes back to its pool once the batch has run (device
