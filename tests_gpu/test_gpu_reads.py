@@ -324,3 +324,29 @@ def test_whole_chunks_decode_straight_into_the_output(tmp_path, compressor):
     big = cp.zeros((32, 80), cp.float32)
     a.get_basic_selection(Ellipsis, out=big[:, 7:47])
     np.testing.assert_array_equal(cp.asnumpy(big[:, 7:47]), data)
+
+
+@pytest.mark.parametrize("where", ["legacy", "per-thread", "own"])
+def test_reads_order_after_work_on_the_callers_stream(tmp_path, where):
+    """An ``out=`` still being filled on the caller's stream is written by the
+    read only after that work: the legacy default stream by CUDA's implicit
+    ordering of blocking streams, a per-thread default stream or a stream of
+    the caller's own when passed as ``enable_gpu(stream=...)`` (CUDA does not
+    order a per-thread default stream against other streams)."""
+    data = _data((64, 256), "<f4")
+    a = cuzarr.create_array(LocalStore(tmp_path / "a"), shape=data.shape, chunks=(8, 256),
+                            dtype=data.dtype, compressors={"name": "zstd",
+                                                           "configuration": {"level": 1}})
+    a[...] = data
+    stream = {"legacy": cp.cuda.Stream.null, "per-thread": cp.cuda.Stream.ptds,
+              "own": cp.cuda.Stream(non_blocking=True)}[where]
+    out = cp.empty(data.shape, cp.float32)
+    slow = cp.ones((4096, 4096), cp.float32)
+    with stream:
+        for _ in range(4):
+            slow = slow @ slow / 4096  # keeps the stream busy for a while
+        out[...] = slow[0, 0] * -1  # then fills out with -1
+    with cuzarr.config.enable_gpu(stream=None if where == "legacy" else stream):
+        a.get_basic_selection(Ellipsis, out=out)
+    cp.cuda.runtime.deviceSynchronize()
+    np.testing.assert_array_equal(cp.asnumpy(out), data)
