@@ -170,6 +170,10 @@ def test_descriptor_struct_offsets_match_numpy(tmp_path):
 # --- GpuExecutor with a stand-in nvCOMP -------------------------------------------------
 
 
+# what the executor asks of CuPy in these tests: the current device (none here)
+_NO_CUPY = types.SimpleNamespace(cuda=types.SimpleNamespace(Device=lambda: None))
+
+
 class _Stream:
     ptr = 0
 
@@ -227,6 +231,7 @@ def test_nvcomp_decode_failure_is_a_codec_error(monkeypatch, exc, nchunks):
     batch = _lz4_batch(nchunks)
     ex = object.__new__(GpuExecutor)
     ex.stream = _Stream()
+    ex.cp = _NO_CUPY
     ex._codecs = {("lz4", 0): _FailingCodec(exc)}
     staging = np.zeros(batch.plan.staging_nbytes, np.uint8)
     (sub,) = split_batch(batch, 1 << 30)
@@ -265,6 +270,7 @@ def test_nvcomp_size_checks_are_deferred_to_the_reads_one_wait(monkeypatch, shor
     batch = _lz4_batch(5)
     ex = object.__new__(GpuExecutor)
     ex.stream = _Stream()
+    ex.cp = _NO_CUPY
     ex._codecs = {("lz4", 0): _SizedCodec(0)}
     staging = np.zeros(batch.plan.staging_nbytes, np.uint8)
     subs = split_batch(batch, 1)  # one chunk a sub-batch

@@ -393,13 +393,14 @@ def out_bytes(sub: SubBatch, out: Any, flat: Callable[[Any], Any]) -> Any:
 
 
 def _size_check(batch: GpuBatch, codec: str, rows: np.ndarray, res: Any,
-                want: np.ndarray) -> Callable[[], None]:
+                want: np.ndarray, device: Any = None) -> Callable[[], None]:
     """A deferred check: every stream of an nvCOMP decode decoded to the size its
     header promised (another size means a corrupt stream; the host twin checks
-    the same)."""
+    the same). Read on ``device`` (the decode's), whichever thread settles."""
 
     def check() -> None:
-        got = np.array([int(n) for n in res.buffer_sizes], np.int64)
+        with device if device is not None else contextlib.nullcontext():
+            got = np.array([int(n) for n in res.buffer_sizes], np.int64)
         wrong = np.flatnonzero(got != want)
         if len(wrong):
             bad = int(wrong[0])
@@ -569,7 +570,8 @@ class GpuExecutor(StreamCodecs):
                     raise batch_error(batch, codec, rows_in_batch.tolist(), e) from e
                 # Sizes are read once the read's work is done (buffer_sizes
                 # waits for the decode): one wait for the read, not one per group.
-                pending.defer(_size_check(batch, codec, rows_in_batch, res, sel["size"]))
+                pending.defer(_size_check(batch, codec, rows_in_batch, res, sel["size"],
+                                          self.cp.cuda.Device()))
 
     def _read_direct(self, reads: list[tuple[int, str, int, int]], staging: Any,
                      st: Any = None) -> None:
