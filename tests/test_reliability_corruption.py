@@ -359,3 +359,43 @@ def test_partial_shard_reads_work_where_the_server_refuses_head(tmp_path):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_partial_shard_reads_never_get_the_whole_shard_for_its_size(tmp_path):
+    # A server whose HEAD tells no size: fsspec's own size lookup falls back to a
+    # GET of the whole shard, which the size check beside the index must not use.
+    from test_store_http import RangeHandler
+
+    whole: list[str] = []
+
+    class SizelessHead(RangeHandler):
+        def do_HEAD(self):
+            self.send_response(200)
+            self.end_headers()
+
+        def do_GET(self):
+            if self.headers.get("Range") is None and "/c/" in self.path:
+                whole.append(self.path)
+            return super().do_GET()
+
+    import functools
+    import http.server
+    import threading
+
+    local = str(tmp_path / "s.zarr")
+    a = cuzarr.create_array(local, shape=(64, 64), chunks=(4, 4), shards=(64, 64), dtype="u2")
+    a[:] = 3
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(SizelessHead, directory=str(tmp_path))
+    )
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/s.zarr"
+        b = cuzarr.open_array(url, mode="r")
+        assert b[0:4, 0:4].sum() == 48
+        assert b[60, 60] == 3
+        assert whole == []
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -779,20 +779,28 @@ class FsspecStore(Store):
     async def getsize(self, key: str) -> int:
         """Bytes stored at ``key``, asked of the filesystem (a HEAD over HTTP and
         S3), not read; ``FileNotFoundError`` if it holds nothing."""
+        n = await self.told_size(key)
+        if n is None:  # a server that does not tell: read it
+            return await super().getsize(key)
+        return n
+
+    async def told_size(self, key: str) -> int | None:
+        """:meth:`getsize` as the filesystem tells it, never by reading the value:
+        None where it does not tell (a sharded read asks it beside a shard's
+        index, where reading the whole shard would defeat the partial read)."""
         path = self._full(key)
 
         async def size() -> int | None:
             if self._async:
                 fs = await self._afs()
+                if self.protocol in ("http", "https"):
+                    return await _http_head_size(fs, path)
                 n = await fs._size(path)
             else:
                 n = await asyncio.to_thread(self._fs.size, path)
             return None if n is None else int(n)
 
-        n = await self._retrying("size", key, size)
-        if n is None:  # a server that does not tell: read it
-            return await super().getsize(key)
-        return n
+        return await self._retrying("size", key, size)
 
     async def get_partial_values(self, prototype: Any, key_ranges: Any) -> list[bytes | None]:
         reqs = list(key_ranges)
@@ -1146,6 +1154,31 @@ def _is_unsatisfiable(exc: BaseException) -> bool:
     if isinstance(exc, FileNotFoundError):
         return False
     return 416 in (_status_of(exc), exc.__cause__ and _status_of(exc.__cause__))
+
+
+async def _http_head_size(fs: Any, url: str) -> int | None:
+    """The size a HEAD request tells, or None: fsspec's ``_size`` over HTTP
+    falls back to a GET when HEAD does not tell, and the server then sends the
+    whole value."""
+    import fsspec.implementations.http as fsspec_http  # the optional dependency
+
+    file_info = getattr(fsspec_http, "_file_info", None)
+    if file_info is None or not hasattr(fs, "encode_url"):
+        # another fsspec: its own way, GET fallback included
+        n = await fs._size(url)
+        return None if n is None else int(n)
+    session = await fs.set_session()
+    try:
+        info = await file_info(fs.encode_url(url), session=session, size_policy="head", **fs.kwargs)
+    except FileNotFoundError:
+        raise
+    except Exception as e:
+        status = getattr(e, "status", None)
+        if status == 404:
+            raise FileNotFoundError(url) from e
+        return None  # HEAD refused (405), or another answer without a size
+    n = info.get("size")
+    return None if n is None else int(n)
 
 
 def _protocol_of(fs: Any) -> str:
