@@ -36,7 +36,7 @@ import pytest
 
 import cuzarr
 from _moto_helpers import moto_s3_server
-from cuzarr.errors import CodecError
+from cuzarr.errors import CodecError, StoreTimeoutError
 from cuzarr.runtime.sync import sync
 from cuzarr.storage import MemoryStore, RangeByteRequest
 from cuzarr.storage.fsspec import HTTPStore, RemoteStoreError, RetryPolicy
@@ -574,3 +574,53 @@ def test_s3_truncated_body_never_decodes(s3, name, s3_single_try):
 def test_s3_truncated_range_never_decodes(s3, s3_single_try):
     s3["schedule"].clear()
     _truncated_ranges(s3["schedule"], s3["data"], "/bucket/d.zarr", lambda: _s3_store(s3))
+
+
+def _s3_store_limited(s3, **limits):
+    """An FsspecStore through the proxy with cuzarr's time limits in its
+    storage_options and no timeout of botocore's own (its read timeout comes
+    from ``read_timeout``)."""
+    from cuzarr.storage import FsspecStore
+
+    opts = {
+        "endpoint_url": s3["endpoint"],
+        "key": "x",
+        "secret": "x",
+        "config_kwargs": {"connect_timeout": 0.3, "retries": {"total_max_attempts": 1}},
+        **limits,
+    }
+    return FsspecStore.from_url(
+        "s3://bucket/d.zarr", storage_options=opts, retry=RetryPolicy(retries=1, backoff=0.01)
+    )
+
+
+def test_s3_stalled_read_ends_at_the_read_timeout(s3, s3_single_try):
+    """``read_timeout`` reaches botocore: each stalled attempt fails after it, and
+    the read raises StoreTimeoutError naming the key and the limit."""
+    sched = s3["schedule"]
+    sched.clear()
+    key = _chunk_keys(s3["files"], "zstd")[3]
+    sched.set(f"/bucket/d.zarr/{key}", ["slow"] * 4)
+    a = cuzarr.open_array(_s3_store_limited(s3, read_timeout=0.3), path="zstd", mode="r")
+    with pytest.raises(StoreTimeoutError, match=r"read timeout 0\.3 s") as e:
+        a[:]
+    assert key in str(e.value)
+    assert sched.requests[f"/bucket/d.zarr/{key}"] == 2  # retried once
+    STATS["reads failed cleanly"] += 1
+
+
+def test_s3_read_ends_at_the_total_timeout(s3, s3_single_try):
+    """``storage.timeout`` bounds a request with all its attempts: stalls shorter
+    than the read timeout, one after another, still end at it."""
+    sched = s3["schedule"]
+    sched.clear()
+    key = _chunk_keys(s3["files"], "zstd")[4]
+    sched.set(f"/bucket/d.zarr/{key}", ["slow"] * 4)
+    a = cuzarr.open_array(_s3_store_limited(s3), path="zstd", mode="r")
+    with (
+        cuzarr.config.set({"storage.timeout": 0.5}),
+        pytest.raises(StoreTimeoutError, match=r"within 0\.5 s .*storage\.timeout") as e,
+    ):
+        a[:]
+    assert key in str(e.value)
+    STATS["reads failed cleanly"] += 1
