@@ -115,8 +115,8 @@ def test_lock_owner_records_of_multi_run_lockers(tmp_path, waiter):
 
     store = cuzarr.storage.LocalStore(tmp_path / "s")
     keys = ["c/0/0", "c/1/0"]
-    k_first, k_second = sorted(keys, key=lambda k: local._lock_runs([k])[0][0])
-    assert len(local._lock_runs(keys)) == 2
+    k_first, k_second = sorted(keys, key=lambda k: local.lock_runs(store, [k]))
+    assert len(local.lock_runs(store, keys)) == 2
 
     async def main():
         await ca.create_array(store, shape=(4, 10), chunks=(1, 10), dtype="f8")

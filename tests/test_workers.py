@@ -280,20 +280,19 @@ def test_large_chunk_corruption_names_the_key(tmp_path):
 
 
 def test_writes_survive_the_lock_directory_being_removed(tmp_path, monkeypatch):
-    """The lock directory (under the system temp dir) is made once per store
-    object; a temp cleaner removing it later must not break writes."""
+    """The lock directory is made once per process; a cleaner removing it later
+    must not break writes."""
     import shutil
-    import tempfile
 
-    from cuzarr.storage.local.locks import _lock_dir
+    from cuzarr.storage.local import locks
 
-    # a temp dir of this test's own: other test processes' locks stay untouched
-    (tmp_path / "tmp").mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    # a lock directory of this test's own: other test processes' locks stay untouched
+    monkeypatch.setenv(locks.LOCK_DIR_ENV, str(tmp_path / "locks"))
+    monkeypatch.setattr(locks, "_lock_dir_path", None)
     a = cuzarr.create_array(tmp_path / "a", shape=(16, 16), chunks=(4, 4), dtype="i2")
     a[1:15, 1:15] = 3
-    assert _lock_dir().startswith(str(tmp_path / "tmp"))
-    shutil.rmtree(_lock_dir())
+    assert locks.lock_dir() == str(tmp_path / "locks")
+    shutil.rmtree(locks.lock_dir())
     a[2:14, 2:14] = 5
     want = np.zeros((16, 16), "i2")
     want[1:15, 1:15] = 3

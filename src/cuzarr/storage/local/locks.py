@@ -8,8 +8,9 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import stat
 import struct
-import tempfile
+import sys
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -31,6 +32,48 @@ def _try_lock_range(fd: int, offset: int, length: int = 1) -> bool:
     except BlockingIOError:
         return False
     return True
+
+
+try:
+    import msvcrt
+except ImportError:  # not Windows
+    msvcrt = None  # type: ignore[assignment]
+
+
+def _lock_mode() -> str | None:
+    """How key locks are taken here: byte-range locks ("ofd": Linux's
+    open-file-description locks; "msvcrt": Windows), one ``flock``ed file per
+    key ("flock": other POSIX systems), or none (no locking facility)."""
+    if _OFD:
+        return "ofd"
+    if msvcrt is not None:
+        return "msvcrt"
+    if fcntl is not None:
+        return "flock"
+    return None
+
+
+_MODE = _lock_mode()
+_LOCK_FLAGS = os.O_RDWR | _NOFOLLOW | getattr(os, "O_BINARY", 0)
+
+
+def _try_lock_range_msvcrt(fd: int, offset: int, length: int) -> bool:
+    """Windows byte-range lock (``LockFile`` through the C runtime's ``_locking``,
+    which locks from the file position; per handle, as OFD locks; offsets past
+    the end of the file are allowed)."""
+    os.lseek(fd, offset, os.SEEK_SET)
+    try:
+        msvcrt.locking(fd, msvcrt.LK_NBLCK, length)
+    except OSError:
+        return False
+    return True
+
+
+def _unlock_range_msvcrt(fd: int, offset: int, length: int) -> None:
+    # Windows releases a closed handle's locks "when resources allow": unlocked
+    # explicitly, before the close
+    os.lseek(fd, offset, os.SEEK_SET)
+    msvcrt.locking(fd, msvcrt.LK_UNLCK, length)
 
 
 # A key's lock is one byte of its store's lock file. Keys whose last name is a
@@ -76,30 +119,126 @@ def _lock_runs(keys: Iterable[str]) -> list[tuple[int, int]]:
     return runs
 
 
-def _lock_dir() -> str:
-    # Lock files live outside the store, so the store holds only data (other
-    # tools list its files); one directory per user under the system temp dir.
+# Lock files: a fixed set per user, whatever was written (lock files named per
+# store root piled up, one for every root ever written, and were never removed).
+# A run of bytes goes to the stripe its 2**24-byte block falls in (one chunk
+# prefix's keys share a block), so holders of unrelated keys scan short lock
+# lists in the kernel.
+STRIPES = 64
+LOCK_DIR_ENV = "CUZARR_LOCK_DIR"
+
+
+def stripe_name(i: int) -> str:
+    """The name of lock stripe ``i`` in :func:`lock_dir`."""
+    return f"stripe-{i:02x}"
+
+
+def _owned_dir(path: str) -> bool:
+    """Whether ``path`` is (now) a directory of this user's own, not a symlink:
+    a directory another user made first in a shared place is not used."""
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        st = os.lstat(path)
+    except OSError:
+        return False
+    if not stat.S_ISDIR(st.st_mode):
+        return False
+    return not hasattr(os, "getuid") or st.st_uid == os.getuid()
+
+
+def _lock_dir_candidates() -> list[str]:
+    """Where the lock directory may go, best first. Never under ``TMPDIR``: a
+    batch scheduler gives each job its own, and writers with different ones
+    did not exclude each other. ``/dev/shm`` (Linux): memory, emptied at boot
+    as locks are, and not aged by temp cleaners (a lock file removed while held
+    would let a second writer lock a new file); then ``/tmp`` (the fixed
+    path, not ``TMPDIR``); on Windows the user's local application data."""
+    env = os.environ.get(LOCK_DIR_ENV)
+    if env:
+        return [env]
+    if sys.platform == "win32":
+        base = os.environ.get("LOCALAPPDATA") or os.path.expanduser("~")
+        return [os.path.join(base, "cuzarr", "locks")]
     uid = os.getuid() if hasattr(os, "getuid") else 0
-    d = os.path.join(tempfile.gettempdir(), f"cuzarr-locks-{uid}")
-    os.makedirs(d, mode=0o700, exist_ok=True)
-    return d
+    out = [os.path.join(b, f"cuzarr-locks-{uid}") for b in ("/dev/shm", "/tmp", "/var/tmp")]
+    return [*out, os.path.join(os.path.expanduser("~"), ".cache", "cuzarr", "locks")]
+
+
+_lock_dir_path: str | None = None
+
+
+def lock_dir() -> str:
+    """The directory of this user's lock files (made if missing), the same for
+    every process of the user (``CUZARR_LOCK_DIR`` sets it)."""
+    global _lock_dir_path
+    if _lock_dir_path is None:
+        cands = _lock_dir_candidates()
+        chosen = next((c for c in cands if _owned_dir(c)), None)
+        if chosen is None:
+            raise OSError(f"no usable directory for cuzarr's lock files among {cands}")
+        if _MODE == "flock":
+            sweep(chosen)
+        _lock_dir_path = chosen
+    return _lock_dir_path
+
+
+_lock_dir = lock_dir  # the name tests and older code use
+
+
+def sweep(directory: str) -> int:
+    """Remove the one-byte lock files (``flock`` mode, off Linux) that killed
+    holders left in ``directory``; held ones stay. Returns how many went."""
+    n = 0
+    try:
+        names = [e for e in os.listdir(directory) if e.startswith("stripe-") and e.count("-") == 2]
+    except OSError:
+        return 0
+    for name in names:
+        path = os.path.join(directory, name)
+        try:
+            fd = _try_lock_path(path)
+        except OSError:
+            continue
+        if fd is not None:
+            _unlock_path(path, fd)
+            n += 1
+    return n
 
 
 def _lock_base(store: LocalStore) -> str:
-    """Where ``store``'s lock files are named from (computed once per store
-    object: every batch of writes asks)."""
+    """The prefix of the identities of ``store``'s keys: the real path of its
+    root, with a separator. A key's identity is then the real path of its file
+    as far as the root resolves, the same for every spelling of the root
+    (``g.zarr/u`` as the root and ``g.zarr`` with keys under ``u/`` name one
+    file alike). Computed once per store object: every batch of writes asks."""
     base = store._lock_base
     if base is None:
-        if store._real_root is None:
-            store._real_root = os.path.realpath(store._root_str)
-        root_id = hashlib.blake2b(store._real_root.encode("utf-8", "surrogatepass"), digest_size=12)
-        base = store._lock_base = os.path.join(_lock_dir(), root_id.hexdigest())
+        real = os.path.normcase(os.path.realpath(store._root_str))
+        base = store._lock_base = os.path.join(real, "")
     return base
+
+
+def lock_runs(store: LocalStore, keys: Iterable[str]) -> list[tuple[int, int, int]]:
+    """The locks of ``keys`` of ``store``: ``(stripe, start, length)`` byte runs,
+    in the one order every locker takes them (so two never deadlock)."""
+    base = _lock_base(store)
+    sep = os.sep
+    idents = [base + (k if sep == "/" else k.replace("/", sep)) for k in keys]
+    out: list[tuple[int, int, int]] = []
+    for start, length in _lock_runs(idents):
+        while length:
+            # a run split where it crosses into another prefix's block
+            block = start >> _TAIL_BITS
+            n = min(length, ((block + 1) << _TAIL_BITS) - start)
+            out.append((block % STRIPES, start, n))
+            start, length = start + n, length - n
+    out.sort()
+    return out
 
 
 def _open_created(path: str, flags: int) -> int:
     """``os.open`` with ``O_CREAT``; recreates the lock directory once if a
-    temp cleaner removed it since ``_lock_base`` made it."""
+    cleaner removed it since :func:`lock_dir` made it."""
     try:
         return os.open(path, flags | os.O_CREAT, 0o600)
     except FileNotFoundError:
@@ -110,12 +249,13 @@ def _open_created(path: str, flags: int) -> int:
 class _KeyLocks:
     """Async context manager holding exclusive locks on a set of keys.
 
-    The locks live in ``<tempdir>/cuzarr-locks-<uid>/``, named after the store
-    root's real path. Linux: one lock file per store root, one byte of it per key
-    (see ``_lock_runs``), locked with open-file-description locks, which conflict
+    A key's lock is one byte (see ``_lock_runs``) of one of the ``STRIPES``
+    files in :func:`lock_dir`, at a place given by the real path of the key's
+    file. Linux: open-file-description locks on byte ranges, which conflict
     between threads as well as processes; neighbouring bytes go in one call.
-    Elsewhere with ``flock``: one file per key's byte, removed on release. Bytes
-    are locked in ascending order, so two lockers never deadlock.
+    Windows: ``msvcrt.locking`` byte ranges (per handle, as those). Elsewhere
+    (macOS, BSD) ``flock`` on one file per key's byte, removed on release.
+    Runs are locked in one global order, so two lockers never deadlock.
     """
 
     def __init__(self, store: LocalStore, keys: Iterable[str]) -> None:
@@ -124,23 +264,33 @@ class _KeyLocks:
             # the key's syntax only: its directory is checked when it is written
             if type(k) is not str or k not in store._paths:
                 store._key_path(k)
-        self.base = _lock_base(store)
+        self.dir = lock_dir() if _MODE is not None else ""
         self.keys = keys
-        self.wanted = _lock_runs(keys)
-        self.noted: list[tuple[int, int]] = []
-        self.fd: int | None = None
+        self.wanted = lock_runs(store, keys) if _MODE is not None else []
+        self.noted: list[tuple[int, int, int]] = []
+        self.fds: dict[int, int] = {}
+        self.ranges: list[tuple[int, int, int]] = []  # msvcrt: unlocked one by one
         self.held: list[tuple[str, int]] = []
 
-    def _try(self, run: tuple[int, int]) -> bool:
-        start, length = run
-        if _OFD:
-            if self.fd is None:
-                self.fd = _open_created(self.base, os.O_RDWR | _NOFOLLOW)
-            return _try_lock_range(self.fd, start, length)
+    def _space(self, stripe: int) -> str:
+        return os.path.join(self.dir, stripe_name(stripe))
+
+    def _try(self, run: tuple[int, int, int]) -> bool:
+        stripe, start, length = run
+        if _MODE == "ofd" or _MODE == "msvcrt":
+            fd = self.fds.get(stripe)
+            if fd is None:
+                fd = self.fds[stripe] = _open_created(self._space(stripe), _LOCK_FLAGS)
+            if _MODE == "ofd":
+                return _try_lock_range(fd, start, length)
+            if not _try_lock_range_msvcrt(fd, start, length):
+                return False
+            self.ranges.append((fd, start, length))
+            return True
         # one lock file per key's byte; a run is taken whole or not at all
         taken = len(self.held)
         for h in range(start, start + length):
-            path = f"{self.base}-{h:016x}"
+            path = f"{self._space(stripe)}-{h:016x}"
             fd = _try_lock_path(path)
             if fd is None:
                 while len(self.held) > taken:
@@ -150,21 +300,22 @@ class _KeyLocks:
         return True
 
     async def __aenter__(self) -> _KeyLocks:
-        if fcntl is None:
-            return self
         try:
-            for start, length in self.wanted:
+            for run in self.wanted:
+                stripe, start, length = run
                 delay = 0.0005
                 # Non-blocking tries polled from the loop: a blocked lock call in a
                 # worker thread could starve the threads the holder needs.
-                while not self._try((start, length)):
-                    keylocks.check_waiter(self.base, range(start, start + length), self.keys)
+                while not self._try(run):
+                    keylocks.check_waiter(
+                        self._space(stripe), range(start, start + length), self.keys
+                    )
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, 0.02)
                 # noted run by run: a holder of some runs that waits for the next
                 # one holds those already
-                keylocks.held_by_running_loop(self.base, range(start, start + length))
-                self.noted.append((start, length))
+                keylocks.held_by_running_loop(self._space(stripe), range(start, start + length))
+                self.noted.append(run)
         except BaseException:
             self._forget_owners()
             self._release()
@@ -173,16 +324,14 @@ class _KeyLocks:
 
     def _forget_owners(self) -> None:
         # only the runs this object took: another task may hold the others
-        for start, length in self.noted:
-            keylocks.released(self.base, range(start, start + length))
+        for stripe, start, length in self.noted:
+            keylocks.released(self._space(stripe), range(start, start + length))
         self.noted.clear()
 
     def try_acquire(self) -> bool:
         """Take every lock now without waiting (for worker threads, which must
         not block on a holder that may need them); False, holding none, if any
         is busy."""
-        if fcntl is None:
-            return True
         try:
             for run in self.wanted:
                 if not self._try(run):
@@ -201,9 +350,10 @@ class _KeyLocks:
         while self.held:
             path, fd = self.held.pop()
             _unlock_path(path, fd)
-        if self.fd is not None:
-            os.close(self.fd)  # releases every range this description holds
-            self.fd = None
+        while self.ranges:
+            _unlock_range_msvcrt(*self.ranges.pop())
+        while self.fds:
+            os.close(self.fds.popitem()[1])  # releases every range this description holds
 
     async def __aexit__(self, *exc: object) -> None:
         self._forget_owners()

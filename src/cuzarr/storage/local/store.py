@@ -7,10 +7,11 @@ A writer holds an ``flock`` on its temporary while it lives, so the next writer
 into the same directory can tell a killed writer's leftovers (unlocked) from a
 live writer's (locked) and removes only the former (see ``cleanup_temporaries``).
 
-``lock_keys`` takes per-key advisory locks (fcntl locks on files in
-``<tempdir>/cuzarr-locks-<uid>/``, outside the store; see ``locks``); the array
-engine holds them around the read-modify-write of partly covered chunks, so concurrent partial writers, in threads or processes,
-never lose each other's updates. Keys are checked to stay below the root: '..',
+``lock_keys`` takes per-key advisory locks (byte-range locks on a fixed set of
+files outside the store, one lock per chunk file's real path; see ``locks``); the
+array engine holds them around the read-modify-write of partly covered chunks,
+so concurrent partial writers, in threads or processes, never lose each other's
+updates. Keys are checked to stay below the root: '..',
 absolute paths, NUL bytes, backslashes and reserved names are refused, and a
 directory that is (or passes through) a symlink leading out of the root is never
 read, written or deleted through.
@@ -117,7 +118,7 @@ class LocalStore(KeyPaths, Store):
         state["_safe_dirs"] = set()
         state["_paths"] = {}
         state["_cleaned_dirs"] = set()
-        state["_lock_base"] = None  # under the temp dir of the process using it
+        state["_lock_base"] = None  # the root's real path, as the unpickling machine sees it
         state["_confirm_dirs"] = {}  # file systems as the unpickling machine sees them
         return state
 
@@ -137,7 +138,10 @@ class LocalStore(KeyPaths, Store):
         """Exclusive advisory locks on ``keys``, for ``async with``.
 
         Other processes and threads that take the same locks wait; plain ``set``
-        does not take them. A no-op where ``fcntl.flock`` is missing (Windows).
+        does not take them. The lock of a key is that of its file: stores that
+        spell the root differently (``g.zarr/u``, or ``g.zarr`` with keys under
+        ``u/``) lock alike. A no-op only where the platform has no file locks
+        (neither ``fcntl`` nor ``msvcrt``).
         """
         return _KeyLocks(self, keys)
 
