@@ -267,3 +267,16 @@ def test_out_parameter_views_are_decoded_where_they_allow(tmp_path, emulate):
     a.get_basic_selection(Ellipsis, out=shifted)
     np.testing.assert_array_equal(shifted, data)
     assert emulate["decoded_into_out"] == 0
+
+
+def test_missing_nvcomp_device_writes_encode_on_the_host(monkeypatch):
+    from cuzarr.gpu.writer import DeviceWriter
+
+    monkeypatch.setattr(reader, "_nvcomp_state", {"why": "OSError: libnvcomp.so"})
+    a = cuzarr.create_array({}, shape=(8, 8), chunks=(4, 4), dtype="f4", compressors=[ZSTD])
+    pipeline = a.async_array._pipeline
+    value = np.zeros((8, 8), "f4")
+    with pytest.warns(RuntimeWarning, match="device writes encode on the host"):
+        w = DeviceWriter(pipeline, value, 0.0, lambda c: (4, 4), True, device=True)
+    assert w.kind is None
+    assert DeviceWriter(pipeline, value, 0.0, lambda c: (4, 4), True, device=False).kind == "zstd"

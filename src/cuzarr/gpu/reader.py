@@ -49,6 +49,7 @@ __all__ = [
     "direct_reads",
     "emulating",
     "nvcomp_missing",
+    "nvcomp_usable",
     "swap_unit",
     "wait_for_user_stream",
 ]
@@ -174,18 +175,26 @@ def decode_route(kind: str | None, device: bool) -> str | None:
         return kind
     if flag("gpu.untrusted", False):
         return None
-    if device:
-        why = nvcomp_missing()
-        if why is not None:
-            if not _nvcomp_state.get("warned"):
-                _nvcomp_state["warned"] = True
-                warnings.warn(
-                    f"nvCOMP is not available ({why}): device reads decode on the host and "
-                    "upload each batch once (pip install 'cuzarr[gpu]' for nvCOMP >= 6.0)",
-                    RuntimeWarning, stacklevel=3,
-                )
-            return None
+    if device and not nvcomp_usable():
+        return None
     return kind
+
+
+def nvcomp_usable() -> bool:
+    """Whether nvCOMP loads; when it does not, one ``RuntimeWarning`` per
+    process says that device reads and writes code on the host instead."""
+    why = nvcomp_missing()
+    if why is None:
+        return True
+    if not _nvcomp_state.get("warned"):
+        _nvcomp_state["warned"] = True
+        warnings.warn(
+            f"nvCOMP is not available ({why}): device reads decode on the host and upload "
+            "each batch once, device writes encode on the host (pip install 'cuzarr[gpu]' "
+            "for nvCOMP >= 6.0)",
+            RuntimeWarning, stacklevel=4,
+        )
+    return False
 
 
 class HostBuffered(list):

@@ -53,7 +53,7 @@ from cuzarr.gpu.plan import (
     build_plan,
     fill_bytes,
 )
-from cuzarr.gpu.reader import device_codec, swap_unit
+from cuzarr.gpu.reader import device_codec, nvcomp_usable, swap_unit
 
 __all__ = [
     "DeviceWriter",
@@ -588,6 +588,8 @@ class DeviceWriter:
         self.dtype = np.dtype(value.dtype)
         _kind, stored, self.order = device_codec(pipeline)
         self.kind, self.level, self.blosc = encode_kind(pipeline, self.dtype.itemsize)
+        if self.kind not in (None, "none") and device and not nvcomp_usable():
+            self.kind, self.blosc = None, None  # no nvCOMP: the host encodes (warned once)
         if (
             self.kind is not None
             and stored is not None
