@@ -15,8 +15,9 @@ from cuzarr.codecs.base import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec
 from cuzarr.codecs.lazy_numcodecs import is_numcodec
 from cuzarr.codecs.numcodecs_bridge import as_v3_codec
 from cuzarr.config import config as cuzarr_config
-from cuzarr.core.array import Array, AsyncArray, _materialize
+from cuzarr.core.array import Array, AsyncArray
 from cuzarr.core.array_config import config_dict, parse_array_config
+from cuzarr.core.async_array import _materialize
 from cuzarr.core.build import (
     DEFAULT_FILL,
     build_array_metadata,

@@ -31,8 +31,9 @@ from typing import Any
 import numpy as np
 
 from cuzarr.buffer import array_module, is_device_array
-from cuzarr.core.array import _materialize, as_requested, device_index
+from cuzarr.core.async_array import _materialize
 from cuzarr.core.engine import ChunkItem, chunk_items, coordinate_items
+from cuzarr.core.values import as_requested, device_index
 from cuzarr.gpu.dispatch import emulating
 from cuzarr.indexing.projection import project_array, project_slice
 from cuzarr.indexing.transform import ARRAY, CONSTANT, STRIDED, IndexTransform, _grid

@@ -117,7 +117,10 @@ async def _trim_edges(array: AsyncArray, new_shape: tuple[int, ...]) -> None:
         return
     dims = meta.chunk_grid.dims(meta.shape)
     spans = [
-        [(_chunk_at(dims[d], s.start), _chunk_at(dims[d], s.stop - 1)) for d, s in enumerate(region)]
+        [
+            (_chunk_at(dims[d], s.start), _chunk_at(dims[d], s.stop - 1))
+            for d, s in enumerate(region)
+        ]
         for region in regions
     ]
     positions = sum(math.prod(b - a + 1 for a, b in span) for span in spans)
@@ -153,9 +156,7 @@ async def _write_fill(array: AsyncArray, region: tuple[slice, ...]) -> None:
     fill = meta.dtype.empty(())
     fill[()] = meta.read_fill
     value = np.broadcast_to(fill, plan.buffer_shape)
-    await engine.write_plan(
-        array.store_path, meta, array._pipeline, plan.projections, value, False
-    )
+    await engine.write_plan(array.store_path, meta, array._pipeline, plan.projections, value, False)
 
 
 async def _outside(
@@ -169,7 +170,8 @@ async def _outside(
     n_stale = math.prod(old_grid) - math.prod(keep)
     if n_stale > ENUMERATE_MAX:
         return sorted(
-            c for c in await stored_coords(store_path, meta)
+            c
+            for c in await stored_coords(store_path, meta)
             if any(i >= n for i, n in zip(c, new_grid, strict=True))
         )
     # One slab per shrunk dimension d: positions past the new edge on d,
@@ -179,7 +181,10 @@ async def _outside(
         if new_grid[d] >= old_grid[d]:
             continue
         ranges = [
-            range(keep[e]) if e < d else range(new_grid[d], old_grid[d]) if e == d
+            range(keep[e])
+            if e < d
+            else range(new_grid[d], old_grid[d])
+            if e == d
             else range(old_grid[e])
             for e in range(len(old_grid))
         ]

@@ -181,8 +181,7 @@ class ShardReadJob:
         """Whole shards read into one staging buffer of the device reader (here,
         in the plan's thread, inside its pinned descriptors, as ``ReadJob``'s
         device fetches), their inner chunks described where they lie."""
-        blobs = self.device.fetch_into(self.into, [self.encode_key(sc) for sc, _ in whole],
-                                       "none")
+        blobs = self.device.fetch_into(self.into, [self.encode_key(sc) for sc, _ in whole], "none")
         pairs = _Placed(blobs.base)
         for (_, m), data, at in zip(whole, blobs, blobs.offsets, strict=True):
             got, where, ns = self._from_buffer(m, data, at)
@@ -190,8 +189,9 @@ class ShardReadJob:
             pairs.place(where, ns)
         return pairs
 
-    def _from_buffer(self, members: list[int], data: Any,
-                     at: int) -> tuple[list[tuple[int, Any]], np.ndarray, np.ndarray]:
+    def _from_buffer(
+        self, members: list[int], data: Any, at: int
+    ) -> tuple[list[tuple[int, Any]], np.ndarray, np.ndarray]:
         """Like ``_from_whole`` for a shard read into a host buffer at ``at``:
         also where each inner chunk lies in that buffer and its size (index rows
         picked with numpy; -1: missing, or the shard lies elsewhere)."""
@@ -210,8 +210,10 @@ class ShardReadJob:
         offs = np.where(empty, np.uint64(0), rows[:, 0]).astype(np.int64)
         ns = np.where(empty, np.uint64(0), rows[:, 1]).astype(np.int64)
         ns[empty] = -1
-        pairs = [(i, None if e else mv[o : o + n]) for i, e, o, n in
-                 zip(members, empty.tolist(), offs.tolist(), ns.tolist(), strict=True)]
+        pairs = [
+            (i, None if e else mv[o : o + n])
+            for i, e, o, n in zip(members, empty.tolist(), offs.tolist(), ns.tolist(), strict=True)
+        ]
         where = np.where(empty | (at < 0), -1, offs + at)
         return pairs, where, ns
 

@@ -38,6 +38,7 @@ __all__ = [
     "BasicPlan",
     "FancyPlan",
     "OrthogonalPlan",
+    "block_slices",
     "classify_numpy",
     "classify_orthogonal",
     "has_fields",
@@ -531,3 +532,44 @@ def normalize_coordinate(
     b = np.broadcast_arrays(*(_check_array(x, shape[d], d) for d, x in enumerate(arrays)))
     out_shape = b[0].shape if b else ()
     return [x.reshape(-1) for x in b], out_shape
+
+
+def block_slices(selection: Any, dims: Sequence[Any]) -> tuple[slice, ...]:
+    """A block selection (``Array.blocks``: ints and step-1 slices of chunk-grid
+    indices, per dimension of ``dims``) as the slices of the elements it covers."""
+    ndim = len(dims)
+    if not isinstance(selection, tuple):
+        selection = (selection,)
+    ellipses = [k for k, s in enumerate(selection) if s is Ellipsis]
+    if len(ellipses) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    if ellipses:
+        i = ellipses[0]
+        selection = (
+            selection[:i] + (slice(None),) * (ndim - len(selection) + 1) + selection[i + 1 :]
+        )
+    if len(selection) > ndim:
+        raise IndexError(f"too many block indices for {ndim}-dimensional array")
+    selection = selection + (slice(None),) * (ndim - len(selection))
+    out = []
+    for d, (s, dim) in enumerate(zip(selection, dims, strict=True)):
+        n = dim.nchunks
+        i = _as_int(s)
+        if i is not None:
+            if i < -n or i >= n:
+                raise IndexError(
+                    f"block index {i} is out of bounds for dimension {d} with {n} blocks"
+                )
+            i = i + n if i < 0 else i
+            out.append(slice(dim.offset(i), dim.offset(i) + dim.data_len(i)))
+        elif isinstance(s, slice):
+            start, stop, _ = _slice_indices(s, n, d)
+            if s.step not in (None, 1):  # checked as given: one-block slices drop steps
+                raise IndexError(f"dimension {d}: block slices must have step 1")
+            if stop <= start:
+                out.append(slice(0, 0))
+            else:
+                out.append(slice(dim.offset(start), dim.offset(stop - 1) + dim.data_len(stop - 1)))
+        else:
+            raise IndexError(f"dimension {d}: block selections take ints and slices, got {s!r}")
+    return tuple(out)
