@@ -50,5 +50,8 @@ if [ "${TESTS_ONLY:-0}" != "1" ]; then
     timeout "${BENCH_TIMEOUT:-420}" python3 benchmarks/gpu.py --gib "${GIB:-1}" --repeats 3 \
         --codecs "${CODECS:-zstd,lz4,blosc-lz4}" --dir /tmp/cuzarr-gpu-bench \
         2>&1 | tee "$out/gpu_bench.log" || rc=1
+    # the host's share of a device read (no device used), on this machine's CPUs
+    timeout 300 python3 benchmarks/gpu.py --host-only --gib "${GIB:-1}" --repeats 5 \
+        --dir /tmp/cuzarr-gpu-bench 2>&1 | tee "$out/gpu_host.log" || rc=1
 fi
 exit "$rc"
