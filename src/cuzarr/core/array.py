@@ -57,6 +57,9 @@ class Array:
     chunk-block indexing. Every call runs on cuzarr's background event loop.
     """
 
+    def __dask_tokenize__(self) -> tuple[Any, ...]:
+        return self._async_array.__dask_tokenize__()
+
     def __init__(self, async_array: AsyncArray) -> None:
         self._async_array = async_array
 

@@ -218,3 +218,10 @@ class ArrayProperties:
             shard_shape=shards,
             nshards=self.nshards,
         )
+
+    def __dask_tokenize__(self) -> tuple[Any, ...]:
+        # dask names graphs over this array by reference (store, path, metadata):
+        # data is read when the graph runs, so the same node gives the same name
+        sp = self.store_path
+        meta = json.dumps(self.metadata.to_dict(), sort_keys=True, default=repr)
+        return ("cuzarr.Array", sp.store.__dask_tokenize__(), sp.path, meta)

@@ -22,8 +22,8 @@ decoded once, then copied into every view's buffer that needs part of it.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import math
-import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -376,7 +376,6 @@ class LazyArray:
         else:
             raise TypeError(f"LazyArray wraps a cuzarr Array or AsyncArray, not {type(array)}")
         self._transform = transform or IndexTransform.identity(self._async.shape)
-        self._token: str | None = None
 
     def _derive(self, t: IndexTransform) -> LazyArray:
         return LazyArray(self._array, t)
@@ -489,19 +488,16 @@ class LazyArray:
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         return as_requested(self.read(prototype="cpu"), dtype, copy)
 
-    def __dask_tokenize__(self) -> str:
-        # A token per view object: never equal for views that might differ.
-        if self._token is None:
-            self._token = uuid.uuid4().hex
-        return self._token
+    def __dask_tokenize__(self) -> tuple[Any, ...]:
+        # named by reference (its array and the elements it selects), not by a
+        # pickle of the store
+        key = hashlib.sha1(repr(self.transform.key()).encode()).hexdigest()
+        return ("cuzarr.LazyArray", self._async.__dask_tokenize__(), key)
 
     def to_dask(self, chunks: Any = "auto", **kwargs: Any) -> Any:
         """A dask array over this view (``dask.array.from_array`` with a numpy meta)."""
         import dask.array as da
 
-        from cuzarr.integrations.dask import register_tokenizers
-
-        register_tokenizers()  # named by reference, not by a pickle of the store
         kwargs.setdefault("meta", np.empty((0,) * self.ndim, dtype=self.dtype))
         return da.from_array(self, chunks=chunks, **kwargs)
 

@@ -35,52 +35,14 @@ def register_tokenizers() -> None:
     import cuzarr
     from cuzarr.storage.base import Store
 
-    def array_token(a: Any) -> tuple[Any, ...]:
-        sp = a.store_path
-        return (
-            "cuzarr.Array",
-            _store_token(sp.store),
-            sp.path,
-            normalize_token(a.metadata.to_dict()),
-        )
-
-    normalize_token.register(Store)(_store_token)
-    normalize_token.register(cuzarr.Array)(lambda a: array_token(a.async_array))
-    normalize_token.register(cuzarr.AsyncArray)(array_token)
-    # a view: its array, and the elements it selects (IndexTransform.key)
-    normalize_token.register(cuzarr.LazyArray)(
-        lambda v: ("cuzarr.LazyArray", array_token(v._async), normalize_token(v.transform.key()))
-    )
+    # Arrays, views and stores name themselves (``__dask_tokenize__``); the
+    # registrations make that so for subclasses that override it too.
+    for cls in (Store, cuzarr.Array, cuzarr.AsyncArray, cuzarr.LazyArray):
+        normalize_token.register(cls)(lambda o: o.__dask_tokenize__())
     normalize_token.register(cuzarr.Group)(
-        lambda g: ("cuzarr.Group", _store_token(g.store), g.path, g.metadata.zarr_format)
+        lambda g: ("cuzarr.Group", g.store.__dask_tokenize__(), g.path, g.metadata.zarr_format)
     )
     _registered = True
-
-
-def _store_token(store: Any) -> tuple[Any, ...]:
-    try:
-        h = hash(store)
-    except TypeError:  # an unhashable wrapped store: this very object
-        h = id(store)
-    # What else decides what a store reads: two fsspec stores of one path on
-    # different endpoints (or credentials) are different stores, as == says.
-    options = getattr(store, "storage_options", None)
-    inner = getattr(store, "inner", None) or getattr(store, "_store", None)
-    return (
-        "cuzarr.Store",
-        type(store).__module__,
-        type(store).__qualname__,
-        str(store),
-        h,
-        _normalize(options) if options else None,
-        _store_token(inner) if inner is not None and inner is not store else None,
-    )
-
-
-def _normalize(value: Any) -> Any:
-    from dask.base import normalize_token
-
-    return normalize_token(value)
 
 
 def to_dask(a: Any, chunks: Any = None, **kwargs: Any) -> Any:

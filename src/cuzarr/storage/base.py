@@ -11,6 +11,7 @@ overrides ``get`` still sees every read.
 from __future__ import annotations
 
 import asyncio
+import json
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
@@ -193,8 +194,34 @@ def normalize_key(key: str) -> str:
     return key
 
 
+def store_token(store: Any) -> tuple[Any, ...]:
+    """What names a store in dask graphs (``__dask_tokenize__``): its type, its
+    text, its hash and options, not a pickle of its contents (for a memory
+    store, every byte in it)."""
+    try:
+        h = hash(store)
+    except TypeError:  # an unhashable wrapped store: this very object
+        h = id(store)
+    # What else decides what a store reads: two fsspec stores of one path on
+    # different endpoints (or credentials) are different stores, as == says.
+    options = getattr(store, "storage_options", None)
+    inner = getattr(store, "inner", None) or getattr(store, "_store", None)
+    return (
+        "cuzarr.Store",
+        type(store).__module__,
+        type(store).__qualname__,
+        str(store),
+        h,
+        json.dumps(options, sort_keys=True, default=repr) if options else None,
+        store_token(inner) if inner is not None and inner is not store else None,
+    )
+
+
 class Store(ABC):
     """Abstract async key-value store."""
+
+    def __dask_tokenize__(self) -> tuple[Any, ...]:
+        return store_token(self)
 
     supports_writes: bool = True
     supports_deletes: bool = True
