@@ -248,7 +248,7 @@ def test_concat_values_are_written_whole_with_writev(tmp_path, monkeypatch):
         data = b"".join(bytes(b) for b in bufs)[:1000]
         return real(fd, [data])
 
-    monkeypatch.setattr(local.os, "writev", short_writev)
+    monkeypatch.setattr(local, "_writev_os", short_writev)
     store = LocalStore(str(tmp_path))
     assert store.takes_parts
     store._write("c/0", Concat(parts))

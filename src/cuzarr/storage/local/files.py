@@ -89,6 +89,36 @@ def _iov_max() -> int:
 _IOV_MAX = _iov_max()
 
 
+def _lseek_read(fd: int, n: int, offset: int) -> bytes:
+    """``os.pread`` where the platform has none (Windows): a seek, then a read.
+    Safe here: a descriptor is read by one thread at a time (each read opens
+    its own; pinned ones are per thread)."""
+    os.lseek(fd, offset, os.SEEK_SET)
+    return os.read(fd, n)
+
+
+def _pread_copy(fd: int, views: list[memoryview], offset: int) -> int:
+    """``os.preadv`` of one buffer where the platform has none: a positioned
+    read, copied into place (one copy more, the same bytes)."""
+    view = views[0]
+    data = _pread_os(fd, len(view), offset)
+    view[: len(data)] = data
+    return len(data)
+
+
+def _writev_each(fd: int, parts: list[memoryview]) -> int:
+    """``os.writev`` where the platform has none (Windows): the first part,
+    which ``_write_all`` continues from, as after a short writev."""
+    return os.write(fd, parts[0]) if parts else 0
+
+
+# The positioned and vectored calls, or their fallbacks where the platform lacks
+# them (``tests/test_local_fallbacks.py`` runs the store with each one removed).
+_pread_os = getattr(os, "pread", None) or _lseek_read
+_preadv_os = getattr(os, "preadv", None) or _pread_copy
+_writev_os = getattr(os, "writev", None) or _writev_each
+
+
 def _write_all(fd: int, value: Any) -> None:
     """All of ``value`` (bytes-like, or a :class:`Concat`, written with
     ``os.writev``): the calls may write less than asked (signals, full disks),
@@ -97,7 +127,7 @@ def _write_all(fd: int, value: Any) -> None:
         parts = [memoryview(p).cast("B") for p in value.parts]
         i = 0
         while i < len(parts):
-            n = os.writev(fd, parts[i : i + _IOV_MAX])
+            n = _writev_os(fd, parts[i : i + _IOV_MAX])
             while n:
                 if n >= len(parts[i]):
                     n -= len(parts[i])
@@ -127,18 +157,53 @@ def _write_file(path: str, value: bytes) -> None:
     return fd  # type: ignore[return-value]
 
 
+# Windows refuses to replace a file another process has open without
+# FILE_SHARE_DELETE (a reader of the old chunk, a virus scanner, an indexer):
+# ERROR_ACCESS_DENIED (5) or ERROR_SHARING_VIOLATION (32), for as long as the
+# other handle lives. Such a replace is retried for up to ~2 s, then raised.
+_SHARING_ERRORS = frozenset({5, 32})
+_REPLACE_TRIES = 12
+_WINDOWS = sys.platform == "win32"
+
+
+def replace(src: str, dst: str) -> None:
+    """``os.replace(src, dst)``: atomic where the platform allows, retried
+    while Windows reports the destination (or source) in use by another
+    handle. POSIX renames never fail that way, so this is ``os.replace``
+    there."""
+    if not _WINDOWS:
+        os.replace(src, dst)
+        return
+    replace_retrying(src, dst)
+
+
+def replace_retrying(src: str, dst: str, tries: int = _REPLACE_TRIES) -> None:
+    """``os.replace`` retried with growing pauses (1 ms doubling to 0.5 s) on
+    sharing violations (``PermissionError`` with Windows error 5 or 32)."""
+    delay = 0.001
+    for attempt in range(tries):
+        try:
+            os.replace(src, dst)
+            return
+        except PermissionError as e:
+            if getattr(e, "winerror", None) not in _SHARING_ERRORS or attempt == tries - 1:
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, 0.5)
+
+
 def _pread(fd: int, n: int, offset: int) -> bytes:
     """``n`` bytes at ``offset`` (fewer only at the end of the file)."""
     if n > REUSE_MAX:
         # os.pread allocates ``n`` bytes first: a range from a corrupt shard index
         # (exabytes) raised MemoryError instead of reading short, to the end.
         n = max(0, min(n, os.fstat(fd).st_size - offset))
-    data = os.pread(fd, n, offset)
+    data = _pread_os(fd, n, offset)
     if len(data) < n:  # rare short read: keep going until EOF
         parts = [data]
         got = len(data)
         while got < n:
-            more = os.pread(fd, n - got, offset + got)
+            more = _pread_os(fd, n - got, offset + got)
             if not more:
                 break
             parts.append(more)
@@ -212,7 +277,7 @@ def _pread_into(fd: int, view: memoryview, offset: int) -> memoryview:
     """Fill ``view`` from ``offset``; the part filled (short only at EOF)."""
     got = 0
     while got < len(view):
-        n = os.preadv(fd, [view[got:]], offset + got)
+        n = _preadv_os(fd, [view[got:]], offset + got)
         if n == 0:  # the file ends (or shrank under us): what is there
             break
         got += n
@@ -291,7 +356,7 @@ def link_if_absent(tmp: str, path: str) -> None:
         # no hard links on this file system: a check, then the move (not atomic
         # against another writer of the same key in that window)
         if not os.path.lexists(path):
-            os.replace(tmp, path)
+            replace(tmp, path)
 
 
 def empty_dir(path: str) -> None:

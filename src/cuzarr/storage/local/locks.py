@@ -11,6 +11,7 @@ import os
 import stat
 import struct
 import sys
+import threading
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -43,18 +44,41 @@ except ImportError:  # not Windows
 def _lock_mode() -> str | None:
     """How key locks are taken here: byte-range locks ("ofd": Linux's
     open-file-description locks; "msvcrt": Windows), one ``flock``ed file per
-    key ("flock": other POSIX systems), or none (no locking facility)."""
+    key ("flock": other POSIX systems), or, with no file locks at all,
+    "process": a table in this process (its threads exclude each other, other
+    processes are not coordinated)."""
     if _OFD:
         return "ofd"
     if msvcrt is not None:
         return "msvcrt"
     if fcntl is not None:
         return "flock"
-    return None
+    return "process"
 
 
 _MODE = _lock_mode()
 _LOCK_FLAGS = os.O_RDWR | _NOFOLLOW | getattr(os, "O_BINARY", 0)
+
+
+# "process" mode: the (stripe, byte) locks held in this process
+_local_held: set[tuple[int, int]] = set()
+_local_guard = threading.Lock()
+
+
+def _try_lock_local(stripe: int, start: int, length: int) -> bool:
+    """Take bytes ``start`` .. ``start + length`` of ``stripe`` in this process's
+    table, all or none."""
+    want = [(stripe, b) for b in range(start, start + length)]
+    with _local_guard:
+        if any(w in _local_held for w in want):
+            return False
+        _local_held.update(want)
+    return True
+
+
+def _unlock_local(stripe: int, start: int, length: int) -> None:
+    with _local_guard:
+        _local_held.difference_update((stripe, b) for b in range(start, start + length))
 
 
 def _try_lock_range_msvcrt(fd: int, offset: int, length: int) -> bool:
@@ -264,19 +288,25 @@ class _KeyLocks:
             # the key's syntax only: its directory is checked when it is written
             if type(k) is not str or k not in store._paths:
                 store._key_path(k)
-        self.dir = lock_dir() if _MODE is not None else ""
+        self.dir = lock_dir() if _MODE != "process" else ""
         self.keys = keys
-        self.wanted = lock_runs(store, keys) if _MODE is not None else []
+        self.wanted = lock_runs(store, keys)
         self.noted: list[tuple[int, int, int]] = []
         self.fds: dict[int, int] = {}
         self.ranges: list[tuple[int, int, int]] = []  # msvcrt: unlocked one by one
+        self.local: list[tuple[int, int, int]] = []  # "process" mode
         self.held: list[tuple[str, int]] = []
 
     def _space(self, stripe: int) -> str:
-        return os.path.join(self.dir, stripe_name(stripe))
+        return os.path.join(self.dir, stripe_name(stripe)) if self.dir else stripe_name(stripe)
 
     def _try(self, run: tuple[int, int, int]) -> bool:
         stripe, start, length = run
+        if _MODE == "process":
+            if not _try_lock_local(stripe, start, length):
+                return False
+            self.local.append(run)
+            return True
         if _MODE == "ofd" or _MODE == "msvcrt":
             fd = self.fds.get(stripe)
             if fd is None:
@@ -352,6 +382,8 @@ class _KeyLocks:
             _unlock_path(path, fd)
         while self.ranges:
             _unlock_range_msvcrt(*self.ranges.pop())
+        while self.local:
+            _unlock_local(*self.local.pop())
         while self.fds:
             os.close(self.fds.popitem()[1])  # releases every range this description holds
 

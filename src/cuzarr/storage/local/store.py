@@ -435,12 +435,17 @@ class LocalStore(KeyPaths, Store):
                         raise
                     short = True  # the temporary's name, not the key's, may be too long
                     continue
+                if files.fcntl is None:
+                    # No flock marks it live, so nothing is lost by closing it
+                    # now; and Windows renames or unlinks no file open here.
+                    os.close(fd)
+                    fd = None
                 if exclusive:
                     self._link_if_absent(tmp, path)
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(tmp)  # gone if it was moved into place instead
                 else:
-                    os.replace(tmp, path)
+                    files.replace(tmp, path)
                 return
             except BaseException as e:
                 if fd is not None or not isinstance(e, FileExistsError):
