@@ -17,11 +17,14 @@ import numpy as np
 
 from cuzarr.errors import MetadataError, UnsupportedExtensionError
 
-__all__ = ["DataType", "parse_data_type"]
+__all__ = ["CORE_NUMERIC_NAMES", "DataType", "parse_data_type"]
 
 _INT_NAMES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 _FLOAT_NAMES = ("float16", "float32", "float64")
 _COMPLEX_NAMES = ("complex64", "complex128")
+# The v3 core spec's numeric data type names (other formats, ASDF's among them,
+# name their numeric types alike).
+CORE_NUMERIC_NAMES = ("bool", *_INT_NAMES, *_FLOAT_NAMES, *_COMPLEX_NAMES)
 # ml_dtypes types, named as in zarr-extensions (identical to ml_dtypes' names).
 _ML_NAMES = (
     "bfloat16",

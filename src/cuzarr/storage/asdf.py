@@ -43,6 +43,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from cuzarr.errors import MetadataError
+from cuzarr.metadata.dtypes import CORE_NUMERIC_NAMES, parse_data_type
 from cuzarr.storage.reference import ReferenceStore
 
 __all__ = ["AsdfBlock", "AsdfStore", "read_asdf_blocks"]
@@ -52,25 +53,8 @@ _HEADER = struct.Struct(">I4sQQQ16s")  # flags, compression, allocated, used, da
 _STREAMED = 0x1
 NDARRAY_TAG_PREFIX = "tag:stsci.edu:asdf/core/ndarray-"
 
-_DTYPES = {
-    name: name
-    for name in [
-        "int8",
-        "uint8",
-        "int16",
-        "uint16",
-        "int32",
-        "uint32",
-        "int64",
-        "uint64",
-        "float16",
-        "float32",
-        "float64",
-        "complex64",
-        "complex128",
-    ]
-}
-_DTYPES["bool8"] = "bool"
+# ASDF's numeric datatype names are Zarr v3's core names, but for its boolean.
+_ASDF_NUMERIC = {("bool8" if n == "bool" else n): n for n in CORE_NUMERIC_NAMES}
 
 # ASDF compression label -> (v2 numcodecs config, v3 codec document)
 _CODECS = {
@@ -254,8 +238,8 @@ def tree_attributes(node: Any) -> dict[str, Any]:
 def _ndarray_dtype(node: Mapping[str, Any], where: str) -> np.dtype:
     datatype = node.get("datatype")
     order = ">" if node.get("byteorder", "little") == "big" else "<"
-    if isinstance(datatype, str) and datatype in _DTYPES:
-        dt = np.dtype(_DTYPES[datatype])
+    if isinstance(datatype, str) and datatype in _ASDF_NUMERIC:
+        dt = parse_data_type(_ASDF_NUMERIC[datatype], 3).dtype
     elif (
         isinstance(datatype, (list, tuple))
         and len(datatype) == 2
@@ -271,14 +255,10 @@ def _ndarray_dtype(node: Mapping[str, Any], where: str) -> np.dtype:
     return dt.newbyteorder(order) if dt.itemsize > 1 and dt.kind != "S" else dt
 
 
-def _fill(dt: np.dtype) -> Any:
-    if dt.kind == "b":
-        return False
-    if dt.kind == "c":
-        return [0.0, 0.0]
-    if dt.kind == "f":
-        return 0.0
-    return 0
+def _fill(dt: np.dtype, zarr_format: int) -> Any:
+    """The default fill value (zero, False) in the format's JSON form."""
+    data_type = parse_data_type(dt, zarr_format)
+    return data_type.fill_to_json(data_type.default_fill(), zarr_format)
 
 
 def _v3_data_type(dt: np.dtype, where: str) -> str:
@@ -286,7 +266,7 @@ def _v3_data_type(dt: np.dtype, where: str) -> str:
         raise MetadataError(
             f"ASDF array {where!r}: fixed-length string data types need zarr_format=2"
         )
-    return "bool" if dt.kind == "b" else dt.newbyteorder("=").name
+    return parse_data_type(dt, 3).to_json_v3()
 
 
 def _array_docs(
@@ -305,8 +285,8 @@ def _array_docs(
             "zarr_format": 2,
             "shape": list(shape),
             "chunks": [c if isinstance(c, list) else int(c) for c in chunks],
-            "dtype": dt.str,
-            "fill_value": None if dt.kind in "SU" else _fill(dt),
+            "dtype": parse_data_type(dt, 2).to_json_v2(),
+            "fill_value": None if dt.kind in "SU" else _fill(dt, 2),
             "order": order,
             "filters": None,
             "compressor": _CODECS[compressor][0] if compressor else None,
@@ -341,7 +321,7 @@ def _array_docs(
         "data_type": _v3_data_type(dt, where),
         "chunk_grid": grid,
         "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
-        "fill_value": _fill(dt),
+        "fill_value": _fill(dt, 3),
         "codecs": codecs,
         "attributes": attrs,
     }
@@ -530,21 +510,10 @@ class AsdfStore(ReferenceStore):
         self, node: Mapping[str, Any], path: str, attrs: dict[str, Any], refs: dict[str, Any]
     ) -> None:
         dt = _ndarray_dtype(node, path)
-        zf = self.zarr_format
-        if "data" in node and "source" not in node:  # inline
-            data = np.asarray(node["data"], dtype=dt)
-            shape = tuple(int(n) for n in node.get("shape", data.shape))
-            data = data.reshape(shape)
-            chunks = tuple(max(1, n) for n in shape)
-            docs = _array_docs(zf, dt, shape, chunks, "C", None, attrs, path)
-            for k, v in _doc_items(docs):
-                refs[f"{path}/{k}"] = v
-            if data.size:
-                refs[f"{path}/{_chunk_key(zf, (0,) * len(shape))}"] = np.ascontiguousarray(
-                    data
-                ).tobytes()
-            self.arrays[path] = path
+        if "data" in node and "source" not in node:
+            self._add_inline(node, dt, path, attrs, refs)
             return
+        zf = self.zarr_format
         target, block = self._block_for(node.get("source"), path)
         raw_shape = list(node.get("shape", []))
         offset = int(node.get("offset", 0))
@@ -555,44 +524,15 @@ class AsdfStore(ReferenceStore):
         order = _layout(shape, node.get("strides"), dt.itemsize, path)
         nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
         comp = block.compression
-        if comp is not None:
-            if comp not in _CODECS:
-                raise MetadataError(
-                    f"ASDF array {path!r}: block compression {comp!r} has no matching Zarr "
-                    f"codec (supported: uncompressed, {', '.join(sorted(_CODECS))}); "
-                    + (
-                        "asdf frames lz4 as 4-byte big-endian lengths before each LZ4 block, "
-                        "which numcodecs' LZ4 cannot read"
-                        if comp == "lz4"
-                        else "read it with asdf"
-                    )
-                )
-            if offset or block.data_size != nbytes:
-                raise MetadataError(
-                    f"ASDF array {path!r}: the {comp} block holds {block.data_size} bytes, not "
-                    f"just this array's {nbytes}; a compressed block can only map whole"
-                )
-        elif offset + nbytes > block.used_size:
-            raise MetadataError(
-                f"ASDF array {path!r}: needs {offset + nbytes} bytes, block has {block.used_size}"
-            )
-        ndim = len(shape)
-        rows = self.chunk_rows
-        split = rows is not None and comp is None and order == "C" and ndim >= 1 and shape[0] > rows
-        if split:
-            assert rows is not None
-            edges = [rows] * (shape[0] // rows) + ([shape[0] % rows] if shape[0] % rows else [])
-            first: Any = rows if shape[0] % rows == 0 else edges
-            chunks = (first, *(max(1, n) for n in shape[1:]))
-        else:
-            edges = [shape[0]] if ndim else []
-            chunks = tuple(max(1, n) for n in shape)
+        _check_block(path, block, offset, nbytes)
+        edges, chunks = _row_chunks(shape, self.chunk_rows if comp is None else None, order)
         docs = _array_docs(zf, dt, shape, chunks, order, comp, attrs, path)
         for k, v in _doc_items(docs):
             refs[f"{path}/{k}"] = v
         self.arrays[path] = path
         if nbytes == 0:
             return
+        ndim = len(shape)
         if comp is not None:
             refs[f"{path}/{_chunk_key(zf, (0,) * ndim)}"] = [
                 target,
@@ -609,6 +549,69 @@ class AsdfStore(ReferenceStore):
             key = _chunk_key(zf, (i,) + (0,) * (ndim - 1))
             refs[f"{path}/{key}"] = [target, start, n * row_bytes]
             start += n * row_bytes
+
+    def _add_inline(
+        self,
+        node: Mapping[str, Any],
+        dt: np.dtype,
+        path: str,
+        attrs: dict[str, Any],
+        refs: dict[str, Any],
+    ) -> None:
+        """An array whose values are in the tree itself: one chunk of its bytes."""
+        zf = self.zarr_format
+        data = np.asarray(node["data"], dtype=dt)
+        shape = tuple(int(n) for n in node.get("shape", data.shape))
+        data = data.reshape(shape)
+        chunks = tuple(max(1, n) for n in shape)
+        docs = _array_docs(zf, dt, shape, chunks, "C", None, attrs, path)
+        for k, v in _doc_items(docs):
+            refs[f"{path}/{k}"] = v
+        if data.size:
+            refs[f"{path}/{_chunk_key(zf, (0,) * len(shape))}"] = np.ascontiguousarray(
+                data
+            ).tobytes()
+        self.arrays[path] = path
+
+
+def _check_block(path: str, block: AsdfBlock, offset: int, nbytes: int) -> None:
+    """Refuse an array its block cannot serve as Zarr chunks: a compression no
+    codec reads, a compressed block shared with other bytes, a block too short."""
+    comp = block.compression
+    if comp is not None:
+        if comp not in _CODECS:
+            raise MetadataError(
+                f"ASDF array {path!r}: block compression {comp!r} has no matching Zarr "
+                f"codec (supported: uncompressed, {', '.join(sorted(_CODECS))}); "
+                + (
+                    "asdf frames lz4 as 4-byte big-endian lengths before each LZ4 block, "
+                    "which numcodecs' LZ4 cannot read"
+                    if comp == "lz4"
+                    else "read it with asdf"
+                )
+            )
+        if offset or block.data_size != nbytes:
+            raise MetadataError(
+                f"ASDF array {path!r}: the {comp} block holds {block.data_size} bytes, not "
+                f"just this array's {nbytes}; a compressed block can only map whole"
+            )
+    elif offset + nbytes > block.used_size:
+        raise MetadataError(
+            f"ASDF array {path!r}: needs {offset + nbytes} bytes, block has {block.used_size}"
+        )
+
+
+def _row_chunks(
+    shape: tuple[int, ...], rows: int | None, order: str
+) -> tuple[list[int], tuple[Any, ...]]:
+    """The first dimension's chunk edges and the chunk shape: chunks of ``rows``
+    rows (a C-order uncompressed block, ``rows`` set), else one chunk."""
+    ndim = len(shape)
+    if rows is not None and order == "C" and ndim >= 1 and shape[0] > rows:
+        edges = [rows] * (shape[0] // rows) + ([shape[0] % rows] if shape[0] % rows else [])
+        first: Any = rows if shape[0] % rows == 0 else edges
+        return edges, (first, *(max(1, n) for n in shape[1:]))
+    return ([shape[0]] if ndim else []), tuple(max(1, n) for n in shape)
 
 
 def _doc_items(docs: dict[str, Any]) -> list[tuple[str, Any]]:
