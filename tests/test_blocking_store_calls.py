@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import cuzarr
-from cuzarr.api import asynchronous as ca
+from cuzarr.core import create as create_mod
 from cuzarr.runtime import sync as sync_mod
 from cuzarr.storage import LocalStore, MemoryStore, WrapperStore
 
@@ -55,13 +55,13 @@ def test_iterator_arguments_are_used_once(tmp_path, overwrite):
 
 def test_metadata_is_built_once_when_going_to_the_loop(monkeypatch):
     calls = []
-    real = ca.build_array_metadata
+    real = create_mod.build_array_metadata
 
     def counting(**kw):
         calls.append(1)
         return real(**kw)
 
-    monkeypatch.setattr(ca, "build_array_metadata", counting)
+    monkeypatch.setattr(create_mod, "build_array_metadata", counting)
     store = MemoryStore()
     cuzarr.create_array(store, name="a", shape=(3,), dtype="i4")
     cuzarr.create_array(store, name="a", shape=(3,), dtype="i4", overwrite=True)

@@ -9,7 +9,13 @@ from typing import Any
 from cuzarr.api import asynchronous as _async
 from cuzarr.core.array import Array, AsyncArray
 from cuzarr.core.blocking import run_blocking
+from cuzarr.core.build import DEFAULT_FILL
+from cuzarr.core.create import name_of
+from cuzarr.core.create_args import like_kwargs
 from cuzarr.core.group import Group
+from cuzarr.core.modes import FORMAT_DEFAULT, zarr_format_for
+from cuzarr.core.open_inline import open_array_inline
+from cuzarr.core.opening import open_group_inline
 from cuzarr.runtime.sync import sync
 
 __all__ = [
@@ -50,9 +56,9 @@ def create_array(
     dtype: Any = None,
     chunks: Any = "auto",
     shards: Any = None,
-    fill_value: Any = _async._DEFAULT_FILL,
+    fill_value: Any = DEFAULT_FILL,
     order: str | None = None,
-    zarr_format: int | None = _async.FORMAT_DEFAULT,
+    zarr_format: int | None = FORMAT_DEFAULT,
     compressors: Any = "auto",
     filters: Any = None,
     serializer: Any = "auto",
@@ -183,7 +189,7 @@ def open_array(
     cuzarr.errors.ArrayNotFoundError
         If no array exists at the path and the mode does not create one.
     """
-    arr, sp, mode = _async._open_array_inline(
+    arr, sp, mode = open_array_inline(
         store, mode, path, zarr_format, storage_options, meta_array, kwargs
     )
     if arr is not None:
@@ -247,7 +253,7 @@ def open_group(
     zarr-python's legacy ``cache_attrs``, ``synchronizer`` and ``chunk_store`` are
     accepted with zarr-python's warning; they have no effect."""
     if cache_attrs is None and synchronizer is None and chunk_store is None:
-        group, sp, mode = _async._open_group_inline(
+        group, sp, mode = open_group_inline(
             store, mode, path, zarr_format, storage_options, use_consolidated, meta_array
         )
         if group is not None:
@@ -346,11 +352,11 @@ def array(data: Any, store: Any = None, **kwargs: Any) -> Array:
 
 def full(shape: Any, fill_value: Any, store: Any = None, **kwargs: Any) -> Array:
     """An array whose elements all read as ``fill_value`` (nothing is written)."""
-    kwargs["zarr_format"] = _async._format(kwargs.get("zarr_format"), store)
+    kwargs["zarr_format"] = zarr_format_for(kwargs.get("zarr_format"), store)
     if kwargs.get("dtype") is None:
         kwargs["dtype"] = "float64"  # zarr-python's default for the legacy functions
     return create_array(
-        store, _async.name_of(kwargs), shape=shape, fill_value=fill_value, **kwargs
+        store, name_of(kwargs), shape=shape, fill_value=fill_value, **kwargs
     )
 
 
@@ -363,15 +369,15 @@ def ones(shape: Any, store: Any = None, **kwargs: Any) -> Array:
 
 
 def empty(shape: Any, store: Any = None, **kwargs: Any) -> Array:
-    kwargs["zarr_format"] = _async._format(kwargs.get("zarr_format"), store)
+    kwargs["zarr_format"] = zarr_format_for(kwargs.get("zarr_format"), store)
     if kwargs.get("dtype") is None:
         kwargs["dtype"] = "float64"
-    return create_array(store, _async.name_of(kwargs), shape=shape, **kwargs)
+    return create_array(store, name_of(kwargs), shape=shape, **kwargs)
 
 
 def _like(a: Any, kwargs: dict[str, Any], keep_fill: bool = False) -> dict[str, Any]:
     """Arguments for an array like ``a`` (see the async ``_like_kwargs``)."""
-    return _async._like_kwargs(a, kwargs, keep_fill)
+    return like_kwargs(a, kwargs, keep_fill)
 
 
 def full_like(a: Any, fill_value: Any = None, store: Any = None, **kwargs: Any) -> Array:
@@ -461,7 +467,7 @@ def create(
     chunks: Any = None,
     dtype: Any = None,
     compressor: Any = "auto",
-    fill_value: Any = _async._DEFAULT_FILL,
+    fill_value: Any = DEFAULT_FILL,
     order: str | None = None,
     store: Any = None,
     synchronizer: Any = None,
@@ -601,7 +607,7 @@ def from_array(
     filters: Any = "keep",
     compressors: Any = "keep",
     serializer: Any = "keep",
-    fill_value: Any = _async._DEFAULT_FILL,
+    fill_value: Any = DEFAULT_FILL,
     order: str | None = None,
     zarr_format: int | None = None,
     attributes: dict[str, Any] | None = None,

@@ -17,6 +17,7 @@ from cuzarr.core.async_array import (
 from cuzarr.core.attributes import Attributes
 from cuzarr.core.blocking import run_blocking
 from cuzarr.core.inline import Converted, get_selection_inline, getitem_inline, setitem_inline
+from cuzarr.core.open_inline import open_array_inline
 from cuzarr.core.values import as_requested, device_index
 from cuzarr.indexing.selection import has_fields as _has_fields
 from cuzarr.indexing.selection import pop_fields as _pop_fields
@@ -26,12 +27,18 @@ from cuzarr.storage.common import StorePath
 __all__ = ["Array", "ArrayInfo", "AsyncArray", "as_requested", "device_index"]
 
 
-def _reopen(store: Any, path: str, zarr_format: int) -> Array:
-    from cuzarr.api.synchronous import open_array
+def _open_existing(
+    store: Any, mode: str, path: str | None = None, zarr_format: int | None = None
+) -> Array:
+    """The existing array at ``path`` of ``store`` (any store-like), opened with
+    ``mode`` ``"r"`` or ``"r+"``: in this thread where the store's blocking I/O
+    is cheap, else on the event loop (as ``cuzarr.open_array`` in those modes)."""
+    arr, sp, _ = open_array_inline(store, mode, path, zarr_format, None, None, {})
+    return Array(arr if arr is not None else sync(AsyncArray.open(sp, zarr_format)))
 
-    return open_array(
-        store, mode="r" if store.read_only else "r+", path=path, zarr_format=zarr_format
-    )
+
+def _reopen(store: Any, path: str, zarr_format: int) -> Array:
+    return _open_existing(store, "r" if store.read_only else "r+", path, zarr_format)
 
 
 class _Indexer:
@@ -154,9 +161,7 @@ class Array:
         -------
         Array
         """
-        from cuzarr.api.synchronous import open_array
-
-        arr = open_array(store, mode="r+" if not getattr(store, "read_only", False) else "r")
+        arr = _open_existing(store, "r+" if not getattr(store, "read_only", False) else "r")
         return arr if config is None else arr.with_config(config)
 
     @property

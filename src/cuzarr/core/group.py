@@ -23,6 +23,8 @@ from cuzarr.core.consolidated import (
     patch_consolidated_attrs_v2,
     split_consolidated,
 )
+from cuzarr.core.create import create, create_array
+from cuzarr.core.create_args import like_create_args
 from cuzarr.core.move import move_member
 from cuzarr.core.nodes import (
     load_node_metadata,
@@ -629,13 +631,11 @@ class AsyncGroup:
         :func:`cuzarr.create_array` (zarr-python's ``AsyncGroup.create_array``).
         ``zarr_format`` defaults to the group's, and no other is accepted;
         ``storage_options`` are ignored (the group's store is already open)."""
-        from cuzarr.api import asynchronous as api
-
         self.consolidated = None  # a new node makes the consolidated view stale
         if self.read_only:
             raise ReadOnlyError(_read_only_message(self))
         del storage_options
-        return await api.create_array(
+        return await create_array(
             self.store_path,
             name,
             shape=shape,
@@ -879,11 +879,9 @@ class AsyncGroup:
         return self.zarr_format
 
     async def _create_legacy(self, name: str, shape: Any, **kwargs: Any) -> AsyncArray:
-        from cuzarr.api import asynchronous as api
-
         self.consolidated = None
         fmt = self._member_zarr_format(kwargs.pop("zarr_format", None))
-        return await api.create(shape, store=self.store_path, path=name, zarr_format=fmt, **kwargs)
+        return await create(shape, store=self.store_path, path=name, zarr_format=fmt, **kwargs)
 
     async def zeros(self, *, name: str, shape: Any, **kwargs: Any) -> AsyncArray:
         """A new array ``name`` reading as zeros (:func:`cuzarr.create` arguments)."""
@@ -904,10 +902,8 @@ class AsyncGroup:
     async def _like(
         self, name: str, data: Any, kwargs: dict[str, Any], fill: Any = None, drop: bool = False
     ) -> AsyncArray:
-        from cuzarr.api import asynchronous as api
-
         fmt = self._member_zarr_format(kwargs.pop("zarr_format", None))
-        like = api._like_create_args(data, fmt)
+        like = like_create_args(data, fmt)
         like.pop("zarr_format", None)
         if drop:
             like.pop("fill_value", None)
