@@ -236,6 +236,16 @@ def pipelined_ceiling(streams: dict[str, tuple[list[bytes], list[int]]], repeats
     return statistics.median(times)
 
 
+def host_only(args: argparse.Namespace) -> None:
+    """``--host-only``: gpu_host.py's measurement (``--gib`` 1 unless given)."""
+    from gpu_host import run
+
+    gib = 1.0 if "--gib" not in sys.argv else args.gib
+    root = Path(args.dir)
+    root.mkdir(parents=True, exist_ok=True)
+    run(root, gib, args.repeats, args.workers, args.layouts.split(","))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--gib", type=float, default=4.0)
@@ -254,12 +264,7 @@ def main() -> None:
     import cuzarr
 
     if args.host_only:
-        from gpu_host import run
-
-        gib = 1.0 if "--gib" not in sys.argv else args.gib
-        root = Path(args.dir)
-        root.mkdir(parents=True, exist_ok=True)
-        run(root, gib, args.repeats, args.workers, args.layouts.split(","))
+        host_only(args)
         return
 
     device = not args.emulate

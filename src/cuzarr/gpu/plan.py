@@ -185,11 +185,19 @@ def build_plan(
         rows.append(row)
     # per item and dimension: start stop step n dst_stride d_off extent
     dims = np.array(rows, np.int64).reshape(n_items, ndim, 7)
+    return _fill_table(table, dims, np.asarray(present, bool), itemsize, chunk_order, swap, pad)
+
+
+def _fill_table(table: np.ndarray, dims: np.ndarray, present: np.ndarray, itemsize: int,
+                chunk_order: str, swap: int, pad: bool) -> ScatterPlan:
+    """The descriptor table's columns from ``dims`` (items x dimensions x
+    (start, stop, step, n, dst stride, dst offset, extent)), with staging slots
+    laid out in item order for the present chunks."""
+    n_items, ndim = dims.shape[:2]
     ext = dims[:, :, 6]
     n = dims[:, :, 3]
     counts = n.prod(axis=1) if ndim else np.ones(n_items, np.int64)
     chunk_counts = ext.prod(axis=1) if ndim else np.ones(n_items, np.int64)
-    present = np.asarray(present, bool)
     nbytes = chunk_counts * itemsize
     padded = np.where(present, -(-nbytes // STAGING_ALIGN) * STAGING_ALIGN, 0)
     ends = np.cumsum(padded)
