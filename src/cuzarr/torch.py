@@ -16,6 +16,9 @@ from typing import Any
 
 import numpy as np
 
+from cuzarr.buffer import gpu_available
+from cuzarr.core.lazy import read_many
+
 __all__ = ["ArrayDataset", "PrefetchingLoader"]
 
 
@@ -95,22 +98,18 @@ class ArrayDataset:
         if self.device is None or "cuda" not in str(self.device):
             return None
         if self._gpu is None:
-            from cuzarr.buffer import gpu_available
-
             self._gpu = gpu_available()
         return "gpu" if self._gpu else None
 
     def read_batch(self, indices: Sequence[int], prototype: Any = None) -> list[Any]:
         """Arrays of the samples at ``indices`` (one planned read): numpy, or CuPy
         with ``prototype="gpu"``."""
-        import cuzarr
-
         idx = np.asarray(indices, dtype=np.intp)
         if idx.size and (idx.min() < -self._len or idx.max() >= self._len):
             raise IndexError(f"sample index out of range for a dataset of {self._len}")
         idx = np.where(idx < 0, idx + self._len, idx)
         views = [a.lazy[idx] for a in self.arrays]
-        return list(cuzarr.read_many(views, prototype=prototype))
+        return list(read_many(views, prototype=prototype))
 
     def __getitems__(self, indices: Sequence[int]) -> list[tuple[Any, ...]]:
         # DataLoader's batched fetch: one read for the batch, then split per sample.

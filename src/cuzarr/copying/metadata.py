@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from cuzarr.metadata.xarray_fill import decode_fill_attr, encode_fill_attr
+
 __all__ = ["destination_metadata"]
 
 
@@ -323,10 +325,8 @@ def _is_nan(value: Any) -> bool:
 def _convert_xarray_fill(src: Any, fmt: int, fill: Any, attrs: dict[str, Any]) -> tuple[Any, dict]:
     """Keep what xarray masks across a format conversion: it takes a v2 array's
     ``fill_value`` as the missing-data value, and in v3 a ``_FillValue``
-    attribute instead (:mod:`cuzarr.integrations.xarray_fill`). Only arrays xarray
+    attribute instead (:mod:`cuzarr.metadata.xarray_fill`). Only arrays xarray
     wrote (named dimensions) are converted; others keep fill value and attributes."""
-    from cuzarr.integrations.xarray_fill import decode_fill_attr, encode_fill_attr
-
     if src.metadata.dimension_names is None:
         return fill, attrs
     dtype = np.dtype(src.dtype)

@@ -6,7 +6,12 @@ from typing import Any
 
 import numpy as np
 
+from cuzarr.api.synchronous import create_array
+from cuzarr.core.array import Array, AsyncArray
 from cuzarr.core.build import element_type
+from cuzarr.core.group import Group
+from cuzarr.core.lazy import LazyArray
+from cuzarr.storage.base import Store
 
 __all__ = ["from_dask", "register_tokenizers", "to_dask"]
 
@@ -32,14 +37,11 @@ def register_tokenizers() -> None:
         from dask.base import normalize_token
     except ImportError:  # pragma: no cover - dask is optional
         return
-    import cuzarr
-    from cuzarr.storage.base import Store
-
     # Arrays, views and stores name themselves (``__dask_tokenize__``); the
     # registrations make that so for subclasses that override it too.
-    for cls in (Store, cuzarr.Array, cuzarr.AsyncArray, cuzarr.LazyArray):
+    for cls in (Store, Array, AsyncArray, LazyArray):
         normalize_token.register(cls)(lambda o: o.__dask_tokenize__())
-    normalize_token.register(cuzarr.Group)(
+    normalize_token.register(Group)(
         lambda g: ("cuzarr.Group", g.store.__dask_tokenize__(), g.path, g.metadata.zarr_format)
     )
     _registered = True
@@ -95,8 +97,6 @@ def from_dask(
     """
     import dask.array as da
 
-    import cuzarr
-
     register_tokenizers()
     if any(np.isnan(c) for dim in x.chunks for c in dim):
         # as dask's own to_zarr: the shape (and where each block lands) is unknown
@@ -109,7 +109,7 @@ def from_dask(
     create_kwargs.setdefault("dtype", element_type(x.dtype))  # object: strings
     if "chunks" not in create_kwargs:
         create_kwargs["chunks"] = tuple(max(max(c), 1) if c else 1 for c in x.chunks)
-    arr = cuzarr.create_array(store, name, **create_kwargs)
+    arr = create_array(store, name, **create_kwargs)
     # Stored objects (shards, or chunks) per dimension: regular or rectilinear.
     units = arr.write_chunk_sizes
     aligned = x.rechunk(tuple(_aligned(c, u) for c, u in zip(x.chunks, units, strict=True)))

@@ -26,7 +26,7 @@ from xarray.core import indexing
 import cuzarr
 from cuzarr.buffer import is_device_array
 from cuzarr.errors import GroupNotFoundError
-from cuzarr.integrations.xarray_fill import decode_fill_attr
+from cuzarr.metadata.xarray_fill import decode_fill_attr
 from cuzarr.runtime.sync import on_loop
 
 __all__ = ["CuzarrBackendArray", "CuzarrBackendEntrypoint", "open_dataset"]
