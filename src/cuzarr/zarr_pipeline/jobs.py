@@ -1,0 +1,201 @@
+"""Engine jobs for zarr-python's chunk batches (see :mod:`cuzarr.core.plans`).
+
+zarr-python hands a codec pipeline a batch of ``(byte getter, chunk spec, chunk
+selection, out selection, is complete)``. These adapter jobs take that batch,
+already reduced to store keys and numpy selections, and run it as the engine
+runs its own reads and writes: each batch of chunks is a plan that fetches its
+keys with one request and decodes and scatters them (or merges, encodes and
+stores them) in one compute step, driven inline or async by
+:func:`cuzarr.core.plans.execute`. Their semantics are zarr-python's own
+(``zarr.core.chunk_utils``: ``scatter_chunk``, ``_merge_chunk_array``,
+``chunk_is_empty``), so results match its default pipeline exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from cuzarr.buffer.chunks import is_fill
+from cuzarr.buffer.concat import joined
+from cuzarr.core.plans import Compute, Delete, Get, Plan, Put
+from cuzarr.errors import CodecError, keyed
+from cuzarr.runtime.sync import max_workers
+
+__all__ = ["ReadItem", "WriteItem", "ZarrReadJob", "ZarrWriteJob", "batch_size"]
+
+
+@dataclass(slots=True)
+class ReadItem:
+    """One chunk of a zarr-python read: its key, stored shape, selections, fill."""
+
+    key: str
+    shape: tuple[int, ...]
+    chunk_selection: Any
+    out_selection: Any
+    fill: Any
+
+
+@dataclass(slots=True)
+class WriteItem:
+    """One chunk of a zarr-python write (see :class:`ReadItem`)."""
+
+    key: str
+    shape: tuple[int, ...]
+    chunk_selection: Any
+    out_selection: Any
+    complete: bool
+    fill: Any
+    write_empty: bool
+    order: str
+
+
+def batch_size(n: int, chunk_nbytes: int) -> int:
+    """Chunks per batch: about 4 MiB of decoded chunks, four batches per worker
+    at least (the engine's own rule, ``engine.batch_size``)."""
+    by_bytes = max(1, (4 << 20) // max(1, chunk_nbytes))
+    by_count = max(1, -(-n // (max_workers() * 4)))
+    return max(1, min(256, by_bytes, by_count))
+
+
+def chunk_nbytes(shape: tuple[int, ...], itemsize: int) -> int:
+    return math.prod(shape) * max(1, itemsize)
+
+
+class ZarrReadJob:
+    """Read ``items`` into ``out`` (a numpy array) with the cuzarr ``pipeline``.
+
+    ``status[i]`` is True where item ``i``'s chunk was stored (zarr-python's
+    ``GetResult``; whether a missing chunk is an error is zarr-python's call)."""
+
+    locking = False  # reads take no key locks
+    device = None
+
+    def __init__(
+        self, pipeline: Any, items: list[ReadItem], out: np.ndarray, drop_axes: tuple[int, ...]
+    ) -> None:
+        self.pipeline, self.items, self.out, self.drop_axes = pipeline, items, out, drop_axes
+        self.n = len(items)
+        self.status = [False] * self.n
+
+    def plan(self, lo: int, hi: int) -> Plan:
+        """Fetch items ``lo:hi`` (one request), then decode and scatter them."""
+        datas = yield Get([it.key for it in self.items[lo:hi]])
+        yield Compute(self.decode_batch, lo, datas)
+
+    def lock_keys(self, lo: int, hi: int) -> None:
+        return None
+
+    def finish(self) -> None:
+        pass
+
+    def decode_batch(self, lo: int, datas: list[Any]) -> None:
+        """Decode the chunks of items ``lo:lo + len(datas)`` into the output."""
+        out, drop = self.out, self.drop_axes
+        for j, data in enumerate(datas):
+            it = self.items[lo + j]
+            if data is None:
+                out[it.out_selection] = it.fill
+                continue
+            try:
+                chunk = self.pipeline.decode(data, it.shape, scratch=True)
+            except CodecError as e:
+                raise keyed(e, it.key) from e
+            selected = chunk[it.chunk_selection]
+            if drop:
+                selected = selected.squeeze(axis=drop)
+            out[it.out_selection] = selected
+            self.status[lo + j] = True
+
+
+class ZarrWriteJob:
+    """Write ``value`` into ``items`` with the cuzarr ``pipeline``: whole chunks
+    encoded from the value, partial ones read, merged and re-encoded, chunks
+    left all fill deleted unless ``write_empty_chunks`` (zarr-python's rules).
+
+    As zarr-python's own pipelines, it takes no key locks: concurrent writers
+    of one chunk are the caller's to order."""
+
+    locking = False
+    device = None
+
+    def __init__(
+        self,
+        pipeline: Any,
+        dtype: np.dtype,
+        items: list[WriteItem],
+        value: np.ndarray,
+        drop_axes: tuple[int, ...],
+        joins: bool,
+    ) -> None:
+        self.pipeline, self.dtype, self.items = pipeline, dtype, items
+        self.value, self.drop_axes, self.joins = value, drop_axes, joins
+        self.n = len(items)
+
+    def plan(self, lo: int, hi: int) -> Plan:
+        """Read what items ``lo:hi`` keep of their old chunks, encode, store."""
+        need = [i for i in range(lo, hi) if not self.items[i].complete]
+        olds: list[Any] = [None] * (hi - lo)
+        if need:
+            fetched = yield Get([self.items[i].key for i in need])
+            for i, data in zip(need, fetched, strict=True):
+                olds[i - lo] = data
+        to_set, to_delete = yield Compute(self.encode_batch, lo, olds)
+        if to_set:
+            yield Put([(k, joined(v)) for k, v in to_set] if self.joins else to_set)
+        if to_delete:
+            yield Delete(to_delete)
+
+    def lock_keys(self, lo: int, hi: int) -> None:
+        return None
+
+    def finish(self) -> None:
+        pass
+
+    def encode_batch(self, lo: int, olds: list[Any]) -> tuple[list[tuple[str, Any]], list[str]]:
+        """Encoded chunks to store, and keys to delete, for items ``lo:lo + len(olds)``."""
+        to_set: list[tuple[str, Any]] = []
+        to_delete: list[str] = []
+        for j, old in enumerate(olds):
+            it = self.items[lo + j]
+            try:
+                chunk = self._merged(it, old)
+                if not it.write_empty and is_fill(chunk, it.fill, self.dtype):
+                    to_delete.append(it.key)
+                    continue
+                encoded = self.pipeline.encode(chunk, it.shape)
+            except CodecError as e:
+                raise keyed(e, it.key) from e
+            if encoded is None or len(encoded) == 0:  # a shard of empty inner chunks
+                to_delete.append(it.key)
+            else:
+                to_set.append((it.key, encoded))
+        return to_set, to_delete
+
+    def _merged(self, it: WriteItem, old: Any) -> np.ndarray:
+        """zarr-python's ``_merge_chunk_array``: the value's view where it is the
+        whole chunk, else the old chunk (or the fill) with the value merged in."""
+        value = self.value
+        if it.complete and value.shape != ():
+            selected = value[it.out_selection]
+            if selected.shape == it.shape:
+                return selected
+        if old is None:
+            chunk = np.full(it.shape, it.fill, dtype=self.dtype, order=it.order)
+        else:
+            chunk = np.array(self.pipeline.decode(old, it.shape), order=it.order, copy=True)
+        if it.chunk_selection == () or value.ndim == 0:
+            part = value
+        else:
+            part = value[it.out_selection]
+            if self.drop_axes:
+                part = part[
+                    tuple(
+                        None if d in self.drop_axes else slice(None) for d in range(len(it.shape))
+                    )
+                ]
+        chunk[it.chunk_selection] = part
+        return chunk

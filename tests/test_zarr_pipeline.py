@@ -1,0 +1,205 @@
+"""cuzarr's codec pipeline inside zarr-python (cuzarr.zarr_pipeline).
+
+Arrays are written and read through zarr-python with the cuzarr pipeline
+configured, on real local directories and zarr's MemoryStore, and checked
+against numpy, cuzarr itself and tensorstore, in both directions.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+import zarr
+from zarr.codecs import BloscCodec, GzipCodec, ShardingCodec, TransposeCodec, ZstdCodec
+from zarr.core.array_spec import ArrayConfig, ArraySpec
+from zarr.core.buffer import default_buffer_prototype
+from zarr.core.dtype import get_data_type_from_native_dtype
+
+import cuzarr
+from cuzarr.errors import CodecError
+from cuzarr.zarr_pipeline import CuzarrCodecPipeline
+from cuzarr.zarr_pipeline.jobs import ZarrReadJob, ZarrWriteJob
+
+ts = pytest.importorskip("tensorstore")
+
+PATH = "cuzarr.zarr_pipeline.CuzarrCodecPipeline"
+
+
+@pytest.fixture
+def cuzarr_pipeline():
+    with zarr.config.set({"codec_pipeline.path": PATH}):
+        yield
+
+
+@pytest.fixture
+def engine_calls(monkeypatch):
+    """How many reads and writes went through cuzarr's engine jobs."""
+    calls = {"read": 0, "write": 0}
+    r_init, w_init = ZarrReadJob.__init__, ZarrWriteJob.__init__
+
+    def r(self, *a, **k):
+        calls["read"] += 1
+        r_init(self, *a, **k)
+
+    def w(self, *a, **k):
+        calls["write"] += 1
+        w_init(self, *a, **k)
+
+    monkeypatch.setattr(ZarrReadJob, "__init__", r)
+    monkeypatch.setattr(ZarrWriteJob, "__init__", w)
+    return calls
+
+
+CASES = {
+    "zstd": dict(chunks=(16, 16), compressors=ZstdCodec(level=3)),
+    "gzip-transpose": dict(
+        chunks=(16, 8), filters=TransposeCodec(order=(1, 0)), compressors=GzipCodec()
+    ),
+    "blosc": dict(chunks=(32, 32), compressors=BloscCodec(cname="lz4")),
+    "sharded": dict(chunks=(8, 8), shards=(32, 32), compressors=ZstdCodec()),
+    "raw": dict(chunks=(10, 25), compressors=None),
+}
+
+
+def _data(shape, dtype):
+    rng = np.random.default_rng(5)
+    return (rng.random(shape) * 1000).astype(dtype)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("dtype", ["f4", "i2", "u8"])
+def test_write_through_pipeline_read_everywhere(
+    tmp_path, cuzarr_pipeline, engine_calls, case, dtype
+):
+    data = _data((70, 53), dtype)
+    a = zarr.create_array(tmp_path, shape=data.shape, dtype=dtype, fill_value=0, **CASES[case])
+    assert isinstance(a._async_array.codec_pipeline, CuzarrCodecPipeline)
+    a[:] = data
+    data[3:40, 5:7] = 7  # a read-modify-write of partial chunks
+    a[3:40, 5:7] = 7
+    assert engine_calls["write"] >= 2
+    assert np.array_equal(a[:], data)
+    assert np.array_equal(a[[0, 9, 69], 2:50:3], data[[0, 9, 69], 2:50:3])
+    assert engine_calls["read"] >= 2
+    assert np.array_equal(cuzarr.open_array(str(tmp_path), mode="r")[:], data)
+    t = ts.open({"driver": "zarr3", "kvstore": {"driver": "file", "path": str(tmp_path)}}).result()
+    assert np.array_equal(t.read().result(), data)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_written_elsewhere_read_through_pipeline(tmp_path, cuzarr_pipeline, engine_calls, case):
+    data = _data((70, 53), "f8")
+    with zarr.config.set({"codec_pipeline.path": "zarr.core.codec_pipeline.BatchedCodecPipeline"}):
+        zarr.create_array(tmp_path / "z", shape=data.shape, dtype="f8", **CASES[case])[:] = data
+    c = cuzarr.create_array(str(tmp_path / "c"), shape=data.shape, dtype="f8", chunks=(16, 16))
+    c[:] = data
+    t = ts.open(
+        {
+            "driver": "zarr3",
+            "kvstore": {"driver": "file", "path": str(tmp_path / "t")},
+            "metadata": {
+                "shape": list(data.shape),
+                "data_type": "float64",
+                "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [16, 16]}},
+                "codecs": [{"name": "bytes", "configuration": {"endian": "little"}},
+                           {"name": "zstd", "configuration": {"level": 1}}],
+            },
+            "create": True,
+        }
+    ).result()  # fmt: skip
+    t.write(data).result()
+    for name in ("z", "c", "t"):
+        got = zarr.open_array(tmp_path / name, mode="r")
+        assert np.array_equal(got[:], data)
+        assert np.array_equal(got[5:9, 50], data[5:9, 50])
+    assert engine_calls["read"] >= 6
+
+
+def test_bit_identical_chunks_with_default_pipeline(tmp_path, cuzarr_pipeline):
+    """The stored chunks are the bytes zarr-python's own pipeline writes."""
+    data = _data((64, 64), "f4")
+    for name, path in (
+        ("cuzarr", PATH),
+        ("default", "zarr.core.codec_pipeline.BatchedCodecPipeline"),
+    ):
+        with zarr.config.set({"codec_pipeline.path": path}):
+            zarr.create_array(tmp_path / name, shape=data.shape, dtype="f4",
+                              chunks=(16, 16), compressors=ZstdCodec(level=1))[:] = data  # fmt: skip
+    for f in sorted((tmp_path / "default").rglob("c/*/*")):
+        other = tmp_path / "cuzarr" / f.relative_to(tmp_path / "default")
+        assert other.read_bytes() == f.read_bytes()
+
+
+def test_memory_store_missing_and_empty_chunks(cuzarr_pipeline, engine_calls):
+    store = zarr.storage.MemoryStore()
+    a = zarr.create_array(store, shape=(40,), chunks=(10,), dtype="i4", fill_value=-1)
+    a[12:18] = 3
+    assert sorted(k for k in store._store_dict if k.startswith("c/")) == ["c/1"]
+    expect = np.full(40, -1, "i4")
+    expect[12:18] = 3
+    assert np.array_equal(a[:], expect)
+    a[10:20] = -1  # back to the fill value: the chunk is deleted, as zarr-python does
+    assert not [k for k in store._store_dict if k.startswith("c/")]
+    assert engine_calls["write"] == 2 and engine_calls["read"] == 1
+
+
+def test_v2_array(tmp_path, cuzarr_pipeline, engine_calls):
+    data = _data((30, 20), "i8")
+    a = zarr.create_array(tmp_path, shape=data.shape, chunks=(7, 6), dtype="i8", zarr_format=2)
+    a[:] = data
+    assert np.array_equal(a[:], data)
+    assert np.array_equal(cuzarr.open_array(str(tmp_path), mode="r")[:], data)
+    assert engine_calls["read"] and engine_calls["write"]
+
+
+def test_scalar_and_dropped_axes(tmp_path, cuzarr_pipeline):
+    data = _data((20, 30, 4), "f4")
+    a = zarr.create_array(tmp_path, shape=data.shape, chunks=(6, 7, 4), dtype="f4")
+    a[:] = data
+    assert a[5, 6, 2] == data[5, 6, 2]
+    assert np.array_equal(a[5, :, 1], data[5, :, 1])
+    a[3, 2:20, 0] = np.arange(18)
+    data[3, 2:20, 0] = np.arange(18)
+    a[7] = 1.5
+    data[7] = 1.5
+    assert np.array_equal(a[:], data)
+
+
+class _Unknown(GzipCodec):
+    """A codec cuzarr does not know (its own name)."""
+
+    def to_dict(self):
+        return {"name": "x_unknown_gzip", "configuration": {"level": self.level}}
+
+
+def test_unknown_codec_falls_back(cuzarr_pipeline, caplog):
+    pipe = CuzarrCodecPipeline.from_codecs([zarr.codecs.BytesCodec(), _Unknown()])
+    spec = ArraySpec(
+        shape=(4,),
+        dtype=get_data_type_from_native_dtype(np.dtype("i4")),
+        fill_value=np.int32(0),
+        config=ArrayConfig.from_dict({}),
+        prototype=default_buffer_prototype(),
+    )
+    with caplog.at_level(logging.DEBUG, logger="cuzarr.zarr_pipeline"):
+        evolved = pipe.evolve_from_array_spec(spec)
+    assert evolved.translated is None
+    assert "zarr-python's pipeline" in caplog.text
+    with (
+        zarr.config.set({"codec_pipeline.strict": True}),
+        pytest.raises(CodecError, match="x_unknown"),
+    ):
+        pipe.evolve_from_array_spec(spec)
+
+
+def test_sharding_inner_pipeline_is_zarrs(tmp_path, cuzarr_pipeline):
+    """zarr's sharding codec builds its inner pipeline with from_codecs alone:
+    that one goes to zarr-python's pipeline, and the shards still round-trip."""
+    data = _data((16, 16), "u2")
+    a = zarr.create_array(tmp_path, shape=data.shape, chunks=(4, 4), shards=(8, 8), dtype="u2")
+    a[:] = data
+    codec = next(c for c in a._async_array.codec_pipeline if isinstance(c, ShardingCodec))
+    assert codec is not None
+    assert np.array_equal(a[1:15, 3], data[1:15, 3])
