@@ -175,9 +175,7 @@ async def from_array(
         if compressors == "keep":
             compressors = codecs_arg(data.compressors) if same else "auto"
         if serializer == "keep":
-            serializer = (
-                codec_arg(data.serializer) if zarr_format == 3 and src_fmt == 3 else "auto"
-            )
+            serializer = codec_arg(data.serializer) if zarr_format == 3 and src_fmt == 3 else "auto"
         if fill_value is DEFAULT_FILL:
             fill_value = data.fill_value
         if src_fmt == 2 and zarr_format == 3 and data.order == "F":
@@ -330,7 +328,7 @@ async def create(
     raw = chunks if chunks is not None else chunk_shape
     if raw is True:
         raise ValueError(
-            "True is not a valid chunk input. Use chunks=None or chunks=\"auto\" from the "
+            'True is not a valid chunk input. Use chunks=None or chunks="auto" from the '
             "top-level API for auto-chunking, or pass an int / tuple of ints."
         )
     shape_t = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(shape)
@@ -414,9 +412,7 @@ def name_of(kwargs: dict[str, Any]) -> str | None:
 # Arguments only ``create_array`` takes: with one of them, ``full`` & co. go through
 # ``create_array`` (as the sync ``cuzarr.full`` does); otherwise through the legacy
 # ``create``, as zarr-python's async ``full`` does (``compressor=``, ``codecs=``...).
-_CREATE_ARRAY_ONLY = frozenset(
-    {"name", "compressors", "serializer", "shards", "write_data"}
-)
+_CREATE_ARRAY_ONLY = frozenset({"name", "compressors", "serializer", "shards", "write_data"})
 
 
 async def create_like_zarr(shape: Any, store: Any, kwargs: dict[str, Any]) -> AsyncArray:

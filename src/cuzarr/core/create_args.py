@@ -105,6 +105,7 @@ def split_v3_codecs(codecs: Any) -> dict[str, Any]:
         )
     return {"filters": aa or None, "serializer": ab[0], "compressors": bb or None}
 
+
 def like_kwargs(a: Any, kwargs: dict[str, Any], keep_fill: bool = False) -> dict[str, Any]:
     """Arguments for an array like ``a`` (as ``cuzarr.full_like`` & co.): a cuzarr
     or zarr-python array passes on its zarr format, chunks and shards, and (to a new
@@ -134,6 +135,7 @@ def like_kwargs(a: Any, kwargs: dict[str, Any], keep_fill: bool = False) -> dict
                 if fmt == 3:
                     kwargs.setdefault("serializer", codec_arg(a.serializer))
     return kwargs
+
 
 def like_args(a: Any, zarr_format: int | None) -> dict[str, Any]:
     """``create_array`` arguments for an array like ``a`` (zarr-python's ``like_args``):

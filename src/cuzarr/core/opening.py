@@ -39,8 +39,12 @@ async def open_array(
         return await create_like_zarr(
             kwargs.pop("shape"),
             sp,
-            {"zarr_format": zarr_format_for(zarr_format, sp), "overwrite": mode == "w",
-             "meta_array": meta_array, **kwargs},
+            {
+                "zarr_format": zarr_format_for(zarr_format, sp),
+                "overwrite": mode == "w",
+                "meta_array": meta_array,
+                **kwargs,
+            },
         )
     try:
         arr = await AsyncArray.open(sp, zarr_format)
@@ -51,7 +55,11 @@ async def open_array(
             return await create_like_zarr(
                 kwargs.pop("shape"),
                 sp,
-                {"zarr_format": zarr_format_for(zarr_format, sp), "meta_array": meta_array, **kwargs},
+                {
+                    "zarr_format": zarr_format_for(zarr_format, sp),
+                    "meta_array": meta_array,
+                    **kwargs,
+                },
             )
         raise
     config = kwargs.get("config")
