@@ -38,6 +38,21 @@ _WRITER = textwrap.dedent(
     how, where, p, nproc, writes, go, mode = sys.argv[1:8]
     # "flock": Linux's range locks made unavailable, as on macOS and BSD
     locks._MODE = mode
+    if mode == "msvcrt":
+        # Windows' msvcrt.locking (a non-blocking lock, or an unlock, of n bytes
+        # from the file position, per handle; OSError when taken), played by
+        # Linux's per-description range locks: runs cuzarr's Windows path
+        import fcntl, struct, types
+
+        def locking(fd, op, n):
+            pos = os.lseek(fd, 0, os.SEEK_CUR)
+            kind = fcntl.F_UNLCK if op == 0 else fcntl.F_WRLCK
+            try:
+                fcntl.fcntl(fd, fcntl.F_OFD_SETLK, struct.pack("hhqqi4x", kind, 0, pos, n, 0))
+            except BlockingIOError:
+                raise PermissionError(13, "Permission denied") from None
+
+        locks.msvcrt = types.SimpleNamespace(locking=locking, LK_UNLCK=0, LK_NBLCK=2)
     p, nproc, writes = int(p), int(nproc), int(writes)
     if how == "array":
         a = cuzarr.open_array(where, mode="r+")
@@ -85,7 +100,9 @@ def _run_writers(tmp_path, name: str, mode: str) -> np.ndarray:
     return cuzarr.open_array(str(tmp_path / name / "g.zarr" / "u"), mode="r")[0]
 
 
-@pytest.mark.parametrize("mode", ["ofd", "flock"] if locks._MODE == "ofd" else [locks._MODE])
+@pytest.mark.parametrize(
+    "mode", ["ofd", "flock", "msvcrt"] if locks._MODE == "ofd" else [locks._MODE]
+)
 @pytest.mark.parametrize("layout", ["chunk", "shard"])
 def test_writers_of_one_file_share_a_lock_whatever_the_root_and_tmpdir(tmp_path, layout, mode):
     n = NPROC * WRITES

@@ -288,7 +288,7 @@ def test_writes_survive_the_lock_directory_being_removed(tmp_path, monkeypatch):
 
     # a lock directory of this test's own: other test processes' locks stay untouched
     monkeypatch.setenv(locks.LOCK_DIR_ENV, str(tmp_path / "locks"))
-    monkeypatch.setattr(locks, "_lock_dir_path", None)
+    monkeypatch.setattr(locks, "_lock_state", None)
     a = cuzarr.create_array(tmp_path / "a", shape=(16, 16), chunks=(4, 4), dtype="i2")
     a[1:15, 1:15] = 3
     assert locks.lock_dir() == str(tmp_path / "locks")

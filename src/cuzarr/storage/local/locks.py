@@ -188,22 +188,28 @@ def _lock_dir_candidates() -> list[str]:
     return [*out, os.path.join(os.path.expanduser("~"), ".cache", "cuzarr", "locks")]
 
 
-_lock_dir_path: str | None = None
+_STRIPE_NAMES = [stripe_name(i) for i in range(STRIPES)]
+# the lock directory and the paths of its stripes, found once per process
+_lock_state: tuple[str, list[str]] | None = None
 
 
 def lock_dir() -> str:
     """The directory of this user's lock files (made if missing), the same for
     every process of the user (``CUZARR_LOCK_DIR`` sets it)."""
-    global _lock_dir_path
-    if _lock_dir_path is None:
+    return _lock_paths()[0]
+
+
+def _lock_paths() -> tuple[str, list[str]]:
+    global _lock_state
+    if _lock_state is None:
         cands = _lock_dir_candidates()
         chosen = next((c for c in cands if _owned_dir(c)), None)
         if chosen is None:
             raise OSError(f"no usable directory for cuzarr's lock files among {cands}")
         if _MODE == "flock":
             sweep(chosen)
-        _lock_dir_path = chosen
-    return _lock_dir_path
+        _lock_state = (chosen, [os.path.join(chosen, stripe_name(i)) for i in range(STRIPES)])
+    return _lock_state
 
 
 _lock_dir = lock_dir  # the name tests and older code use
@@ -288,7 +294,8 @@ class _KeyLocks:
             # the key's syntax only: its directory is checked when it is written
             if type(k) is not str or k not in store._paths:
                 store._key_path(k)
-        self.dir = lock_dir() if _MODE != "process" else ""
+        # the stripes' files (their names alone in "process" mode)
+        self.paths = _lock_paths()[1] if _MODE != "process" else _STRIPE_NAMES
         self.keys = keys
         self.wanted = lock_runs(store, keys)
         self.noted: list[tuple[int, int, int]] = []
@@ -298,7 +305,7 @@ class _KeyLocks:
         self.held: list[tuple[str, int]] = []
 
     def _space(self, stripe: int) -> str:
-        return os.path.join(self.dir, stripe_name(stripe)) if self.dir else stripe_name(stripe)
+        return self.paths[stripe]
 
     def _try(self, run: tuple[int, int, int]) -> bool:
         stripe, start, length = run
