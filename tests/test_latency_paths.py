@@ -18,6 +18,7 @@ import zarr
 import cuzarr
 import cuzarr.core.array as array_mod
 import cuzarr.core.group as group_mod
+from cuzarr.codecs.pipeline import pipeline_for
 from cuzarr.core import engine
 from cuzarr.errors import (
     ArrayNotFoundError,
@@ -459,13 +460,13 @@ def test_malformed_member_metadata_still_raises(store):
 def test_pipeline_shared_per_metadata_object(store):
     a, data = _make(store)
     meta = a.metadata
-    assert meta.make_pipeline() is meta.make_pipeline() is a._async_array._pipeline
+    assert pipeline_for(meta) is pipeline_for(meta) is a._async_array._pipeline
     b = cuzarr.open_array(a.store, path="a", mode="r")
     assert b.metadata == meta
     copy = pickle.loads(pickle.dumps(meta))
     assert copy == meta and "_pipeline_cache" not in copy.__dict__
-    assert copy.make_pipeline() is not meta.make_pipeline()
-    assert meta.evolve(order="F").make_pipeline() is not meta.make_pipeline()
+    assert pipeline_for(copy) is not pipeline_for(meta)
+    assert pipeline_for(meta.evolve(order="F")) is not pipeline_for(meta)
     a.resize((40, 29))  # new metadata, new grid: reads and writes plan on it
     a[39, 28] = 3
     assert a[39, 28] == 3 and a.shape == (40, 29)

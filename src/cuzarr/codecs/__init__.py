@@ -70,3 +70,8 @@ __all__ = [
     "codec_from_json",
     "register_codec",
 ]
+
+from cuzarr.codecs.pipeline import check_array_codecs  # noqa: E402
+from cuzarr.metadata.array import register_codec_support  # noqa: E402
+
+register_codec_support(codec_from_json, check_array_codecs)

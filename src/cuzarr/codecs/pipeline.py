@@ -30,6 +30,7 @@ from cuzarr.codecs.compressors import ZstdCodec, _dctx, zstd_decompress
 from cuzarr.codecs.compressors import zstd_decompress_into as _zstd_into
 from cuzarr.codecs.vlen import decode_vlen, encode_vlen
 from cuzarr.errors import CodecError, MetadataError
+from cuzarr.metadata.array import ArrayMetadata, check_sharded_edges
 from cuzarr.metadata.dtypes import DataType
 
 __all__ = ["V2Pipeline", "V3Pipeline"]
@@ -611,3 +612,25 @@ class V2Pipeline:
         if isinstance(out, np.ndarray):
             return out.tobytes(order="A")  # memory order: an F-order chunk stays so
         return bytes(out)
+
+
+def pipeline_for(meta: ArrayMetadata) -> Any:
+    """The codec pipeline of ``meta``: built once per metadata object and shared
+    by every handle made from it (a consolidated group's members() made a second
+    one per array). Pipelines hold no per-handle state: their caches are keyed
+    by content. Cached on the object (not a field: eq, replace and pickles
+    ignore it)."""
+    pipe = meta.__dict__.get("_pipeline_cache")
+    if pipe is None:
+        if meta.zarr_format == 3:
+            pipe = V3Pipeline(meta.codecs, meta.dtype, meta.read_fill, meta.chunk_shape)
+        else:
+            pipe = V2Pipeline(meta.dtype, meta.order, meta.filters, meta.compressor)
+        object.__setattr__(meta, "_pipeline_cache", pipe)
+    return pipe
+
+
+def check_array_codecs(meta: ArrayMetadata) -> None:
+    """Raise ``MetadataError`` where ``meta``'s codecs do not fit its data type
+    and chunk grid (building the pipeline checks the former)."""
+    check_sharded_edges(meta, pipeline_for(meta))

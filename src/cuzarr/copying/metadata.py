@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from cuzarr.codecs.pipeline import pipeline_for
 from cuzarr.metadata.xarray_fill import decode_fill_attr, encode_fill_attr
 
 __all__ = ["destination_metadata"]
@@ -309,7 +310,7 @@ def destination_metadata(
             made.chunk_shape, made.codecs, sharding.index_codecs, sharding.index_location
         )
         new = new.evolve(codecs=(resharded, *parts.wrap_bb))  # type: ignore[union-attr]
-        pipeline = new.make_pipeline()
+        pipeline = pipeline_for(new)
         check_sharded_edges(new, pipeline)
         new = new.evolve(codecs=tuple(pipeline.codecs))
     return new

@@ -18,6 +18,7 @@ from cuzarr.buffer import (
     shares_memory,
 )
 from cuzarr.codecs.lazy_numcodecs import numcodecs
+from cuzarr.codecs.pipeline import pipeline_for
 from cuzarr.codecs.sharding import ShardingCodec
 from cuzarr.core import engine
 from cuzarr.core.array_info import ArrayInfo
@@ -192,7 +193,7 @@ class AsyncArray(ArrayProperties):
     def _set_metadata(self, metadata: ArrayMetadata) -> None:
         self.metadata = metadata
         publish_metadata(self._meta_sinks, metadata)
-        self._pipeline = metadata.make_pipeline()
+        self._pipeline = pipeline_for(metadata)
         if not getattr(self.store_path.store, "read_only", True):
             # Writers compress large zstd chunks (and blosc) through numcodecs:
             # imported here (~40 ms), not inside the first write. Read-only

@@ -12,6 +12,7 @@ from cuzarr.codecs.bytes_codec import BytesCodec
 from cuzarr.codecs.compressors import ZstdCodec
 from cuzarr.codecs.lazy_numcodecs import numcodecs
 from cuzarr.codecs.numcodecs_bridge import as_numcodec, as_v3_codec
+from cuzarr.codecs.pipeline import pipeline_for
 from cuzarr.codecs.sharding import ShardingCodec
 from cuzarr.codecs.vlen import VLenBytesCodec, VLenUTF8Codec
 from cuzarr.config import config
@@ -403,7 +404,7 @@ def build_array_metadata(
             order=order,
         )
         # Codecs evolved against the data type (e.g. blosc typesize) are what we store.
-        pipe = meta.make_pipeline()
+        pipe = pipeline_for(meta)
         evolved = tuple(pipe.codecs)
         if len(evolved) == len(codecs) and all(a is b for a, b in zip(evolved, codecs)):
             return meta  # nothing evolved: keep the pipeline already built with it

@@ -26,10 +26,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from cuzarr.codecs.pipeline import check_array_codecs
 from cuzarr.core import engine
 from cuzarr.core.nodes import save_metadata
 from cuzarr.indexing.selection import BasicPlan, normalize_numpy
-from cuzarr.metadata.array import ArrayMetadata, check_sharded_edges, normalize_shape
+from cuzarr.metadata.array import ArrayMetadata, normalize_shape
 from cuzarr.storage.common import StorePath
 
 if TYPE_CHECKING:
@@ -62,7 +63,7 @@ async def resize(
     if new_meta.chunk_grid is not meta.chunk_grid:
         # a grown rectilinear grid gets a new edge: refuse one that cannot hold
         # whole inner chunks before anything is saved (as zarr-python)
-        check_sharded_edges(new_meta, new_meta.make_pipeline())
+        check_array_codecs(new_meta)
     if delete_outside_chunks and any(n < o for n, o in zip(new_shape, old_shape, strict=True)):
         # the data first, the metadata last: see the module docstring
         await _trim_edges(array, new_shape)

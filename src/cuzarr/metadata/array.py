@@ -136,27 +136,10 @@ class ArrayMetadata:
     def evolve(self, **changes: Any) -> ArrayMetadata:
         return replace(self, **changes)
 
-    def make_pipeline(self) -> Any:
-        """The codec pipeline of this metadata: built once per metadata object and
-        shared by every handle made from it (parsing already builds it, to check
-        the codecs; a consolidated group's members() made a second one per array).
-        Pipelines hold no per-handle state: their caches are keyed by content."""
-        pipe = self.__dict__.get("_pipeline_cache")
-        if pipe is None:
-            from cuzarr.codecs.pipeline import V2Pipeline, V3Pipeline
-
-            if self.zarr_format == 3:
-                pipe = V3Pipeline(self.codecs, self.dtype, self.read_fill, self.chunk_shape)
-            else:
-                pipe = V2Pipeline(self.dtype, self.order, self.filters, self.compressor)
-            object.__setattr__(self, "_pipeline_cache", pipe)  # not a field: eq, replace ignore it
-        return pipe
-
     def __getstate__(self) -> dict[str, Any]:
-        # pickles (dask tasks) carry the fields only; the pipeline is rebuilt there
-        state = self.__dict__.copy()
-        state.pop("_pipeline_cache", None)
-        return state
+        # pickles (dask tasks) carry the fields only: what other layers cached on
+        # this object (the codec pipeline, codecs.pipeline.pipeline_for) is rebuilt
+        return {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
 
     # -- serialization -------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -231,10 +214,24 @@ def _check_extension(key: str, value: Any) -> None:
     )
 
 
+# How codec documents become codec objects, and how an array's codecs are
+# checked against its data type: registered by the codecs layer (above this
+# one) when it is imported, so that metadata imports no codec.
+_codec_support: tuple[Any, Any] | None = None
+
+
+def register_codec_support(parse: Any, check: Any) -> None:
+    """Register ``parse(codec document) -> codec`` and ``check(ArrayMetadata)``
+    (raising ``MetadataError``): done by :mod:`cuzarr.codecs` on import."""
+    global _codec_support
+    _codec_support = (parse, check)
+
+
 def parse_array_metadata_v3(d: Any) -> ArrayMetadata:
     """Validate and parse an array ``zarr.json`` document."""
-    from cuzarr.codecs.base import codec_from_json
-
+    if _codec_support is None:  # pragma: no cover - cuzarr's __init__ imports codecs
+        raise RuntimeError("cuzarr.codecs is not imported: v3 codecs cannot be parsed")
+    codec_from_json, check_codecs = _codec_support
     if not isinstance(d, dict):
         raise MetadataError("zarr.json must hold a JSON object")
     if d.get("zarr_format") != 3:
@@ -291,7 +288,7 @@ def parse_array_metadata_v3(d: Any) -> ArrayMetadata:
         order=_runtime_order(),
         extra=extra,
     )
-    check_sharded_edges(meta, meta.make_pipeline())  # validates codecs against the data type
+    check_codecs(meta)  # the codecs against the data type (and shard edges)
     return meta
 
 
