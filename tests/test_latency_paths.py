@@ -48,9 +48,11 @@ def _no_loop(monkeypatch):
 
     monkeypatch.setattr(array_mod, "sync", refuse)
     monkeypatch.setattr(group_mod, "sync", refuse)
+    import cuzarr.api.sync_create as sync_create_api
     import cuzarr.api.synchronous as sync_api
 
     monkeypatch.setattr(sync_api, "sync", refuse)
+    monkeypatch.setattr(sync_create_api, "sync", refuse)
 
 
 def _make(store, shape=(37, 29), chunks=(8, 6), dtype="float32", fmt=3, shards=None, **kw):
