@@ -27,7 +27,9 @@ from cuzarr.storage.local import locks
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="symlinks, fork-free spawn")
 
 NPROC = 4
-WRITES = 160  # per process and run: 4 x 160 x 2 layouts = 1,280 writes per lock mode
+# Writes per process and run: 4 x 160 x 2 layouts = 1,280 with this platform's
+# locks; half that for the other platforms' modes run here (CI time).
+WRITES = {"ofd": 160, "flock": 80, "msvcrt": 80}
 
 _WRITER = textwrap.dedent(
     """
@@ -89,7 +91,7 @@ def _run_writers(tmp_path, name: str, mode: str) -> np.ndarray:
         tmp = tmp_path / name / f"tmp{p}"  # each writer its own temp directory
         tmp.mkdir()
         env = dict(os.environ, TMPDIR=str(tmp), PYTHONPATH=os.pathsep.join(sys.path))
-        args = [how, where, str(p), str(NPROC), str(WRITES), str(go), mode]
+        args = [how, where, str(p), str(NPROC), str(WRITES.get(mode, 160)), str(go), mode]
         procs.append(
             subprocess.Popen([sys.executable, "-c", _WRITER, *args], env=env, cwd=tmp)
         )
@@ -105,7 +107,7 @@ def _run_writers(tmp_path, name: str, mode: str) -> np.ndarray:
 )
 @pytest.mark.parametrize("layout", ["chunk", "shard"])
 def test_writers_of_one_file_share_a_lock_whatever_the_root_and_tmpdir(tmp_path, layout, mode):
-    n = NPROC * WRITES
+    n = NPROC * WRITES.get(mode, 160)
     (tmp_path / layout).mkdir()
     g = cuzarr.open_group(str(tmp_path / layout / "g.zarr"), mode="w")
     if layout == "chunk":
