@@ -293,7 +293,9 @@ class DeviceReader:
         out = self.out
         if not out.flags.c_contiguous or out.size == 0:
             return None
-        return int(out.data.ptr) if hasattr(out.data, "ptr") else int(out.ctypes.data)
+        if isinstance(out, np.ndarray):  # (out.data of a datetime array is no buffer)
+            return int(out.ctypes.data)
+        return int(out.data.ptr)
 
     def _host_decode(self, data: Any, shape: tuple[int, ...]) -> np.ndarray:
         # Host-decoded chunks enter the staging buffer in the output's byte order.
