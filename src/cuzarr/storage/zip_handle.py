@@ -22,6 +22,7 @@ from collections.abc import Iterator, Sequence
 
 from cuzarr.errors import ChecksumError, CodecError, CuzarrError
 from cuzarr.storage.base import ByteRequest, range_bounds
+from cuzarr.storage.local.files import replace
 
 __all__ = ["ZipStoreError"]
 
@@ -143,7 +144,7 @@ class _ZipHandle:
                 raise ZipStoreError(
                     f"{self.path} is not a readable zip archive ({error})"
                 ) from error
-            os.replace(tmp, self.path)
+            replace(tmp, self.path)
         self.duplicates = True  # the next close() compacts superseded entries
 
     @contextlib.contextmanager
@@ -287,7 +288,7 @@ class _ZipHandle:
                     zf.close()
                 finally:
                     self.zf = None  # closed even if its last write failed
-                os.replace(tmp, self.path)
+                replace(tmp, self.path)
             self.deleted.clear()
             self.duplicates = False
 
