@@ -137,15 +137,20 @@ def test_lock_identity_is_the_chunk_file(tmp_path):
 
 
 def test_lock_files_are_bounded_and_outside_tmpdir(tmp_path, monkeypatch):
-    """However many stores are written, the lock directory holds the same fixed
-    set of files, and it does not follow ``TMPDIR``."""
+    """The lock directory does not follow ``TMPDIR``; and however many stores
+    are written, it holds the same fixed set of files."""
     import tempfile
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "elsewhere"))
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "elsewhere"))
+    monkeypatch.delenv(locks.LOCK_DIR_ENV, raising=False)
+    assert not any(c.startswith(str(tmp_path)) for c in locks._lock_dir_candidates())
+    # a lock directory of this test's own (other tests' writers lock meanwhile)
+    monkeypatch.setenv(locks.LOCK_DIR_ENV, str(tmp_path / "locks"))
+    monkeypatch.setattr(locks, "_lock_state", None)
     for i in range(40):
         a = cuzarr.create_array(tmp_path / f"s{i}", shape=(8,), chunks=(4,), dtype="i2")
         a[1:3] = i
-    d = locks.lock_dir()
-    assert not d.startswith(str(tmp_path))
-    names = set(os.listdir(d))
-    assert names <= {locks.stripe_name(i) for i in range(locks.STRIPES)}
+    assert locks.lock_dir() == str(tmp_path / "locks")
+    names = set(os.listdir(tmp_path / "locks"))
+    assert names and names <= {locks.stripe_name(i) for i in range(locks.STRIPES)}
