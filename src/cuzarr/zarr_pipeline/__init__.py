@@ -15,6 +15,9 @@ What goes where:
   (:mod:`cuzarr.zarr_pipeline.jobs`) whose plans are run by cuzarr's drivers:
   zarr-python's ``LocalStore`` through cuzarr's own local store (blocking batch
   I/O in worker loops), any other store through its async API.
+- Sharded arrays (the sharding codec alone): shards whose selection touches few
+  inner chunks are read in part, index first (:mod:`cuzarr.zarr_pipeline.shards`),
+  and partial shard writes re-encode only the inner chunks they touch.
 - Outputs and values that are not numpy arrays (zarr's GPU buffers), and the
   inner chunks of zarr-python's own sharding codec, go to zarr-python's pipeline.
 """
@@ -32,6 +35,7 @@ from zarr.core.codec_pipeline import BatchedCodecPipeline
 from zarr.registry import register_pipeline
 from zarr.storage import StorePath
 
+from cuzarr.codecs.base import ChunkSpec
 from cuzarr.core.plans import execute, try_inline
 from cuzarr.zarr_pipeline.jobs import (
     ReadItem,
@@ -119,7 +123,11 @@ class CuzarrCodecPipeline(CodecPipeline):
             ReadItem(bg.path, spec.shape, csel, osel, _fill(spec))
             for bg, spec, csel, osel, _ in batch
         ]
-        job = ZarrReadJob(tr.pipeline, items, target, drop_axes)
+        shards = None
+        if tr.shard_codec is not None:
+            spec = batch[0][1]
+            shards = (tr.shard_codec, ChunkSpec(spec.shape, tr.pipeline.dtype, _fill(spec)))
+        job = ZarrReadJob(tr.pipeline, items, target, drop_axes, shards)
         await _run(job, store, chunk_nbytes(batch[0][1].shape, tr.itemsize))
         return tuple(_PRESENT if s else _MISSING for s in job.status)
 
@@ -146,7 +154,8 @@ class CuzarrCodecPipeline(CodecPipeline):
             for bs, spec, csel, osel, complete in batch
         ]  # fmt: skip
         joins = not getattr(store, "takes_parts", False)
-        job = ZarrWriteJob(tr.pipeline, tr.np_dtype, items, source, drop_axes, joins)
+        shards = None if tr.shard_codec is None else (tr.shard_codec, tr.pipeline.dtype)
+        job = ZarrWriteJob(tr.pipeline, tr.np_dtype, items, source, drop_axes, joins, shards)
         await _run(job, store, chunk_nbytes(batch[0][1].shape, tr.itemsize))
 
     def _engine_store(self, batch: list[Any], array: Any) -> Any:

@@ -14,6 +14,7 @@ stores them) in one compute step, driven inline or async by
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,9 +22,18 @@ import numpy as np
 
 from cuzarr.buffer.chunks import is_fill
 from cuzarr.buffer.concat import joined
+from cuzarr.codecs.base import ChunkSpec
+from cuzarr.codecs.sharding import ShardingCodec
 from cuzarr.core.plans import Compute, Delete, Get, Plan, Put
 from cuzarr.errors import CodecError, keyed
 from cuzarr.runtime.sync import max_workers
+from cuzarr.zarr_pipeline.shards import (
+    PartialShard,
+    decode_box,
+    partial_shard,
+    read_partial_shards,
+    select_box,
+)
 
 __all__ = ["ReadItem", "WriteItem", "ZarrReadJob", "ZarrWriteJob", "batch_size"]
 
@@ -37,6 +47,8 @@ class ReadItem:
     chunk_selection: Any
     out_selection: Any
     fill: Any
+    #: a shard read in part (see ``shards.partial_shard``); None: read whole
+    part: PartialShard | None = None
 
 
 @dataclass(slots=True)
@@ -75,16 +87,41 @@ class ZarrReadJob:
     device = None
 
     def __init__(
-        self, pipeline: Any, items: list[ReadItem], out: np.ndarray, drop_axes: tuple[int, ...]
+        self,
+        pipeline: Any,
+        items: list[ReadItem],
+        out: np.ndarray,
+        drop_axes: tuple[int, ...],
+        shards: tuple[ShardingCodec, ChunkSpec] | None = None,
     ) -> None:
         self.pipeline, self.items, self.out, self.drop_axes = pipeline, items, out, drop_axes
         self.n = len(items)
         self.status = [False] * self.n
+        #: a sharded array's codec and shard spec: shards whose selection
+        #: touches few inner chunks are read in part
+        self.shards = shards
+        if shards is not None:
+            for it in items:
+                it.part = partial_shard(shards[0], it.chunk_selection, it.shape)
 
     def plan(self, lo: int, hi: int) -> Plan:
-        """Fetch items ``lo:hi`` (one request), then decode and scatter them."""
-        datas = yield Get([it.key for it in self.items[lo:hi]])
-        yield Compute(self.decode_batch, lo, datas)
+        """Fetch items ``lo:hi`` (one request), then decode and scatter them;
+        shards read in part: their indexes, then their touched inner chunks."""
+        whole = [i for i in range(lo, hi) if self.items[i].part is None]
+        if len(whole) == hi - lo:
+            datas = yield Get([it.key for it in self.items[lo:hi]])
+            yield Compute(self.decode_batch, lo, datas)
+            return
+        if whole:
+            datas = yield Get([self.items[i].key for i in whole])
+            yield Compute(self.decode_some, whole, datas)
+        parts = [i for i in range(lo, hi) if self.items[i].part is not None]
+        codec, spec = self.shards  # type: ignore[misc]
+        keys = [self.items[i].key for i in parts]
+        found = yield from read_partial_shards(
+            codec, spec, keys, [self.items[i].part for i in parts]
+        )
+        yield Compute(self.scatter_parts, parts, found)
 
     def lock_keys(self, lo: int, hi: int) -> None:
         return None
@@ -94,21 +131,37 @@ class ZarrReadJob:
 
     def decode_batch(self, lo: int, datas: list[Any]) -> None:
         """Decode the chunks of items ``lo:lo + len(datas)`` into the output."""
-        out, drop = self.out, self.drop_axes
-        for j, data in enumerate(datas):
-            it = self.items[lo + j]
+        self.decode_some(range(lo, lo + len(datas)), datas)
+
+    def decode_some(self, which: Sequence[int], datas: list[Any]) -> None:
+        """Decode the chunks of items ``which`` into the output."""
+        for i, data in zip(which, datas, strict=True):
+            it = self.items[i]
             if data is None:
-                out[it.out_selection] = it.fill
+                self.out[it.out_selection] = it.fill
                 continue
             try:
                 chunk = self.pipeline.decode(data, it.shape, scratch=True)
             except CodecError as e:
                 raise keyed(e, it.key) from e
-            selected = chunk[it.chunk_selection]
-            if drop:
-                selected = selected.squeeze(axis=drop)
-            out[it.out_selection] = selected
-            self.status[lo + j] = True
+            self._scatter(i, chunk[it.chunk_selection])
+
+    def scatter_parts(self, which: list[int], found: list[Any]) -> None:
+        """Decode the inner chunks read of shards ``which`` into the output."""
+        codec, spec = self.shards  # type: ignore[misc]
+        for i, entries in zip(which, found, strict=True):
+            it = self.items[i]
+            if entries is None:
+                self.out[it.out_selection] = it.fill
+                continue
+            box, lo = decode_box(codec, spec, it.part, entries, it.key)  # type: ignore[arg-type]
+            self._scatter(i, select_box(box, lo, it.chunk_selection, it.shape))
+
+    def _scatter(self, i: int, selected: np.ndarray) -> None:
+        if self.drop_axes:
+            selected = selected.squeeze(axis=self.drop_axes)
+        self.out[self.items[i].out_selection] = selected
+        self.status[i] = True
 
 
 class ZarrWriteJob:
@@ -130,10 +183,14 @@ class ZarrWriteJob:
         value: np.ndarray,
         drop_axes: tuple[int, ...],
         joins: bool,
+        shards: tuple[ShardingCodec, Any] | None = None,
     ) -> None:
         self.pipeline, self.dtype, self.items = pipeline, dtype, items
         self.value, self.drop_axes, self.joins = value, drop_axes, joins
         self.n = len(items)
+        #: a sharded array's codec and cuzarr data type: partial shard writes
+        #: re-encode only the inner chunks they touch (zarr-python's rule)
+        self.shards = shards
 
     def plan(self, lo: int, hi: int) -> Plan:
         """Read what items ``lo:hi`` keep of their old chunks, encode, store."""
@@ -162,11 +219,7 @@ class ZarrWriteJob:
         for j, old in enumerate(olds):
             it = self.items[lo + j]
             try:
-                chunk = self._merged(it, old)
-                if not it.write_empty and is_fill(chunk, it.fill, self.dtype):
-                    to_delete.append(it.key)
-                    continue
-                encoded = self.pipeline.encode(chunk, it.shape)
+                encoded = self._encoded(it, old)
             except CodecError as e:
                 raise keyed(e, it.key) from e
             if encoded is None or len(encoded) == 0:  # a shard of empty inner chunks
@@ -174,6 +227,31 @@ class ZarrWriteJob:
             else:
                 to_set.append((it.key, encoded))
         return to_set, to_delete
+
+    def _encoded(self, it: WriteItem, old: Any) -> Any:
+        """Item ``it``'s new stored value; None where it is to be deleted."""
+        if self.shards is not None and not it.complete and (old is not None or it.write_empty):
+            codec, dtype = self.shards
+            spec = ChunkSpec(it.shape, dtype, it.fill)
+            return codec.update(old, it.chunk_selection, self._part(it), spec, it.write_empty)
+        chunk = self._merged(it, old)
+        if not it.write_empty and is_fill(chunk, it.fill, self.dtype):
+            return None
+        if it.write_empty and self.shards is not None:
+            return self.pipeline.encode(chunk, it.shape, write_empty_chunks=True)
+        return self.pipeline.encode(chunk, it.shape)
+
+    def _part(self, it: WriteItem) -> Any:
+        """The part of the value written into item ``it``'s chunk selection."""
+        value = self.value
+        if it.chunk_selection == () or value.ndim == 0:
+            return value
+        part = value[it.out_selection]
+        if self.drop_axes:
+            part = part[
+                tuple(None if d in self.drop_axes else slice(None) for d in range(len(it.shape)))
+            ]
+        return part
 
     def _merged(self, it: WriteItem, old: Any) -> np.ndarray:
         """zarr-python's ``_merge_chunk_array``: the value's view where it is the
@@ -187,15 +265,5 @@ class ZarrWriteJob:
             chunk = np.full(it.shape, it.fill, dtype=self.dtype, order=it.order)
         else:
             chunk = np.array(self.pipeline.decode(old, it.shape), order=it.order, copy=True)
-        if it.chunk_selection == () or value.ndim == 0:
-            part = value
-        else:
-            part = value[it.out_selection]
-            if self.drop_axes:
-                part = part[
-                    tuple(
-                        None if d in self.drop_axes else slice(None) for d in range(len(it.shape))
-                    )
-                ]
-        chunk[it.chunk_selection] = part
+        chunk[it.chunk_selection] = self._part(it)
         return chunk

@@ -24,6 +24,7 @@ from zarr.storage import LocalStore as ZarrLocalStore
 
 from cuzarr.codecs.base import codec_from_json
 from cuzarr.codecs.pipeline import V2Pipeline, V3Pipeline
+from cuzarr.codecs.sharding import ShardingCodec, sharding_codec
 from cuzarr.errors import CodecError, MetadataError
 from cuzarr.metadata.dtypes import from_json_v2, from_json_v3
 from cuzarr.storage.local import LocalStore
@@ -43,6 +44,8 @@ class Translated:
     pipeline: Any
     np_dtype: np.dtype
     itemsize: int
+    #: the sharding codec, where it is the array's only codec (partial shard I/O)
+    shard_codec: ShardingCodec | None = None
 
 
 def strict() -> bool:
@@ -71,7 +74,7 @@ def translate(codecs: list[Any], spec: Any) -> Translated | None:
             ) from e
         log.debug("codecs %s go to zarr-python's pipeline: %s", names, e)
         return None
-    return Translated(pipeline, np_dtype, max(1, np_dtype.itemsize))
+    return Translated(pipeline, np_dtype, max(1, np_dtype.itemsize), sharding_codec(pipeline))
 
 
 def _v2(codec: V2Codec, spec: Any) -> V2Pipeline:
