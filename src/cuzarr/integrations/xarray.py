@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import json
 import os
 import sys
 import warnings
@@ -23,11 +24,13 @@ import xarray
 from xarray.backends import AbstractDataStore, BackendArray, BackendEntrypoint
 from xarray.core import indexing
 
-import cuzarr
+from cuzarr.api.synchronous import open_group
 from cuzarr.buffer import is_device_array
+from cuzarr.core.group import Group
 from cuzarr.errors import GroupNotFoundError
+from cuzarr.integrations.dask import register_tokenizers
 from cuzarr.metadata.xarray_fill import decode_fill_attr
-from cuzarr.runtime.sync import on_loop
+from cuzarr.runtime.sync import on_loop, sync
 
 __all__ = ["CuzarrBackendArray", "CuzarrBackendEntrypoint", "open_dataset"]
 
@@ -123,10 +126,6 @@ def _nczarr_dims(arr: Any) -> tuple[str, ...] | None:
     """The dimension names of a v2 array written by netCDF-C (NCZarr): the last
     parts of the ``dimrefs`` in its ``.zarray`` (xarray's zarr backend reads them
     too); ``None`` when it has none."""
-    import json
-
-    from cuzarr.runtime.sync import sync
-
     key = f"{arr.path}/.zarray" if arr.path else ".zarray"
     try:
         raw = sync(arr.store.get(key))
@@ -270,15 +269,13 @@ def _open_root(
     if not isinstance(obj, (str, os.PathLike)) and importlib.util.find_spec("dask"):
         # xarray names the dask arrays of open_dataset(obj, chunks=...) after
         # tokenize(obj): for a cuzarr store or group, by reference, not by value
-        from cuzarr.integrations.dask import register_tokenizers
-
         register_tokenizers()
     path = (group or "").strip("/") or None
-    if isinstance(obj, cuzarr.Group):
+    if isinstance(obj, Group):
         return obj[path] if path else obj
 
     def open_at(at: str | None, use_consolidated: bool | None) -> Any:
-        return cuzarr.open_group(
+        return open_group(
             obj,
             mode="r",
             path=at,
@@ -337,7 +334,8 @@ def _warn_unconsolidated() -> None:
 def _user_stacklevel() -> int:
     """The ``stacklevel`` of the first frame outside cuzarr, xarray and the
     standard library (as xarray's own warnings point at the user's call)."""
-    ours = tuple(os.path.dirname(m.__file__ or "") + os.sep for m in (cuzarr, xarray))
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # cuzarr/
+    ours = (package + os.sep, os.path.dirname(xarray.__file__ or "") + os.sep)
     stdlib = os.path.dirname(os.__file__) + os.sep
     frame, level = sys._getframe(1), 1  # level 1: the frame that calls warnings.warn
     while frame is not None:
@@ -445,7 +443,7 @@ class CuzarrBackendEntrypoint(BackendEntrypoint):
         )
         out = {"/": _open_group_dataset(root, **kw)}
         for name, node in root.members(max_depth=None):
-            if isinstance(node, cuzarr.Group):
+            if isinstance(node, Group):
                 out["/" + name] = _open_group_dataset(node, **kw)
         return out
 
