@@ -154,3 +154,30 @@ def test_lock_files_are_bounded_and_outside_tmpdir(tmp_path, monkeypatch):
     assert locks.lock_dir() == str(tmp_path / "locks")
     names = set(os.listdir(tmp_path / "locks"))
     assert names and names <= {locks.stripe_name(i) for i in range(locks.STRIPES)}
+
+
+@pytest.mark.skipif(locks.fcntl is None, reason="needs fcntl")
+def test_lock_files_of_earlier_versions_are_swept(tmp_path, monkeypatch):
+    """The per-root lock files earlier versions left under the temp directory
+    go once nobody holds them; held ones and other files stay."""
+    import fcntl
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    d = tmp_path / f"cuzarr-locks-{os.getuid()}"
+    d.mkdir()
+    free, held, byte = "a" * 24, "b" * 24, "c" * 24 + "-" + "0" * 16
+    for name in (free, held, byte, "notes.txt"):
+        (d / name).write_bytes(b"")
+    fd = os.open(d / held, os.O_RDWR)
+    try:
+        if locks._OFD:
+            assert locks._try_lock_range(fd, 1 << 40, 1)  # a key's byte, far out
+        else:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        assert locks.sweep_legacy() == 2
+        assert sorted(os.listdir(d)) == sorted([held, "notes.txt"])
+    finally:
+        os.close(fd)
+    os.unlink(d / "notes.txt")
+    assert locks.sweep_legacy() == 1 and not d.exists()  # emptied: removed

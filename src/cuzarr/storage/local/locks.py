@@ -6,11 +6,14 @@ covered chunks, so concurrent partial writers never lose each other's updates.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import os
+import re
 import stat
 import struct
 import sys
+import tempfile
 import threading
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
@@ -208,6 +211,8 @@ def _lock_paths() -> tuple[str, list[str]]:
             raise OSError(f"no usable directory for cuzarr's lock files among {cands}")
         if _MODE == "flock":
             sweep(chosen)
+        if fcntl is not None:
+            sweep_legacy()
         _lock_state = (chosen, [os.path.join(chosen, stripe_name(i)) for i in range(STRIPES)])
     return _lock_state
 
@@ -233,6 +238,47 @@ def sweep(directory: str) -> int:
             _unlock_path(path, fd)
             n += 1
     return n
+
+
+# Lock files of cuzarr before the fixed stripes: one per store root (24 hex
+# digits, a hash of the root's path), and in flock mode one per key's byte.
+_LEGACY_NAME = re.compile(r"[0-9a-f]{24}(?:-[0-9a-f]{16})?")
+
+
+def sweep_legacy() -> int:
+    """Remove the lock files earlier cuzarr versions left, one per store root
+    ever written, in ``<tempdir>/cuzarr-locks-<uid>/`` (never cleaned there):
+    those no process holds, then the directory if that empties it. Returns how
+    many went. (Writers of one array must run versions that lock alike, so no
+    current writer needs them.)"""
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    d = os.path.join(tempfile.gettempdir(), f"cuzarr-locks-{uid}")
+    try:
+        names = [n for n in os.listdir(d) if _LEGACY_NAME.fullmatch(n)]
+    except OSError:
+        return 0
+    n = sum(_remove_if_free(os.path.join(d, name)) for name in names)
+    with contextlib.suppress(OSError):
+        os.rmdir(d)  # only if empty: the new stripes may live there too
+    return n
+
+
+def _remove_if_free(path: str) -> bool:
+    """Unlink ``path`` if no lock (range or ``flock``) is held on it."""
+    try:
+        fd = os.open(path, os.O_RDWR | _NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        if _OFD and not _try_lock_range(fd, 0, 0):  # length 0: the whole file, on
+            return False
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.unlink(path)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def _lock_base(store: LocalStore) -> str:
