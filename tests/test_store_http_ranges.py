@@ -200,7 +200,7 @@ def test_unknown_complete_length_cannot_place_a_suffix(serve):
 def test_answers_not_holding_the_range_raise(serve, mode, req, answered):
     """A 206 with other bytes than asked for is a RangeMismatchError naming the key,
     the range asked for and the one answered; it used to be returned as the range."""
-    from cuzarr.storage.fsspec import _range_header
+    from cuzarr.storage.http import _range_header
 
     handler, url = serve({"/d/sub/k": BLOB}, mode)
     with pytest.raises(RangeMismatchError) as info:

@@ -16,7 +16,8 @@ import zarr
 import cuzarr
 from _http_handler import QuietHandler
 from cuzarr.runtime.sync import sync
-from cuzarr.storage.fsspec import HTTPStore, _http_client
+from cuzarr.storage.fsspec import HTTPStore
+from cuzarr.storage.http import _http_client
 from cuzarr.storage.http_sessions import shared_http_fs
 
 

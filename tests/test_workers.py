@@ -240,8 +240,9 @@ def test_host_import_leaves_device_and_remote_modules_unloaded():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded, lazy = out.stdout.strip().splitlines()
     assert "cuzarr.gpu.reader" not in loaded and "cuzarr.gpu.executor" not in loaded
-    assert "cuzarr.storage.fsspec" not in loaded and "cuzarr.storage.asdf" not in loaded
-    assert lazy == "cuzarr.storage.fsspec True"
+    for remote in ("fsspec", "fsspec_store", "http", "remote_requests", "asdf"):
+        assert f"cuzarr.storage.{remote}" not in loaded
+    assert lazy == "cuzarr.storage.fsspec_store True"
     with pytest.raises(AttributeError, match="NoSuchStore"):
         cuzarr.storage.NoSuchStore  # noqa: B018
 
