@@ -62,40 +62,10 @@ async def create_array(
 ) -> AsyncArray:
     """Create an array; see :func:`cuzarr.create_array`."""
     order, write_empty_chunks = apply_config(config, order, write_empty_chunks)
+    args = dict(locals())  # the arguments, with ``config``'s order and write_empty_chunks
     if data is not None:
-        if shape is not None:
-            raise ValueError(
-                "The data parameter was used, but the shape parameter was also used. "
-                "Either use the data parameter, or the shape parameter, but not both."
-            )
-        if dtype is not None:
-            raise ValueError(
-                "The data parameter was used, but the dtype parameter was also used. "
-                "Either use the data parameter, or the dtype parameter, but not both."
-            )
-        return await from_array(
-            store,
-            data=data,
-            write_data=write_data,
-            name=name,
-            chunks=chunks,
-            shards=shards,
-            filters=filters,
-            compressors=compressors,
-            serializer=serializer,
-            fill_value=fill_value,
-            order=order,
-            zarr_format=zarr_format,
-            attributes=attributes,
-            chunk_key_encoding=chunk_key_encoding,
-            dimension_names=dimension_names,
-            storage_options=storage_options,
-            overwrite=overwrite,
-            write_empty_chunks=write_empty_chunks,
-            dimension_separator=dimension_separator,
-            meta_array=meta_array,
-            config=config,
-        )
+        _refuse_shape_or_dtype_with_data(shape, dtype)
+        return await from_array(store, **{k: args[k] for k in _FROM_ARRAY_ARGS})
     if dtype is None:
         raise ValueError(
             "The data parameter was set to None, but dtype was not specified. Either "
@@ -103,24 +73,9 @@ async def create_array(
         )
     if shape is None:
         raise ValueError("create_array needs shape= (or data=)")
-    check_object_dtype(dtype, zarr_format_for(zarr_format, store), filters, serializer)
-    meta = build_array_metadata(
-        shape=shape,
-        dtype=dtype,
-        chunks=chunks,
-        shards=shards,
-        fill_value=fill_value,
-        order=order,
-        zarr_format=zarr_format_for(zarr_format, store),
-        compressors=compressors,
-        filters=filters,
-        serializer=serializer,
-        attributes=attributes,
-        dimension_names=dimension_names,
-        chunk_key_encoding=chunk_key_encoding,
-        dimension_separator=dimension_separator,
-        compressor=compressor,
-    )
+    fmt = zarr_format_for(zarr_format, store)
+    check_object_dtype(dtype, fmt, filters, serializer)
+    meta = build_array_metadata(zarr_format=fmt, **{k: args[k] for k in _METADATA_ARGS})
     sp = make_store_path(
         store, name, mode="w" if overwrite else "a", storage_options=storage_options
     )
@@ -129,6 +84,36 @@ async def create_array(
     )
     arr.set_prototype(meta_array)
     return with_read_missing(arr, config)
+
+
+# ``create_array``'s arguments that go on to ``from_array`` (given ``data``) and
+# to ``build_array_metadata`` (given a shape and dtype)
+_FROM_ARRAY_ARGS = (
+    "data", "write_data", "name", "chunks", "shards", "filters", "compressors",
+    "serializer", "fill_value", "order", "zarr_format", "attributes",
+    "chunk_key_encoding", "dimension_names", "storage_options", "overwrite",
+    "write_empty_chunks", "dimension_separator", "meta_array", "config",
+)  # fmt: skip
+_METADATA_ARGS = (
+    "shape", "dtype", "chunks", "shards", "fill_value", "order", "compressors",
+    "filters", "serializer", "attributes", "dimension_names", "chunk_key_encoding",
+    "dimension_separator", "compressor",
+)  # fmt: skip
+
+
+def _refuse_shape_or_dtype_with_data(shape: Any, dtype: Any) -> None:
+    """``create_array(data=...)`` takes the shape and dtype from the data: zarr-python's
+    errors for either given too."""
+    if shape is not None:
+        raise ValueError(
+            "The data parameter was used, but the shape parameter was also used. "
+            "Either use the data parameter, or the shape parameter, but not both."
+        )
+    if dtype is not None:
+        raise ValueError(
+            "The data parameter was used, but the dtype parameter was also used. "
+            "Either use the data parameter, or the dtype parameter, but not both."
+        )
 
 
 async def from_array(
@@ -160,80 +145,19 @@ async def from_array(
     See :func:`cuzarr.from_array`.
     """
     order, write_empty_chunks = apply_config(config, order, write_empty_chunks)
+    s = dict(locals())  # the settings; "keep" and the defaults are resolved below
     src_is_array = is_zarr_array(data)
     if src_is_array:
-        src_fmt = data.metadata.zarr_format
-        if chunks == "keep":
-            chunks = data.chunks
-        if shards == "keep":
-            shards = data.shards
-        if zarr_format is None:
-            zarr_format = src_fmt
-        same = zarr_format == src_fmt
-        if filters == "keep":
-            filters = codecs_arg(data.filters) if same else "auto"
-        if compressors == "keep":
-            compressors = codecs_arg(data.compressors) if same else "auto"
-        if serializer == "keep":
-            serializer = codec_arg(data.serializer) if zarr_format == 3 and src_fmt == 3 else "auto"
-        if fill_value is DEFAULT_FILL:
-            fill_value = data.fill_value
-        if src_fmt == 2 and zarr_format == 3 and data.order == "F":
-            warnings.warn(
-                "The 'order' attribute of a Zarr format 2 array does not have a direct "
-                "analogue in Zarr format 3. The existing order='F' of the source Zarr "
-                "format 2 array will be ignored.",
-                UserWarning,
-                stacklevel=2,
-            )
-        elif order is None and zarr_format == 2:
-            order = data.order
-        if chunk_key_encoding is None and dimension_separator is None and same:
-            chunk_key_encoding = cke_of(data)
-        if dimension_names is None and src_fmt == 3:
-            dimension_names = data.metadata.dimension_names
-        if attributes is None:
-            attributes = src_attrs(data)
-            if zarr_format == 3:
-                attributes.pop("_ARRAY_DIMENSIONS", None)
-        dtype = data.dtype
-        shape = data.shape
+        _keep_source_settings(data, s)
     else:
-        chunks = "auto" if chunks == "keep" else chunks
-        shards = None if shards == "keep" else shards
-        zarr_format = zarr_format_for(zarr_format, store)
-        filters = None if filters in ("keep", "auto") else filters
-        compressors = "auto" if compressors == "keep" else compressors
-        serializer = "auto" if serializer == "keep" else serializer
+        _plain_data_settings(s, store)
         data = await _materialize(data)
         if not hasattr(data, "dtype") or not hasattr(data, "shape"):
             data = np.array(data)
-        dtype = data.dtype
-        shape = data.shape
-    if filters == "auto":
-        filters = None
-    result = await create_array(
-        store,
-        name,
-        shape=shape,
-        dtype=dtype,
-        chunks=chunks,
-        shards=shards,
-        fill_value=fill_value,
-        order=order,
-        zarr_format=zarr_format,
-        compressors=compressors,
-        filters=filters,
-        serializer=serializer,
-        attributes=attributes,
-        dimension_names=dimension_names,
-        overwrite=overwrite,
-        write_empty_chunks=write_empty_chunks,
-        chunk_key_encoding=chunk_key_encoding,
-        dimension_separator=dimension_separator,
-        storage_options=storage_options,
-        meta_array=meta_array,
-    )
+    s["dtype"], s["shape"] = data.dtype, data.shape
+    if s["filters"] == "auto":
+        s["filters"] = None
+    result = await create_array(store, name, **{k: s[k] for k in _CREATE_ARGS})
     result = with_read_missing(result, config)
     if write_data:
         if src_is_array:
@@ -241,6 +165,67 @@ async def from_array(
         else:
             await result.setitem(Ellipsis, data)
     return result
+
+
+# ``from_array``'s settings that go on to ``create_array``
+_CREATE_ARGS = (
+    "shape", "dtype", "chunks", "shards", "fill_value", "order", "zarr_format",
+    "compressors", "filters", "serializer", "attributes", "dimension_names",
+    "overwrite", "write_empty_chunks", "chunk_key_encoding", "dimension_separator",
+    "storage_options", "meta_array",
+)  # fmt: skip
+
+
+def _keep_source_settings(src: Any, s: dict[str, Any]) -> None:
+    """Resolve ``from_array``'s settings ``s`` (in place) for the cuzarr or
+    zarr-python array ``src``: "keep" takes its own, its zarr format by default,
+    its codecs and key encoding only into an array of the same format."""
+    src_fmt = src.metadata.zarr_format
+    if s["chunks"] == "keep":
+        s["chunks"] = src.chunks
+    if s["shards"] == "keep":
+        s["shards"] = src.shards
+    if s["zarr_format"] is None:
+        s["zarr_format"] = src_fmt
+    fmt = s["zarr_format"]
+    same = fmt == src_fmt
+    if s["filters"] == "keep":
+        s["filters"] = codecs_arg(src.filters) if same else "auto"
+    if s["compressors"] == "keep":
+        s["compressors"] = codecs_arg(src.compressors) if same else "auto"
+    if s["serializer"] == "keep":
+        s["serializer"] = codec_arg(src.serializer) if fmt == 3 and src_fmt == 3 else "auto"
+    if s["fill_value"] is DEFAULT_FILL:
+        s["fill_value"] = src.fill_value
+    if src_fmt == 2 and fmt == 3 and src.order == "F":
+        warnings.warn(
+            "The 'order' attribute of a Zarr format 2 array does not have a direct "
+            "analogue in Zarr format 3. The existing order='F' of the source Zarr "
+            "format 2 array will be ignored.",
+            UserWarning,
+            stacklevel=3,
+        )
+    elif s["order"] is None and fmt == 2:
+        s["order"] = src.order
+    if s["chunk_key_encoding"] is None and s["dimension_separator"] is None and same:
+        s["chunk_key_encoding"] = cke_of(src)
+    if s["dimension_names"] is None and src_fmt == 3:
+        s["dimension_names"] = src.metadata.dimension_names
+    if s["attributes"] is None:
+        s["attributes"] = src_attrs(src)
+        if fmt == 3:
+            s["attributes"].pop("_ARRAY_DIMENSIONS", None)
+
+
+def _plain_data_settings(s: dict[str, Any], store: Any) -> None:
+    """Resolve ``from_array``'s settings ``s`` (in place) for data that is not a
+    Zarr array: nothing to keep, so "keep" means the defaults."""
+    s["chunks"] = "auto" if s["chunks"] == "keep" else s["chunks"]
+    s["shards"] = None if s["shards"] == "keep" else s["shards"]
+    s["zarr_format"] = zarr_format_for(s["zarr_format"], store)
+    s["filters"] = None if s["filters"] in ("keep", "auto") else s["filters"]
+    s["compressors"] = "auto" if s["compressors"] == "keep" else s["compressors"]
+    s["serializer"] = "auto" if s["serializer"] == "keep" else s["serializer"]
 
 
 async def copy_array(src: Any, dst: AsyncArray) -> None:
@@ -303,11 +288,7 @@ async def create(
 ) -> AsyncArray:
     """Create an array (zarr-python's legacy creation function); see :func:`cuzarr.create`."""
     zarr_format = zarr_format_for(zarr_format, store)
-    if object_codec is not None and zarr_format == 2:
-        # zarr-python 2's meaning: the object codec is the first filter (zarr 3.4
-        # ignores it with a warning, and the array silently becomes a string one)
-        filters = [object_codec, *(filters or [])]
-        object_codec = None
+    filters, object_codec = _object_codec_as_filter(object_codec, filters, zarr_format)
     warn_unimplemented(
         synchronizer=synchronizer,
         chunk_store=chunk_store,
@@ -316,62 +297,17 @@ async def create(
         object_codec=object_codec,
         read_only=read_only,
     )
-    mode = "a" if mode is None else mode
-    check_mode(mode)
-    if mode == "r":
-        raise ReadOnlyError(
-            f"cannot create an array in {store!r} with mode='r' (use mode='a' or 'w')"
-        )
+    mode = _legacy_mode(mode, store)
     order, write_empty_chunks = apply_config(config, order, write_empty_chunks)
-    if chunks is not None and chunk_shape is not None:
-        raise ValueError("Only one of chunk_shape or chunks can be provided.")
-    raw = chunks if chunks is not None else chunk_shape
-    if raw is True:
-        raise ValueError(
-            'True is not a valid chunk input. Use chunks=None or chunks="auto" from the '
-            "top-level API for auto-chunking, or pass an int / tuple of ints."
-        )
+    raw = _legacy_chunks(chunks, chunk_shape)
     shape_t = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(shape)
-    if raw is None:
-        raw = "auto"
-    elif raw is False:
-        raw = shape_t
-    kw: dict[str, Any] = {}
+    if raw is False:
+        raw = shape_t  # one chunk
     if zarr_format == 3:
-        if dimension_separator is not None:
-            raise ValueError(
-                "dimension_separator cannot be used for arrays with zarr_format 3. "
-                "Use chunk_key_encoding instead."
-            )
-        if filters is not None:
-            raise ValueError(
-                "filters cannot be used for arrays with zarr_format 3. "
-                "Use array-to-array codecs instead."
-            )
-        if compressor != "auto":
-            raise ValueError(
-                "compressor cannot be used for arrays with zarr_format 3. "
-                "Use bytes-to-bytes codecs instead."
-            )
-        if codecs is not None:
-            kw.update(split_v3_codecs(codecs))
-        if isinstance(chunk_key_encoding, tuple):
-            chunk_key_encoding = {"name": chunk_key_encoding[0], "separator": chunk_key_encoding[1]}
+        kw = _v3_codec_args(compressor, filters, codecs, dimension_separator)
+        chunk_key_encoding = _cke_from_tuple(chunk_key_encoding)
     elif zarr_format == 2:
-        if codecs is not None:
-            raise ValueError(
-                "codecs cannot be used for arrays with zarr_format 2. "
-                "Use filters and compressor instead."
-            )
-        if chunk_key_encoding is not None:
-            raise ValueError(
-                "chunk_key_encoding cannot be used for arrays with zarr_format 2. "
-                "Use dimension_separator instead."
-            )
-        if dimension_names is not None:
-            raise ValueError("dimension_names cannot be used for arrays with zarr_format 2.")
-        kw["compressors"] = compressor
-        kw["filters"] = filters
+        kw = _v2_codec_args(compressor, filters, codecs, chunk_key_encoding, dimension_names)
     else:
         raise ValueError(f"zarr_format must be 2 or 3, got {zarr_format!r}")
     sp = make_store_path(store, path, mode=mode, storage_options=storage_options)
@@ -398,6 +334,90 @@ async def create(
     if data is not None:
         await arr.setitem(Ellipsis, await _materialize(data))
     return arr
+
+
+def _legacy_mode(mode: str | None, store: Any) -> str:
+    """``create``'s ``mode`` (default ``"a"``), checked: one that creates."""
+    mode = "a" if mode is None else mode
+    check_mode(mode)
+    if mode == "r":
+        raise ReadOnlyError(
+            f"cannot create an array in {store!r} with mode='r' (use mode='a' or 'w')"
+        )
+    return mode
+
+
+def _object_codec_as_filter(object_codec: Any, filters: Any, zarr_format: int) -> tuple[Any, Any]:
+    """``create``'s ``filters`` and ``object_codec`` (None where used): in v2, zarr-python
+    2's meaning, the object codec is the first filter (zarr 3.4 ignores it with a
+    warning, and the array silently becomes a string one)."""
+    if object_codec is not None and zarr_format == 2:
+        return [object_codec, *(filters or [])], None
+    return filters, object_codec
+
+
+def _cke_from_tuple(cke: Any) -> Any:
+    """A v3 chunk key encoding given as zarr-python 2's ``(name, separator)``, as a dict."""
+    if isinstance(cke, tuple):
+        return {"name": cke[0], "separator": cke[1]}
+    return cke
+
+
+def _legacy_chunks(chunks: Any, chunk_shape: Any) -> Any:
+    """``create``'s chunk shape from ``chunks`` or ``chunk_shape``: None is "auto";
+    False (one chunk) is left to the caller."""
+    if chunks is not None and chunk_shape is not None:
+        raise ValueError("Only one of chunk_shape or chunks can be provided.")
+    raw = chunks if chunks is not None else chunk_shape
+    if raw is True:
+        raise ValueError(
+            'True is not a valid chunk input. Use chunks=None or chunks="auto" from the '
+            "top-level API for auto-chunking, or pass an int / tuple of ints."
+        )
+    return "auto" if raw is None else raw
+
+
+def _v3_codec_args(
+    compressor: Any, filters: Any, codecs: Any, dimension_separator: str | None
+) -> dict[str, Any]:
+    """``create_array``'s codec arguments from a v3 ``create``'s ``codecs``,
+    refusing the v2 arguments (as zarr-python)."""
+    if dimension_separator is not None:
+        raise ValueError(
+            "dimension_separator cannot be used for arrays with zarr_format 3. "
+            "Use chunk_key_encoding instead."
+        )
+    if filters is not None:
+        raise ValueError(
+            "filters cannot be used for arrays with zarr_format 3. "
+            "Use array-to-array codecs instead."
+        )
+    if compressor != "auto":
+        raise ValueError(
+            "compressor cannot be used for arrays with zarr_format 3. "
+            "Use bytes-to-bytes codecs instead."
+        )
+    return split_v3_codecs(codecs) if codecs is not None else {}
+
+
+def _v2_codec_args(
+    compressor: Any, filters: Any, codecs: Any, chunk_key_encoding: Any, dimension_names: Any
+) -> dict[str, Any]:
+    """``create_array``'s codec arguments from a v2 ``create``'s ``compressor`` and
+    ``filters``, refusing the v3 arguments (as zarr-python)."""
+    if codecs is not None:
+        raise ValueError(
+            "codecs cannot be used for arrays with zarr_format 2. "
+            "Use filters and compressor instead."
+        )
+    if chunk_key_encoding is not None:
+        raise ValueError(
+            "chunk_key_encoding cannot be used for arrays with zarr_format 2. "
+            "Use dimension_separator instead."
+        )
+    if dimension_names is not None:
+        raise ValueError("dimension_names cannot be used for arrays with zarr_format 2.")
+    return {"compressors": compressor, "filters": filters}
 
 
 def name_of(kwargs: dict[str, Any]) -> str | None:
