@@ -4,12 +4,23 @@ the options do not change."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from cuzarr.codecs.base import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec
+from cuzarr.codecs.bytes_codec import BytesCodec
+from cuzarr.codecs.lazy_numcodecs import numcodecs
+from cuzarr.codecs.numcodecs_bridge import _NumcodecsMixin, as_numcodec, as_v3_codec
 from cuzarr.codecs.pipeline import pipeline_for
+from cuzarr.codecs.sharding import ShardingCodec
+from cuzarr.codecs.transpose import TransposeCodec
+from cuzarr.core.build import build_array_metadata
+from cuzarr.metadata.array import check_sharded_edges
+from cuzarr.metadata.chunk_grid import RegularChunkGrid
+from cuzarr.metadata.dtypes import DataType
 from cuzarr.metadata.xarray_fill import decode_fill_attr, encode_fill_attr
 
 __all__ = ["destination_metadata"]
@@ -44,8 +55,6 @@ class _SourceCodecs:
     """
 
     def __init__(self, codecs: Sequence[Any]) -> None:
-        from cuzarr.codecs.base import ArrayBytesCodec
-        from cuzarr.codecs.sharding import ShardingCodec
 
         def split(cs: Sequence[Any]) -> tuple[tuple[Any, ...], Any, tuple[Any, ...]]:
             i = next(i for i, c in enumerate(cs) if isinstance(c, ArrayBytesCodec))
@@ -63,7 +72,6 @@ class _SourceCodecs:
 
 def _grid_spec(grid: Any) -> tuple[Any, ...]:
     """A chunk grid as ``create_array`` takes it: sizes, or per-dimension edges."""
-    from cuzarr.metadata.chunk_grid import RegularChunkGrid
 
     return tuple(grid.chunk_shape if isinstance(grid, RegularChunkGrid) else grid.chunk_shapes)
 
@@ -85,10 +93,6 @@ def _holds_whole_chunks(shards: Sequence[Any], chunks: Sequence[Any]) -> bool:
 def _v2_filters_as_v3(meta: Any) -> tuple[list[Any], list[Any]]:
     """A v2 array's memory order and filters as v3 codecs: (array->array codecs,
     bytes->bytes codecs to run before the compressor)."""
-    from cuzarr.codecs.base import ArrayArrayCodec, BytesBytesCodec
-    from cuzarr.codecs.lazy_numcodecs import numcodecs
-    from cuzarr.codecs.numcodecs_bridge import as_v3_codec
-    from cuzarr.codecs.transpose import TransposeCodec
 
     aa: list[Any] = []
     bb: list[Any] = []
@@ -124,8 +128,6 @@ def _v3_codecs_as_v2(meta: Any, parts: _SourceCodecs) -> tuple[str, list[Any], l
     Checksums have no place after a v2 compressor and are left out, and so is a
     serializer other than ``bytes`` or vlen (v2 has the data type's own).
     """
-    from cuzarr.codecs.numcodecs_bridge import _NumcodecsMixin, as_numcodec
-    from cuzarr.codecs.transpose import TransposeCodec
 
     aa = list(parts.aa)
     order = "C"
@@ -187,15 +189,6 @@ def destination_metadata(
         If the options do not fit the array (``--shards`` for v2, shards that do
         not hold whole chunks, more compressors than v2 takes, ...).
     """
-    import copy
-
-    from cuzarr.codecs.bytes_codec import BytesCodec
-    from cuzarr.codecs.numcodecs_bridge import as_v3_codec
-    from cuzarr.codecs.sharding import ShardingCodec
-    from cuzarr.core.build import build_array_metadata
-    from cuzarr.metadata.array import check_sharded_edges
-    from cuzarr.metadata.dtypes import DataType
-
     meta = src.metadata
     fmt = zarr_format or meta.zarr_format
     if shards not in (None, "none") and fmt != 3:
@@ -204,27 +197,12 @@ def destination_metadata(
     sharding = parts.sharding if parts is not None else None
     src_chunks = tuple(sharding.chunk_shape) if sharding else _grid_spec(meta.chunk_grid)
     src_shards = _grid_spec(meta.chunk_grid) if sharding else None
-
     new_chunks = src_chunks
     if chunks is not None:  # -1: the whole dimension
         new_chunks = tuple(
             max(1, n) if c == -1 else c for c, n in zip(chunks, meta.shape, strict=True)
         )
-    if fmt == 2 or shards == "none":
-        new_shards = None
-    elif shards is not None:
-        new_shards = tuple(shards)  # type: ignore[arg-type]
-    elif src_shards is not None:
-        new_shards = src_shards
-        if not _holds_whole_chunks(src_shards, new_chunks):
-            raise ValueError(
-                f"its shards ({_fmt_shape(src_shards)}) do not hold whole chunks of "
-                f"{_fmt_shape(new_chunks)}: give --shards a multiple of the chunks, or "
-                "--shards none for no sharding"
-            )
-    else:
-        new_shards = None
-
+    new_shards = _new_shards(fmt, shards, src_shards, new_chunks)
     same_format = fmt == meta.zarr_format
     unchanged = (new_chunks, new_shards) == (src_chunks, src_shards)
     if same_format and compressor == "source" and unchanged:
@@ -237,57 +215,15 @@ def destination_metadata(
             "keeps only as they are: copy it without --chunks, --shards, --compressor "
             "and --zarr-format"
         )
-
     attrs = copy.deepcopy(dict(meta.attributes))
     fill = meta.fill_value
     if not same_format:
         fill, attrs = _convert_xarray_fill(src, fmt, fill, attrs)
     dtype = meta.dtype
-    kw: dict[str, Any] = {}
     if fmt == 3:
-        if parts is not None:
-            aa, ab, bb = list(parts.aa), parts.ab, list(parts.bb)
-            cke: Any = meta.chunk_key_encoding
-        else:
-            aa, bb = _v2_filters_as_v3(meta)
-            ab = "auto"
-            if meta.compressor is not None:
-                bb.append(as_v3_codec(meta.compressor))
-            if dtype.dtype.byteorder == ">" and dtype.has_endianness and dtype.dtype.fields is None:
-                ab = BytesCodec("big")  # the byte order the v2 data type kept
-            cke = {"name": "default", "separator": meta.chunk_key_encoding.separator}
-        if compressor != "source":
-            checksums = [c for c in bb if c.name in _CHECKSUMS]
-            bb = [*([] if compressor is None else [compressor]), *checksums]
-        if new_shards is None and parts is not None:
-            bb.extend(parts.wrap_bb)  # whole-shard codecs now see whole chunks
-        kw.update(filters=aa or None, serializer=ab, compressors=bb or None, chunk_key_encoding=cke)
+        kw = _v3_codec_options(meta, parts, compressor, new_shards)
     else:
-        if parts is None:
-            order, filters = meta.order, list(meta.filters or ())
-            comps = [meta.compressor] if meta.compressor is not None else []
-        else:
-            order, filters, comps = _v3_codecs_as_v2(meta, parts)
-            if (
-                isinstance(parts.ab, BytesCodec)
-                and parts.ab.endian == "big"
-                and dtype.has_endianness
-                and dtype.dtype.fields is None
-            ):
-                dtype = DataType(dtype.kind, dtype.dtype.newbyteorder(">"), dtype.v3_name)
-        if compressor != "source":
-            comps = [] if compressor is None else [compressor]
-        if len(comps) > 1:
-            raise ValueError(
-                f"a Zarr v2 array takes one compressor, and it has {len(comps)} "
-                f"({', '.join(c.codec_id for c in comps)}): choose one with --compressor"
-            )
-        kw.update(
-            filters=filters or None,
-            compressors=comps or None,
-            order=order,
-            dimension_separator=meta.chunk_key_encoding.separator,
-        )
+        kw, dtype = _v2_codec_options(meta, parts, compressor)
     names = meta.dimension_names
     if names is not None and fmt == 3:
         attrs.pop("_ARRAY_DIMENSIONS", None)  # v2's way of naming them: v3 has its own
@@ -303,17 +239,101 @@ def destination_metadata(
         **kw,
     )
     if new_shards is not None and sharding is not None:
-        # create_array makes the default index (bytes + crc32c, at the end):
-        # the source's index codecs and place, and its whole-shard codecs, stay.
-        made = new.codecs[0]
-        resharded = ShardingCodec(
-            made.chunk_shape, made.codecs, sharding.index_codecs, sharding.index_location
-        )
-        new = new.evolve(codecs=(resharded, *parts.wrap_bb))  # type: ignore[union-attr]
-        pipeline = pipeline_for(new)
-        check_sharded_edges(new, pipeline)
-        new = new.evolve(codecs=tuple(pipeline.codecs))
+        new = _keep_index_codecs(new, sharding, parts)
     return new
+
+
+def _new_shards(
+    fmt: int, shards: Any, src_shards: tuple[int, ...] | None, new_chunks: tuple[int, ...]
+) -> tuple[int, ...] | None:
+    """The copy's shard shape: as asked, else the source's (which must hold whole
+    new chunks), else none."""
+    if fmt == 2 or shards == "none":
+        return None
+    if shards is not None:
+        return tuple(shards)
+    if src_shards is None:
+        return None
+    if not _holds_whole_chunks(src_shards, new_chunks):
+        raise ValueError(
+            f"its shards ({_fmt_shape(src_shards)}) do not hold whole chunks of "
+            f"{_fmt_shape(new_chunks)}: give --shards a multiple of the chunks, or "
+            "--shards none for no sharding"
+        )
+    return src_shards
+
+
+def _v3_codec_options(meta: Any, parts: Any, compressor: Any, new_shards: Any) -> dict[str, Any]:
+    """``build_array_metadata`` codec options of a v3 copy of ``meta``."""
+    dtype = meta.dtype
+    if parts is not None:
+        aa, ab, bb = list(parts.aa), parts.ab, list(parts.bb)
+        cke: Any = meta.chunk_key_encoding
+    else:
+        aa, bb = _v2_filters_as_v3(meta)
+        ab = "auto"
+        if meta.compressor is not None:
+            bb.append(as_v3_codec(meta.compressor))
+        if dtype.dtype.byteorder == ">" and dtype.has_endianness and dtype.dtype.fields is None:
+            ab = BytesCodec("big")  # the byte order the v2 data type kept
+        cke = {"name": "default", "separator": meta.chunk_key_encoding.separator}
+    if compressor != "source":
+        checksums = [c for c in bb if c.name in _CHECKSUMS]
+        bb = [*([] if compressor is None else [compressor]), *checksums]
+    if new_shards is None and parts is not None:
+        bb.extend(parts.wrap_bb)  # whole-shard codecs now see whole chunks
+    return {
+        "filters": aa or None,
+        "serializer": ab,
+        "compressors": bb or None,
+        "chunk_key_encoding": cke,
+    }
+
+
+def _v2_codec_options(meta: Any, parts: Any, compressor: Any) -> tuple[dict[str, Any], Any]:
+    """``build_array_metadata`` codec options of a v2 copy of ``meta``, and its
+    data type (big-endian where the v3 source stored big-endian bytes)."""
+    dtype = meta.dtype
+    if parts is None:
+        order, filters = meta.order, list(meta.filters or ())
+        comps = [meta.compressor] if meta.compressor is not None else []
+    else:
+        order, filters, comps = _v3_codecs_as_v2(meta, parts)
+        if (
+            isinstance(parts.ab, BytesCodec)
+            and parts.ab.endian == "big"
+            and dtype.has_endianness
+            and dtype.dtype.fields is None
+        ):
+            dtype = DataType(dtype.kind, dtype.dtype.newbyteorder(">"), dtype.v3_name)
+    if compressor != "source":
+        comps = [] if compressor is None else [compressor]
+    if len(comps) > 1:
+        raise ValueError(
+            f"a Zarr v2 array takes one compressor, and it has {len(comps)} "
+            f"({', '.join(c.codec_id for c in comps)}): choose one with --compressor"
+        )
+    kw = {
+        "filters": filters or None,
+        "compressors": comps or None,
+        "order": order,
+        "dimension_separator": meta.chunk_key_encoding.separator,
+    }
+    return kw, dtype
+
+
+def _keep_index_codecs(new: Any, sharding: Any, parts: Any) -> Any:
+    """``new`` with the source's shard index codecs and place, and its
+    whole-shard codecs (create_array makes the default index: bytes + crc32c,
+    at the end)."""
+    made = new.codecs[0]
+    resharded = ShardingCodec(
+        made.chunk_shape, made.codecs, sharding.index_codecs, sharding.index_location
+    )
+    new = new.evolve(codecs=(resharded, *parts.wrap_bb))
+    pipeline = pipeline_for(new)
+    check_sharded_edges(new, pipeline)
+    return new.evolve(codecs=tuple(pipeline.codecs))
 
 
 def _is_nan(value: Any) -> bool:
