@@ -19,7 +19,8 @@ from cuzarr.core.create_args import (
     like_kwargs,
     warn_unimplemented,
 )
-from cuzarr.core.group import AsyncGroup
+from cuzarr.core.group import AsyncGroup, Group
+from cuzarr.core.hierarchy import create_hierarchy as make_hierarchy
 from cuzarr.core.lazy import LazyArray
 from cuzarr.core.lazy import read_many_async as read_many
 from cuzarr.core.modes import resolve_mode, zarr_format_for
@@ -445,10 +446,8 @@ async def create_hierarchy(
         Every node of the hierarchy, explicit or implied (missing ancestors are
         created as groups, up to the root).
     """
-    from cuzarr.core.hierarchy import create_hierarchy as make
-
     sp = make_store_path(store, None, mode="a")
-    async for path, meta, node_sp in make(sp, nodes, overwrite):
+    async for path, meta, node_sp in make_hierarchy(sp, nodes, overwrite):
         if isinstance(meta, ArrayMetadata):
             yield path, AsyncArray(meta, node_sp)
         else:
@@ -458,8 +457,6 @@ async def create_hierarchy(
 def _sync_nodes(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple, dict]:
     """The async handles among a copy's arguments as the sync ones the copy
     functions walk (their thread cannot await)."""
-    from cuzarr.core.group import Group
-
     def wrap(x: Any) -> Any:
         if isinstance(x, AsyncArray):
             return Array(x)

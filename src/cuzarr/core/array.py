@@ -17,6 +17,7 @@ from cuzarr.core.async_array import (
 from cuzarr.core.attributes import Attributes
 from cuzarr.core.blocking import run_blocking
 from cuzarr.core.inline import Converted, get_selection_inline, getitem_inline, setitem_inline
+from cuzarr.core.lazy import LazyArray
 from cuzarr.core.open_inline import open_array_inline
 from cuzarr.core.values import as_requested, device_index
 from cuzarr.indexing.selection import has_fields as _has_fields
@@ -342,8 +343,6 @@ class Array:
     @property
     def lazy(self) -> Any:
         """Lazy views: ``a.lazy[...]`` is a ``cuzarr.LazyArray`` and does no I/O."""
-        from cuzarr.core.lazy import LazyArray
-
         return LazyArray(self)
 
     # -- other numpy-isms -----------------------------------------------------------
