@@ -197,3 +197,15 @@ def test_zstd_without_the_system_library(tmp_path, monkeypatch):
     np.testing.assert_array_equal(cuzarr.open_array(tmp_path / "a", mode="r")[...], data)
     np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "a"), mode="r")[...], data)
     assert libzstd._lib is None
+
+
+def test_exclusive_writes_without_flock(tmp_path, monkeypatch):
+    """``set_if_not_exists`` without flock (the temporary closed before it is
+    linked into place, as Windows needs): the first value stays, nothing is
+    left behind."""
+    _disable(monkeypatch, "fcntl", tmp_path)
+    store = LocalStore(tmp_path / "s")
+    sync(store.set_if_not_exists("c/0", b"first"))
+    sync(store.set_if_not_exists("c/0", b"second"))
+    assert sync(store.get("c/0")) == b"first"
+    assert os.listdir(tmp_path / "s" / "c") == ["0"]
