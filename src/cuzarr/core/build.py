@@ -368,47 +368,18 @@ def build_array_metadata(
     order = order or config.get("array.order") or "C"
     if order not in ("C", "F"):
         raise ValueError(f"order must be 'C' or 'F', got {order!r}")
-    if fill_value is DEFAULT_FILL or (fill_value is None and zarr_format == 3):
-        fill = dt.default_fill()
-    elif fill_value is None:
-        fill = None  # v2 "fill_value": null (reads as the type's default)
-    else:
-        fill = dt.cast_fill(fill_value)
+    fill = _fill(dt, fill_value, zarr_format)
     attrs = dict(attributes or {})
     names = normalize_dimension_names(dimension_names, len(shape))
+    common = {"shape": shape, "dtype": dt, "fill_value": fill, "attributes": attrs,
+              "dimension_names": names, "order": order}  # fmt: skip
     if zarr_format == 3:
         if chunk_key_encoding is None and dimension_separator is not None:
             cke = ChunkKeyEncoding("default", dimension_separator)
         else:
             cke = parse_chunk_key_encoding(chunk_key_encoding, 3)
         codecs = _v3_codecs(dt, filters, serializer, compressors)
-        grid_shape = chunk_shape
-        if shards is not None:
-            if any(isinstance(c, tuple) for c in chunk_shape):
-                raise ValueError(
-                    "the inner chunks of a sharded array must be regular; give variable "
-                    "edges as shards=[[...], ...] instead"
-                )
-            grid_shape = _normalize_shards(shards, chunk_shape, shape)  # type: ignore[arg-type]
-            codecs = (ShardingCodec(chunk_shape, codecs),)
-        meta = ArrayMetadata(
-            zarr_format=3,
-            shape=shape,
-            dtype=dt,
-            chunk_grid=_grid(grid_shape),
-            fill_value=fill,
-            chunk_key_encoding=cke,
-            attributes=attrs,
-            codecs=codecs,
-            dimension_names=names,
-            order=order,
-        )
-        # Codecs evolved against the data type (e.g. blosc typesize) are what we store.
-        pipe = pipeline_for(meta)
-        evolved = tuple(pipe.codecs)
-        if len(evolved) == len(codecs) and all(a is b for a, b in zip(evolved, codecs)):
-            return meta  # nothing evolved: keep the pipeline already built with it
-        return meta.evolve(codecs=evolved)
+        return _v3_metadata(common, chunk_shape, shards, codecs, cke)
     if shards is not None:
         raise ValueError("sharding needs Zarr v3 (zarr_format=3)")
     if serializer not in (None, "auto"):
@@ -424,14 +395,42 @@ def build_array_metadata(
         attrs.setdefault("_ARRAY_DIMENSIONS", list(names))
     return ArrayMetadata(
         zarr_format=2,
-        shape=shape,
-        dtype=dt,
         chunk_grid=_grid(chunk_shape),
-        fill_value=fill,
         chunk_key_encoding=cke,
-        attributes=attrs,
-        dimension_names=names,
-        order=order,
         filters=flt,
         compressor=comp,
+        **common,
     )
+
+
+def _fill(dt: DataType, fill_value: Any, zarr_format: int) -> Any:
+    """The fill value ``create_array`` stores for ``fill_value``."""
+    if fill_value is DEFAULT_FILL or (fill_value is None and zarr_format == 3):
+        return dt.default_fill()
+    if fill_value is None:
+        return None  # v2 "fill_value": null (reads as the type's default)
+    return dt.cast_fill(fill_value)
+
+
+def _v3_metadata(
+    common: dict[str, Any], chunk_shape: Any, shards: Any, codecs: tuple[Any, ...], cke: Any
+) -> ArrayMetadata:
+    """v3 metadata: sharded when ``shards`` is given, codecs evolved against the
+    data type (e.g. blosc's typesize) as they are stored."""
+    grid_shape = chunk_shape
+    if shards is not None:
+        if any(isinstance(c, tuple) for c in chunk_shape):
+            raise ValueError(
+                "the inner chunks of a sharded array must be regular; give variable "
+                "edges as shards=[[...], ...] instead"
+            )
+        grid_shape = _normalize_shards(shards, chunk_shape, common["shape"])
+        codecs = (ShardingCodec(chunk_shape, codecs),)
+    meta = ArrayMetadata(
+        zarr_format=3, chunk_grid=_grid(grid_shape), chunk_key_encoding=cke, codecs=codecs, **common
+    )
+    pipe = pipeline_for(meta)
+    evolved = tuple(pipe.codecs)
+    if len(evolved) == len(codecs) and all(a is b for a, b in zip(evolved, codecs)):
+        return meta  # nothing evolved: keep the pipeline already built with it
+    return meta.evolve(codecs=evolved)
