@@ -32,6 +32,7 @@ Block storage:
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import os
@@ -452,8 +453,6 @@ class AsdfStore(ReferenceStore):
         refs: dict[str, Any] = {}
         for k, v in self._references.items():
             if isinstance(v, bytes):
-                import base64
-
                 refs[k] = "base64:" + base64.b64encode(v).decode()
             elif isinstance(v, dict):
                 refs[k] = json.dumps(v)

@@ -15,6 +15,9 @@ import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
+import fsspec
+from fsspec.core import split_protocol
+
 from cuzarr.errors import ReadOnlyError, StoreKeyError
 from cuzarr.runtime.sync import io_semaphore
 from cuzarr.storage.base import (
@@ -139,13 +142,9 @@ class FsspecStore(RemoteRequests, Store):
                 getattr(fs, "asynchronous", False)
             )
         else:
-            import fsspec
-
             cls = fsspec.get_filesystem_class(self.protocol)
             self._async = bool(getattr(cls, "async_impl", False))
         if fs is None and not self._async:
-            import fsspec
-
             self._fs = fsspec.filesystem(self.protocol, **self._fs_options())
         if self._fs is not None and not self._async:
             self.supports_writes = not getattr(self._fs, "read_only", False)
@@ -164,8 +163,6 @@ class FsspecStore(RemoteRequests, Store):
         """
         if self._fs is not None:
             return self._fs
-        import fsspec
-
         return fsspec.filesystem(self.protocol, **self._fs_options())
 
     # -- construction ------------------------------------------------------------
@@ -199,9 +196,6 @@ class FsspecStore(RemoteRequests, Store):
         -------
         FsspecStore
         """
-        import fsspec
-        from fsspec.core import split_protocol
-
         options = dict(storage_options or {})
         if "::" in url:  # chained URLs: let fsspec build the whole chain
             fs, path = fsspec.core.url_to_fs(url, **options)
@@ -335,8 +329,6 @@ class FsspecStore(RemoteRequests, Store):
         loop = asyncio.get_running_loop()
         fs = self._loop_fs.get(id(loop))
         if fs is None:
-            import fsspec
-
             cls = fsspec.get_filesystem_class(self.protocol)
             fs = cls(asynchronous=True, loop=loop, skip_instance_cache=True, **self._fs_options())
             self._loop_fs[id(loop)] = fs

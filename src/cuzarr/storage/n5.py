@@ -50,6 +50,7 @@ import numpy as np
 from cuzarr.errors import MetadataError
 from cuzarr.metadata.array import json_loads
 from cuzarr.storage.base import ByteRequest, Store, as_bytes_like, slice_bytes
+from cuzarr.storage.local import LocalStore
 from cuzarr.storage.n5_codec import (
     compression_from_numcodecs,
     decode_block,
@@ -146,8 +147,6 @@ class N5Store(Store):
         self.dimension_order = dimension_order
         self.byte_order = byte_order
         if not isinstance(store, Store):
-            from cuzarr.storage.local import LocalStore
-
             store = LocalStore(store, read_only=read_only)
         self.inner = store
         self._attrs_cache: dict[str, dict[str, Any] | None] = {}
