@@ -465,11 +465,28 @@ def _sync_nodes(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple, d
     return tuple(wrap(a) for a in args), {k: wrap(v) for k, v in kwargs.items()}
 
 
+# cuzarr.copy, copy_all and copy_store: registered by the copying layer (above
+# this one) when it is imported, so that the api imports no copying code.
+_copy_functions: dict[str, Any] = {}
+
+
+def register_copy_functions(copy: Any, copy_all: Any, copy_store: Any) -> None:
+    """Register the sync copy functions the awaitable ``copy``, ``copy_all`` and
+    ``copy_store`` run: done by :mod:`cuzarr.copying` on import."""
+    _copy_functions.update(copy=copy, copy_all=copy_all, copy_store=copy_store)
+
+
+def _copy_function(name: str) -> Any:
+    fn = _copy_functions.get(name)
+    if fn is None:  # pragma: no cover - cuzarr's __init__ imports copying
+        raise RuntimeError(f"cuzarr.copying is not imported: no {name}")
+    return fn
+
+
 async def copy(*args: Any, **kwargs: Any) -> tuple[int, int, int]:
     """:func:`cuzarr.copy`, awaitable (it runs in a worker thread); sources and
     destinations may be async or sync handles."""
-    from cuzarr.copying import copy as copy_nodes
-
+    copy_nodes = _copy_function("copy")
     args, kwargs = _sync_nodes(args, kwargs)
     return await asyncio.to_thread(copy_nodes, *args, **kwargs)
 
@@ -477,16 +494,14 @@ async def copy(*args: Any, **kwargs: Any) -> tuple[int, int, int]:
 async def copy_all(*args: Any, **kwargs: Any) -> tuple[int, int, int]:
     """:func:`cuzarr.copy_all`, awaitable (it runs in a worker thread); sources
     and destinations may be async or sync handles."""
-    from cuzarr.copying import copy_all as copy_children
-
+    copy_children = _copy_function("copy_all")
     args, kwargs = _sync_nodes(args, kwargs)
     return await asyncio.to_thread(copy_children, *args, **kwargs)
 
 
 async def copy_store(*args: Any, **kwargs: Any) -> tuple[int, int, int]:
     """:func:`cuzarr.copy_store`, awaitable (it runs in a worker thread)."""
-    from cuzarr.copying import copy_store as copy_keys
-
+    copy_keys = _copy_function("copy_store")
     return await asyncio.to_thread(copy_keys, *args, **kwargs)
 
 
