@@ -246,7 +246,7 @@ def test_value_codec_errors_are_clear(tmp_path):
     i = np.array([5, 7], dtype="int16")
     with pytest.raises(CodecError, match="multiple of scale"):
         ScaleOffsetCodec(0, 2).decode(i, _spec(i, "int16"))
-    with pytest.raises(CodecError, match="outside the range of int16"):
+    with pytest.raises(CodecError, match="outside the range of dtype int16"):
         ScaleOffsetCodec(0, 1000).encode(i * 10, _spec(i, "int16"))
     for bad in (
         {"name": "cast_value", "configuration": {}},

@@ -277,3 +277,14 @@ def test_partial_shard_writes_keep_untouched_chunks(tmp_path, cuzarr_pipeline):
     for f in sorted((tmp_path / "z").rglob("c/*/*")):
         mine = tmp_path / f.relative_to(tmp_path / "z")
         assert mine.read_bytes() == f.read_bytes(), f
+
+
+def test_subchunk_write_order_goes_to_zarr(tmp_path, cuzarr_pipeline):
+    """zarr's sharding option beyond the JSON (inner chunk layout) is zarr's to honour."""
+    data = _data((8, 8), "u1")
+    codec = ShardingCodec(chunk_shape=(4, 4), subchunk_write_order="lexicographic")
+    a = zarr.create_array(tmp_path, shape=(8, 8), dtype="u1", chunks=(8, 8), serializer=codec,
+                          compressors=None)  # fmt: skip
+    assert a._async_array.codec_pipeline.translated is None
+    a[:] = data
+    assert np.array_equal(a[:], data)

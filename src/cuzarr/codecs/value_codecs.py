@@ -184,12 +184,12 @@ def _int_op(x: np.ndarray, dt: DataType, off: int, scale: int, encode: bool) -> 
     w = x.astype(np.int64) if wide else x.astype(object)  # object: exact Python ints
     if not encode and np.any(w % scale != 0):
         raise CodecError(
-            f"scale_offset: a value is not a multiple of scale={scale}: its quotient "
-            f"is not a value of {dt.v3_name}"
+            f"scale_offset: a value is not a multiple of scale={scale} (a non-zero "
+            f"remainder): its quotient is not a value of {dt.v3_name}"
         )
     if not _fits(*res, rng):
         raise CodecError(
-            f"scale_offset: a result lies outside the range of {dt.v3_name} {list(rng)}"
+            f"scale_offset: a result lies outside the range of dtype {dt.v3_name} {list(rng)}"
         )
     out = (w - off) * scale if encode else w // scale + off
     return np.asarray(out).astype(dt.dtype)

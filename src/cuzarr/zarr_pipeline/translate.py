@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import zarr
+from zarr.codecs import ShardingCodec as ZarrShardingCodec
 from zarr.codecs._v2 import V2Codec
 from zarr.storage import LocalStore as ZarrLocalStore
 
@@ -58,6 +59,7 @@ def translate(codecs: list[Any], spec: Any) -> Translated | None:
     None (zarr-python's pipeline does the work) where cuzarr cannot run them."""
     try:
         np_dtype = np.dtype(spec.dtype.to_native_dtype())
+        _check_runtime_options(codecs)
         if len(codecs) == 1 and isinstance(codecs[0], V2Codec):
             pipeline = _v2(codecs[0], spec)
         else:
@@ -75,6 +77,23 @@ def translate(codecs: list[Any], spec: Any) -> Translated | None:
         log.debug("codecs %s go to zarr-python's pipeline: %s", names, e)
         return None
     return Translated(pipeline, np_dtype, max(1, np_dtype.itemsize), sharding_codec(pipeline))
+
+
+def _check_runtime_options(codecs: list[Any]) -> None:
+    """Refuse what zarr-python's codecs do beyond their JSON, which cuzarr's
+    codecs would not do alike: inner chunks laid out in another order than
+    morton (``subchunk_write_order``, nested shards too), and pickled v2 data,
+    which zarr-python gates by its own ``allow_unsafe_pickle_decode`` config."""
+    for c in codecs:
+        order = getattr(c, "subchunk_write_order", "morton")
+        if order != "morton":
+            raise ValueError(f"sharding subchunk_write_order={order!r} (cuzarr writes morton)")
+        if isinstance(c, ZarrShardingCodec):
+            _check_runtime_options([*c.codecs, *c.index_codecs])
+        if isinstance(c, V2Codec):
+            for n in [*(c.filters or ()), c.compressor]:
+                if n is not None and n.codec_id == "pickle":
+                    raise ValueError("pickle (zarr-python's allow_unsafe_pickle_decode gate)")
 
 
 def _v2(codec: V2Codec, spec: Any) -> V2Pipeline:
