@@ -8,15 +8,20 @@ hierarchy it joins), so a copy that is refused leaves nothing behind.
 from __future__ import annotations
 
 import argparse
+import copy
 import os
 import sys
+from dataclasses import dataclass
 from typing import Any
 
+import cuzarr
 from cuzarr.cli.errors import CopyError, user_message
 from cuzarr.cli.hierarchy import Hierarchy, list_hierarchy, node_name
 from cuzarr.cli.options import parse_compressor, parse_ints, parse_per_array, parse_shards
 from cuzarr.copying.array_copy import copy_data, create_copy
 from cuzarr.copying.metadata import destination_metadata
+from cuzarr.errors import ContainsArrayError, ContainsGroupError, CuzarrError
+from cuzarr.storage.common import join_path, make_store, normalize_path, only_zarr_format
 
 __all__ = ["cmd_copy"]
 
@@ -128,18 +133,47 @@ def cmd_copy(args: argparse.Namespace) -> int:
     CopyError
         If the copy fails after it began writing.
     """
-    import copy
-
-    import cuzarr
-    from cuzarr.errors import ContainsArrayError, ContainsGroupError, CuzarrError
-    from cuzarr.storage.common import join_path, make_store, normalize_path, only_zarr_format
-
     src = cuzarr.open(args.src, mode="r", path=args.src_path)
     if _overlaps(src, args.dst, args.dst_path):
         raise ValueError(
             "the destination overlaps the source (same node, or one inside the other); "
             "copy to another path or store"
         )
+    plan = _plan_copy(src, args)
+    store = make_store(args.dst, mode="a")
+    started = [False]
+    try:
+        _write_copy(src, store, plan, args, started)
+        for parent in plan.ancestors:
+            cuzarr.consolidate_metadata(store, path=parent or None)
+            if not args.quiet:
+                print(f"updated the consolidated metadata of /{parent}", file=sys.stderr)
+        store.close()  # a zip file: compacted to one entry per key
+    except (CuzarrError, OSError, ValueError, IndexError) as e:
+        if not started[0]:
+            if isinstance(e, ContainsArrayError | ContainsGroupError):
+                raise type(e)(f"{user_message(e)} (--overwrite replaces it)") from e
+            raise
+        raise CopyError(
+            f"the copy into {args.dst} stopped: {user_message(e)} (what was copied so "
+            "far stays; run it again with --overwrite)"
+        ) from e
+    return 0
+
+
+@dataclass
+class _CopyPlan:
+    """What a copy writes, every option checked before anything is written."""
+
+    fmt: int
+    members: list[tuple[str, Any]]
+    planned: dict[str, Any]  # relative path -> destination metadata, per array
+    consolidate: list[str]  # groups whose consolidated metadata is rewritten
+    ancestors: list[str]  # consolidated groups above the destination
+    base: str
+
+
+def _plan_copy(src: Any, args: argparse.Namespace) -> _CopyPlan:
     # the destination's format: asked for, the only one it can hold (N5: 2), or the source's
     fmt = args.zarr_format or only_zarr_format(args.dst) or src.zarr_format
     # Every option checked before anything is written: a failed copy leaves nothing.
@@ -148,8 +182,9 @@ def cmd_copy(args: argparse.Namespace) -> int:
     compressor = parse_compressor(args.compressor, fmt)
     if any(v not in (None, "none") for v in shards.values()) and fmt != 3:
         raise ValueError("--shards needs a Zarr v3 destination (v2 has no sharding)")
+    single = isinstance(src, cuzarr.Array)
     h = None
-    if isinstance(src, cuzarr.Array):
+    if single:
         members: list[tuple[str, Any]] = [("", src)]
     else:
         h = list_hierarchy(src)
@@ -159,12 +194,10 @@ def cmd_copy(args: argparse.Namespace) -> int:
                 print(line, file=sys.stderr)
     arrays = [(rel, n) for rel, n in members if isinstance(n, cuzarr.Array)]
     # an array copied alone is named by its own name in NAME=... values
-    names = {
-        rel: rel or (src.basename if isinstance(src, cuzarr.Array) else "") for rel, _ in arrays
-    }
+    names = {rel: rel or (src.basename if single else "") for rel, _ in arrays}
     ranks = [(names[rel], a.ndim) for rel, a in arrays]
     for rule in (chunks, shards):
-        rule.check(ranks, single=isinstance(src, cuzarr.Array))
+        rule.check(ranks, single=single)
     _check_destination_format(args.dst, args.dst_path, fmt)
     planned = {}
     for rel, a in arrays:
@@ -182,54 +215,43 @@ def cmd_copy(args: argparse.Namespace) -> int:
     if h is not None and "" not in consolidate and _consolidated_ancestors(args.src, args.src_path):
         consolidate.append("")  # a group read through an ancestor's consolidated metadata
     ancestors = _consolidated_ancestors(args.dst, args.dst_path)
-    base = normalize_path(args.dst_path)
+    return _CopyPlan(fmt, members, planned, consolidate, ancestors, normalize_path(args.dst_path))
+
+
+def _write_copy(
+    src: Any, store: Any, plan: _CopyPlan, args: argparse.Namespace, started: list[bool]
+) -> None:
+    """Write the planned copy; ``started[0]`` is set once something is written."""
     block = args.max_block_mib << 20
-    store = make_store(args.dst, mode="a")
-    started = False
-    try:
-        if isinstance(src, cuzarr.Array):
-            dst = create_copy(src, store, base or None, planned[""], args.overwrite)
-            started = True
-            copy_data(src, dst, block, not args.quiet)
-        else:
+    base = plan.base
+    if isinstance(src, cuzarr.Array):
+        dst = create_copy(src, store, base or None, plan.planned[""], args.overwrite)
+        started[0] = True
+        copy_data(src, dst, block, not args.quiet)
+        return
+    cuzarr.create_group(
+        store,
+        path=base or None,
+        zarr_format=plan.fmt,
+        attributes=copy.deepcopy(dict(src.attrs)),
+        overwrite=args.overwrite,
+    )
+    started[0] = True
+    for name, node in plan.members:
+        target = join_path(base, name)
+        if isinstance(node, cuzarr.Group):
             cuzarr.create_group(
                 store,
-                path=base or None,
-                zarr_format=fmt,
-                attributes=copy.deepcopy(dict(src.attrs)),
-                overwrite=args.overwrite,
+                path=target,
+                zarr_format=plan.fmt,
+                attributes=copy.deepcopy(dict(node.attrs)),
+                overwrite=True,
             )
-            started = True
-            for name, node in members:
-                target = join_path(base, name)
-                if isinstance(node, cuzarr.Group):
-                    cuzarr.create_group(
-                        store,
-                        path=target,
-                        zarr_format=fmt,
-                        attributes=copy.deepcopy(dict(node.attrs)),
-                        overwrite=True,
-                    )
-                    continue
-                if not args.quiet:
-                    print(f"{name}: {node.shape} {node.dtype}", file=sys.stderr)
-                dst = create_copy(node, store, target, planned[name], True)
-                copy_data(node, dst, block, not args.quiet)
-            # after all data: consolidated metadata describes what was written
-            for rel in consolidate:
-                cuzarr.consolidate_metadata(store, path=join_path(base, rel) or None)
-        for parent in ancestors:
-            cuzarr.consolidate_metadata(store, path=parent or None)
-            if not args.quiet:
-                print(f"updated the consolidated metadata of /{parent}", file=sys.stderr)
-        store.close()  # a zip file: compacted to one entry per key
-    except (CuzarrError, OSError, ValueError, IndexError) as e:
-        if not started:
-            if isinstance(e, ContainsArrayError | ContainsGroupError):
-                raise type(e)(f"{user_message(e)} (--overwrite replaces it)") from e
-            raise
-        raise CopyError(
-            f"the copy into {args.dst} stopped: {user_message(e)} (what was copied so "
-            "far stays; run it again with --overwrite)"
-        ) from e
-    return 0
+            continue
+        if not args.quiet:
+            print(f"{name}: {node.shape} {node.dtype}", file=sys.stderr)
+        dst = create_copy(node, store, target, plan.planned[name], True)
+        copy_data(node, dst, block, not args.quiet)
+    # after all data: consolidated metadata describes what was written
+    for rel in plan.consolidate:
+        cuzarr.consolidate_metadata(store, path=join_path(base, rel) or None)
