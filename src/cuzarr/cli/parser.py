@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from cuzarr import __version__
 from cuzarr.cli.bench import cmd_bench
@@ -25,6 +26,21 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="cuzarr", description="Inspect, copy and benchmark Zarr data.")
     p.add_argument("--version", action="version", version=f"cuzarr {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
+    _add_info_and_tree(sub)
+    _add_copy(sub)
+    s = sub.add_parser("consolidate", help="write consolidated metadata for a group")
+    s.add_argument("store", help="a path or URL")
+    s.add_argument("--path", default=None, help="the group inside the store (default: its root)")
+    s.set_defaults(func=cmd_consolidate)
+    s = sub.add_parser("bench", help="quick local write/read throughput check")
+    s.add_argument(
+        "--size-mib", type=int, default=64, help="array size, at least 1 (default 64 MiB)"
+    )
+    s.set_defaults(func=cmd_bench)
+    return p
+
+
+def _add_info_and_tree(sub: Any) -> None:
     s = sub.add_parser(
         "info",
         help="metadata, chunking, stored bytes and compression ratio",
@@ -55,6 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("store", help="a path or URL")
     s.add_argument("--path", default=None, help="the node inside the store (default: its root)")
     s.set_defaults(func=cmd_tree)
+
+
+def _add_copy(sub: Any) -> None:
     s = sub.add_parser(
         "copy",
         help="copy, rechunk or convert an array or group",
@@ -109,13 +128,3 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--quiet", action="store_true", help="no progress bar, no member list")
     s.set_defaults(func=cmd_copy)
-    s = sub.add_parser("consolidate", help="write consolidated metadata for a group")
-    s.add_argument("store", help="a path or URL")
-    s.add_argument("--path", default=None, help="the group inside the store (default: its root)")
-    s.set_defaults(func=cmd_consolidate)
-    s = sub.add_parser("bench", help="quick local write/read throughput check")
-    s.add_argument(
-        "--size-mib", type=int, default=64, help="array size, at least 1 (default 64 MiB)"
-    )
-    s.set_defaults(func=cmd_bench)
-    return p
