@@ -16,7 +16,7 @@ import cuzarr
 from cuzarr.errors import ReadOnlyError
 from cuzarr.runtime.sync import sync
 from cuzarr.storage import RangeByteRequest, SuffixByteRequest
-from cuzarr.storage.fsspec import HTTPStore, RemoteStoreError, RetryPolicy
+from cuzarr.storage.fsspec import FsspecStore, HTTPStore, RemoteStoreError, RetryPolicy
 
 
 class RangeHandler(http.server.SimpleHTTPRequestHandler):
@@ -160,6 +160,20 @@ def test_read_only(site):
     a = cuzarr.open_array(f"{site['range']}/v2.zarr/b")
     with pytest.raises(ReadOnlyError):
         a[0, 0] = 1
+
+
+@pytest.mark.parametrize("how", ["from_url", "open_array"])
+def test_http_urls_give_an_http_store(site, how):
+    """FsspecStore.from_url (and a URL passed as the store) makes an HTTPStore for
+    http(s) URLs: storage/http.py registers it with fsspec_store.py's URL_STORES."""
+    url = f"{site['range']}/v2.zarr"
+    if how == "from_url":
+        store, key = FsspecStore.from_url(url, read_only=False), "b/.zarray"
+    else:
+        store, key = cuzarr.open_array(f"{url}/b", mode="r").store, ".zarray"
+    assert type(store) is HTTPStore
+    assert store.read_only and not store.supports_writes
+    assert sync(store.get(key)) == (site["root"] / "v2.zarr" / "b" / ".zarray").read_bytes()
 
 
 def test_retries_transient_errors(site):
