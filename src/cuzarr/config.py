@@ -39,7 +39,7 @@ _ZARR_PYTHON_KEYS = {
     "codec_pipeline": "cuzarr has one codec pipeline; it is not configurable",
     "codecs": "cuzarr's codecs are registered with cuzarr.codecs.register_codec",
 }
-# keys read where they are set that have no default (see storage/fsspec.py)
+# keys read where they are set that have no default (see storage/remote_retry.py)
 _OPTIONAL_KEYS = frozenset({"storage.retries"})
 
 
@@ -149,7 +149,7 @@ defaults: list[dict[str, Any]] = [
         # Decode large zstd frames through the system's libzstd when one is
         # found (codecs/libzstd.py); False: numcodecs only.
         "codecs": {"zstd_system_library": True},
-        # Remote stores (storage/fsspec.py): timeout = seconds one request may
+        # Remote stores (storage/remote_requests.py): timeout = seconds one request may
         # take in all (its retries and their backoff included; writes excepted),
         # read_timeout = seconds an answer may stall before the attempt fails
         # (and is retried); max_inflated_bytes = the most an HTTP answer sent with
