@@ -1,4 +1,8 @@
-"""The async API: every function here is a coroutine (the sync API wraps them)."""
+"""The async API: every function here is a coroutine (the sync API wraps them).
+
+``create_array``, ``from_array``, ``create`` and ``open_array`` are core's
+(:mod:`cuzarr.core.create`, :mod:`cuzarr.core.opening`), exported here: groups
+create arrays through them too, and core imports nothing from the api."""
 
 from __future__ import annotations
 
