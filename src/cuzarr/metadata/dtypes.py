@@ -296,84 +296,20 @@ class DataType:
         if obj is None:
             return None
         k = self.kind
+        decode = (
+            _numeric_fill
+            if k in ("bool", "int", "uint", "float", "ml", "complex", "datetime", "timedelta")
+            else _bytes_fill
+            if k in ("string", "bytes", "fixed_bytes", "fixed_unicode", "raw")
+            else _struct_fill
+            if k == "struct"
+            else None
+        )
         try:
-            if k == "bool":
-                if zarr_format == 2 and type(obj) is int and obj in (0, 1):
-                    obj = bool(obj)  # v2 writers (zarr-python 2 among them) wrote 0 / 1
-                if not isinstance(obj, bool):
-                    raise MetadataError(f"bool fill_value must be true/false, got {obj!r}")
-                return np.bool_(obj)
-            if k in ("int", "uint"):
-                if isinstance(obj, bool) or not isinstance(obj, int):
-                    if isinstance(obj, float) and obj.is_integer():
-                        obj = int(obj)
-                    else:
-                        raise MetadataError(f"integer fill_value expected, got {obj!r}")
-                return np.array(obj, dtype=self.dtype)[()]
-            if k in ("float", "ml"):
-                if self.is_ml_int:
-                    if isinstance(obj, bool) or not isinstance(obj, int):
-                        if isinstance(obj, float) and obj.is_integer():
-                            obj = int(obj)  # as cuzarr wrote them before
-                        else:
-                            raise MetadataError(f"integer fill_value expected, got {obj!r}")
-                    return np.array(obj, dtype=self.dtype)[()]
-                return _float_from_json(obj, self.dtype)
-            if k == "complex":
-                if not (isinstance(obj, list) and len(obj) == 2):
-                    raise MetadataError(f"complex fill_value must be [re, im], got {obj!r}")
-                part = np.dtype(f"f{self.dtype.itemsize // 2}")
-                re = _float_from_json(obj[0], part)
-                im = _float_from_json(obj[1], part)
-                return np.array(complex(re, im), dtype=self.dtype)[()]
-            if k in ("datetime", "timedelta"):
-                if isinstance(obj, str):  # tolerate ISO strings and "NaT"
-                    return np.array(obj, dtype=self.dtype)[()]
-                return _int_to_time(int(obj), self.dtype)
-            if k == "string":
-                if isinstance(obj, (int, float)) and zarr_format == 2 and obj == 0:
-                    return ""  # zarr-python 2 wrote 0 for object arrays
-                return str(obj)
-            if k == "bytes":
-                if isinstance(obj, list):
-                    return bytes(obj)
-                if isinstance(obj, (int, float)) and obj == 0:
-                    return b""
-                return _unb64(obj)
-            if k == "fixed_bytes":
-                if isinstance(obj, list):
-                    return np.bytes_(bytes(obj))
-                if isinstance(obj, (int, float)) and obj == 0:
-                    return np.bytes_(b"")
-                return np.bytes_(_unb64(obj))
-            if k == "fixed_unicode":
-                if isinstance(obj, (int, float)) and obj == 0:
-                    return np.str_("")
-                return np.str_(obj)
-            if k == "raw":
-                if isinstance(obj, list):
-                    raw = bytes(obj)
-                elif isinstance(obj, (int, float)) and obj == 0:
-                    raw = b""
-                else:
-                    raw = _unb64(obj)
-                return np.frombuffer(raw.ljust(self.dtype.itemsize, b"\0"), dtype=self.dtype)[0]
-            if k == "struct":
-                if isinstance(obj, str):
-                    raw = _unb64(obj)
-                    if len(raw) != self.dtype.itemsize:
-                        raise MetadataError("structured fill_value has the wrong length")
-                    return np.frombuffer(raw, dtype=self.dtype)[0]
-                if isinstance(obj, (int, float)) and obj == 0:
-                    return np.zeros((), dtype=self.dtype)[()]
-                if isinstance(obj, dict):
-                    arr = np.zeros((), dtype=self.dtype)
-                    for name in self.dtype.names or ():
-                        fdt = parse_data_type(self.dtype.fields[name][0], 3)
-                        arr[name] = fdt.fill_from_json(obj[name], zarr_format)
-                    return arr[()]
-                if isinstance(obj, list):
-                    return np.array(tuple(obj), dtype=self.dtype)[()]
+            if decode is not None:
+                value = decode(self, obj, zarr_format)
+                if value is not _NO_FILL:
+                    return value
         except MetadataError:
             raise
         except (TypeError, ValueError, OverflowError, KeyError) as e:
@@ -714,3 +650,76 @@ def _parse_data_type(value: Any, zarr_format: int) -> DataType:
     except TypeError as e:
         raise TypeError(f"cannot interpret {value!r} as a data type") from e
     return _from_numpy(dt, zarr_format)
+
+
+# What a fill decoder returns for a value its kind has no reading of.
+_NO_FILL: Any = object()
+
+
+def _int_fill(obj: Any) -> int:
+    if isinstance(obj, bool) or not isinstance(obj, int):
+        if isinstance(obj, float) and obj.is_integer():
+            return int(obj)  # (as cuzarr wrote ml integer fills before)
+        raise MetadataError(f"integer fill_value expected, got {obj!r}")
+    return obj
+
+
+def _numeric_fill(dt: DataType, obj: Any, zarr_format: int) -> Any:
+    """Fill values of booleans, numbers and times."""
+    k = dt.kind
+    if k == "bool":
+        if zarr_format == 2 and type(obj) is int and obj in (0, 1):
+            obj = bool(obj)  # v2 writers (zarr-python 2 among them) wrote 0 / 1
+        if not isinstance(obj, bool):
+            raise MetadataError(f"bool fill_value must be true/false, got {obj!r}")
+        return np.bool_(obj)
+    if k in ("int", "uint") or (k == "ml" and dt.is_ml_int):
+        return np.array(_int_fill(obj), dtype=dt.dtype)[()]
+    if k in ("float", "ml"):
+        return _float_from_json(obj, dt.dtype)
+    if k == "complex":
+        if not (isinstance(obj, list) and len(obj) == 2):
+            raise MetadataError(f"complex fill_value must be [re, im], got {obj!r}")
+        part = np.dtype(f"f{dt.dtype.itemsize // 2}")
+        re = _float_from_json(obj[0], part)
+        im = _float_from_json(obj[1], part)
+        return np.array(complex(re, im), dtype=dt.dtype)[()]
+    if isinstance(obj, str):  # datetime, timedelta: ISO strings and "NaT" tolerated
+        return np.array(obj, dtype=dt.dtype)[()]
+    return _int_to_time(int(obj), dt.dtype)
+
+
+def _bytes_fill(dt: DataType, obj: Any, zarr_format: int) -> Any:
+    """Fill values of strings and bytes (zarr-python 2 wrote 0 for empty ones)."""
+    k = dt.kind
+    zero = isinstance(obj, (int, float)) and obj == 0
+    if k == "string":
+        return "" if zero and zarr_format == 2 else str(obj)
+    if k == "fixed_unicode":
+        return np.str_("" if zero else obj)
+    raw = bytes(obj) if isinstance(obj, list) else b"" if zero else _unb64(obj)
+    if k == "bytes":
+        return raw
+    if k == "fixed_bytes":
+        return np.bytes_(raw)
+    return np.frombuffer(raw.ljust(dt.dtype.itemsize, b"\0"), dtype=dt.dtype)[0]  # raw
+
+
+def _struct_fill(dt: DataType, obj: Any, zarr_format: int) -> Any:
+    """Fill values of structured types: base64 bytes, 0, per-field objects, lists."""
+    if isinstance(obj, str):
+        raw = _unb64(obj)
+        if len(raw) != dt.dtype.itemsize:
+            raise MetadataError("structured fill_value has the wrong length")
+        return np.frombuffer(raw, dtype=dt.dtype)[0]
+    if isinstance(obj, (int, float)) and obj == 0:
+        return np.zeros((), dtype=dt.dtype)[()]
+    if isinstance(obj, dict):
+        arr = np.zeros((), dtype=dt.dtype)
+        for name in dt.dtype.names or ():
+            fdt = parse_data_type(dt.dtype.fields[name][0], 3)
+            arr[name] = fdt.fill_from_json(obj[name], zarr_format)
+        return arr[()]
+    if isinstance(obj, list):
+        return np.array(tuple(obj), dtype=dt.dtype)[()]
+    return _NO_FILL
