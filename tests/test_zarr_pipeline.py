@@ -288,3 +288,15 @@ def test_subchunk_write_order_goes_to_zarr(tmp_path, cuzarr_pipeline):
     assert a._async_array.codec_pipeline.translated is None
     a[:] = data
     assert np.array_equal(a[:], data)
+
+
+def test_shrunk_shard_keeps_cells_beyond_shape(cuzarr_pipeline, engine_calls):
+    """zarr-python's rule: a write to a shard cut by the array's end keeps the
+    inner chunks past the end, which come back when the array grows."""
+    a = zarr.create_array({}, shape=(8,), chunks=(2,), shards=(8,), dtype="i2", fill_value=0)
+    a[:] = np.arange(1, 9)
+    a.resize((3,))
+    a[:] = [9, 9, 9]
+    a.resize((8,))
+    assert a[:].tolist() == [9, 9, 9, 4, 5, 6, 7, 8]
+    assert engine_calls["write"] == 2

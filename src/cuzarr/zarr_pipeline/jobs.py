@@ -73,6 +73,16 @@ def batch_size(n: int, chunk_nbytes: int) -> int:
     return max(1, min(256, by_bytes, by_count))
 
 
+def _covers(selection: Any, shape: tuple[int, ...]) -> bool:
+    """Whether ``selection`` (of a chunk of ``shape``) is all of it."""
+    if not isinstance(selection, tuple) or len(selection) != len(shape):
+        return False
+    return all(
+        isinstance(s, slice) and s.indices(n) == (0, n, 1)
+        for s, n in zip(selection, shape, strict=True)
+    )
+
+
 def chunk_nbytes(shape: tuple[int, ...], itemsize: int) -> int:
     return math.prod(shape) * max(1, itemsize)
 
@@ -191,6 +201,13 @@ class ZarrWriteJob:
         #: a sharded array's codec and cuzarr data type: partial shard writes
         #: re-encode only the inner chunks they touch (zarr-python's rule)
         self.shards = shards
+        if shards is not None:
+            # As zarr-python's sharding codec: a shard is rewritten from the value
+            # alone only where the write covers all of it; a shard cut by the
+            # array's end keeps the inner chunks past it (a shrunk array's cells
+            # come back when it grows again).
+            for it in items:
+                it.complete = it.complete and _covers(it.chunk_selection, it.shape)
 
     def plan(self, lo: int, hi: int) -> Plan:
         """Read what items ``lo:hi`` keep of their old chunks, encode, store."""
