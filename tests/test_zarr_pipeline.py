@@ -20,6 +20,7 @@ from zarr.core.dtype import get_data_type_from_native_dtype
 import cuzarr
 from cuzarr.errors import CodecError
 from cuzarr.zarr_pipeline import CuzarrCodecPipeline
+from cuzarr.zarr_pipeline import jobs as jobs_module
 from cuzarr.zarr_pipeline.jobs import ZarrReadJob, ZarrWriteJob
 
 ts = pytest.importorskip("tensorstore")
@@ -300,3 +301,28 @@ def test_shrunk_shard_keeps_cells_beyond_shape(cuzarr_pipeline, engine_calls):
     a.resize((8,))
     assert a[:].tolist() == [9, 9, 9, 4, 5, 6, 7, 8]
     assert engine_calls["write"] == 2
+
+
+@pytest.mark.parametrize("case", ["zstd", "raw", "gzip-transpose", "sharded"])
+def test_device_read_path_emulated(tmp_path, cuzarr_pipeline, case, monkeypatch):
+    """Reads through cuzarr's device reader (its host twin, ``gpu.emulate``):
+    the code a CuPy output of ``zarr.config.enable_gpu()`` runs, bar the kernels."""
+    used = []
+    real = jobs_module.device_reader_for
+
+    def spy(*a, **k):
+        r = real(*a, **k)
+        used.append(r is not None)
+        return r
+
+    monkeypatch.setattr(jobs_module, "device_reader_for", spy)
+    data = _data((70, 53), "f4")
+    a = zarr.create_array(tmp_path, shape=data.shape, dtype="f4", fill_value=-1, **CASES[case])
+    a[:] = data
+    a[0:16, 0:16] = -1  # a chunk (an inner chunk) of fill: not stored
+    data[0:16, 0:16] = -1
+    with cuzarr.config.set({"gpu.emulate": True}):
+        assert np.array_equal(a[:], data)
+        assert np.array_equal(a[3:60:2, 7:50], data[3:60:2, 7:50])
+        assert np.array_equal(a.oindex[[1, 40, 69], :], data[[1, 40, 69], :])
+    assert any(used) == (case != "sharded")  # sharded reads plan their shards on the host

@@ -18,8 +18,12 @@ What goes where:
 - Sharded arrays (the sharding codec alone): shards whose selection touches few
   inner chunks are read in part, index first (:mod:`cuzarr.zarr_pipeline.shards`),
   and partial shard writes re-encode only the inner chunks they touch.
-- Outputs and values that are not numpy arrays (zarr's GPU buffers), and the
-  inner chunks of zarr-python's own sharding codec, go to zarr-python's pipeline.
+- GPU (``zarr.config.enable_gpu()``): reads into a CuPy output decode through
+  cuzarr's device reader (nvCOMP, the scatter kernel) where it takes them
+  (unsharded arrays, no dropped axes); under cuzarr's ``gpu.emulate`` config its
+  host twin serves numpy outputs. Other device reads, writes of device values
+  and the inner chunks of zarr-python's own sharding codec go to zarr-python's
+  pipeline.
 """
 
 from __future__ import annotations
@@ -36,8 +40,10 @@ from zarr.core.codec_pipeline import BatchedCodecPipeline
 from zarr.registry import register_pipeline
 from zarr.storage import StorePath
 
+from cuzarr.buffer import is_device_array
 from cuzarr.codecs.base import ChunkSpec
 from cuzarr.core.plans import execute, try_inline
+from cuzarr.gpu.dispatch import emulating
 from cuzarr.zarr_pipeline.jobs import (
     ReadItem,
     WriteItem,
@@ -115,7 +121,7 @@ class CuzarrCodecPipeline(CodecPipeline):
         """Read zarr-python's batch of chunks into ``out`` with one engine job."""
         batch = list(batch_info)
         target = out.as_ndarray_like()
-        store = self._engine_store(batch, target)
+        store = self._engine_store(batch, target, read=True)
         if store is None:
             return await self.fallback.read(batch, out, drop_axes)
         tr = self.translated
@@ -129,6 +135,10 @@ class CuzarrCodecPipeline(CodecPipeline):
             spec = batch[0][1]
             shards = (tr.shard_codec, ChunkSpec(spec.shape, tr.pipeline.dtype, _fill(spec)))
         job = ZarrReadJob(tr.pipeline, items, target, drop_axes, shards)
+        if type(target) is not np.ndarray and not job.on_device(store):
+            return await self.fallback.read(batch, out, drop_axes)  # not for the device path
+        if type(target) is np.ndarray and emulating():
+            job.on_device(store)
         await _run(job, store, chunk_nbytes(batch[0][1].shape, tr.itemsize))
         return tuple(_PRESENT if s else _MISSING for s in job.status)
 
@@ -159,10 +169,12 @@ class CuzarrCodecPipeline(CodecPipeline):
         job = ZarrWriteJob(tr.pipeline, tr.np_dtype, items, source, drop_axes, joins, shards)
         await _run(job, store, chunk_nbytes(batch[0][1].shape, tr.itemsize))
 
-    def _engine_store(self, batch: list[Any], array: Any) -> Any:
+    def _engine_store(self, batch: list[Any], array: Any, read: bool = False) -> Any:
         """cuzarr's store for the batch's one zarr-python store; None where the
         batch goes to zarr-python's pipeline (see the module notes)."""
-        if self.translated is None or not batch or type(array) is not np.ndarray:
+        if self.translated is None or not batch:
+            return None
+        if type(array) is not np.ndarray and not (read and is_device_array(array)):
             return None
         first = batch[0][0]
         if type(first) is not StorePath:

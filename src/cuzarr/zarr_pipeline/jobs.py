@@ -26,6 +26,7 @@ from cuzarr.codecs.base import ChunkSpec
 from cuzarr.codecs.sharding import ShardingCodec
 from cuzarr.core.plans import Compute, Delete, Get, Plan, Put
 from cuzarr.errors import CodecError, keyed
+from cuzarr.gpu.dispatch import device_reader_for
 from cuzarr.runtime.sync import max_workers
 from cuzarr.zarr_pipeline.shards import (
     PartialShard,
@@ -94,7 +95,6 @@ class ZarrReadJob:
     ``GetResult``; whether a missing chunk is an error is zarr-python's call)."""
 
     locking = False  # reads take no key locks
-    device = None
 
     def __init__(
         self,
@@ -113,10 +113,38 @@ class ZarrReadJob:
         if shards is not None:
             for it in items:
                 it.part = partial_shard(shards[0], it.chunk_selection, it.shape)
+        self.device = None
+        self.device_items: list[Any] = []
+
+    def on_device(self, store: Any) -> bool:
+        """Decode through cuzarr's device reader (nvCOMP and the scatter kernel
+        into a CuPy output; its host twin under ``gpu.emulate``) where it takes
+        this read: unsharded, no dropped axes. False: the host path."""
+        if self.shards is not None or self.drop_axes or not self.items:
+            return False
+        first = self.items[0]
+        shape = first.shape
+        self.device = device_reader_for(
+            self.pipeline, self.out, first.fill, lambda _coords: shape, store
+        )
+        if self.device is None:
+            return False
+        ndim = len(shape)
+        # the reader's items: (coords, chunk selection, out selection, complete);
+        # its coordinates only name the chunk shape, the same for every chunk
+        self.device_items = [
+            ((i,) + (0,) * (ndim - 1), it.chunk_selection, it.out_selection, False)
+            for i, it in enumerate(self.items)
+        ]
+        return True
 
     def plan(self, lo: int, hi: int) -> Plan:
         """Fetch items ``lo:hi`` (one request), then decode and scatter them;
         shards read in part: their indexes, then their touched inner chunks."""
+        if self.device is not None:
+            datas = yield Get([it.key for it in self.items[lo:hi]])
+            yield Compute(self.device_batch, lo, datas)
+            return
         whole = [i for i in range(lo, hi) if self.items[i].part is None]
         if len(whole) == hi - lo:
             datas = yield Get([it.key for it in self.items[lo:hi]])
@@ -137,7 +165,16 @@ class ZarrReadJob:
         return None
 
     def finish(self) -> None:
-        pass
+        if self.device is not None:
+            self.device.executor.synchronize()
+
+    def device_batch(self, lo: int, datas: list[Any]) -> None:
+        """Items ``lo:lo + len(datas)`` through the device reader."""
+        hi = lo + len(datas)
+        keys = [it.key for it in self.items[lo:hi]]
+        self.device(self.device_items[lo:hi], datas, keys)  # type: ignore[misc]
+        for j, data in enumerate(datas):
+            self.status[lo + j] = data is not None
 
     def decode_batch(self, lo: int, datas: list[Any]) -> None:
         """Decode the chunks of items ``lo:lo + len(datas)`` into the output."""
