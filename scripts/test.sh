@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, from nothing: creates/refreshes .venv (scripts/bootstrap.sh), then
-#   1. ruff check        (src tests tests_gpu benchmarks scripts)
+#   1. ruff check        (src tests tests_gpu benchmarks scripts), then lint-imports
+#                        (the layer contract in pyproject.toml)
 #   2. kernel compile    (every kernels/**/*.cu through nvcc, scripts/compile_kernels.sh)
 #   3. pytest tests      (CPU tests, in parallel with pytest-xdist; includes the NVRTC
 #                         compile of every kernel and the GPU plans run on the host)
@@ -34,6 +35,9 @@ for d in src tests tests_gpu tests_torch tests_xarray benchmarks scripts; do
     [ -d "$d" ] && lint_paths+=("$d")
 done
 "$bin/ruff" check "${lint_paths[@]}"
+
+step "import layers (import-linter, [tool.importlinter] in pyproject.toml)"
+PYTHONPATH="$root/src${PYTHONPATH:+:$PYTHONPATH}" "$bin/lint-imports"
 
 step "compile CUDA kernels"
 CUZARR_PYTHON_BIN="$py" bash scripts/compile_kernels.sh

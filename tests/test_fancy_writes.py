@@ -10,9 +10,9 @@ def test_chunks_touched_by_a_fancy_write_are_found_without_a_big_temporary():
     took 4 s before). A logical_or reduce, last axis first, needs no such copy."""
     import numpy as np
 
-    from cuzarr.core import async_array as array_mod
+    from cuzarr.indexing import projection as array_mod
 
-    find = getattr(array_mod, "_any_per_chunk", None) or array_mod._count_per_chunk
+    find = array_mod.any_per_chunk
 
     def _any_per_chunk(mask, labels):
         return find(mask, labels) > 0

@@ -191,56 +191,58 @@ def destination_metadata(
     """
     meta = src.metadata
     fmt = zarr_format or meta.zarr_format
-    if shards not in (None, "none") and fmt != 3:
-        raise ValueError("--shards needs a Zarr v3 destination (v2 has no sharding)")
     parts = _SourceCodecs(meta.codecs) if meta.zarr_format == 3 else None
     sharding = parts.sharding if parts is not None else None
-    src_chunks = tuple(sharding.chunk_shape) if sharding else _grid_spec(meta.chunk_grid)
-    src_shards = _grid_spec(meta.chunk_grid) if sharding else None
-    new_chunks = src_chunks
-    if chunks is not None:  # -1: the whole dimension
-        new_chunks = tuple(
-            max(1, n) if c == -1 else c for c, n in zip(chunks, meta.shape, strict=True)
-        )
-    new_shards = _new_shards(fmt, shards, src_shards, new_chunks)
-    same_format = fmt == meta.zarr_format
-    unchanged = (new_chunks, new_shards) == (src_chunks, src_shards)
-    if same_format and compressor == "source" and unchanged:
+    src_layout = _layout(meta, sharding)
+    new_chunks = src_layout[0] if chunks is None else _new_chunks(chunks, meta.shape)
+    new_shards = _new_shards(fmt, shards, src_layout[1], new_chunks)
+    if (
+        fmt == meta.zarr_format
+        and compressor == "source"
+        and (new_chunks, new_shards) == src_layout
+    ):
         # The source's own metadata, verbatim: also extension fields cuzarr does
         # not know, which may describe the layout (so they go when it changes).
         return meta.evolve(attributes=copy.deepcopy(dict(meta.attributes)))
+    _refuse_outer_array_codecs(parts)
+    attrs = copy.deepcopy(dict(meta.attributes))
+    fill = meta.fill_value
+    if fmt != meta.zarr_format:
+        fill, attrs = _convert_xarray_fill(src, fmt, fill, attrs)
+    if fmt == 3:
+        kw, dtype = _v3_codec_options(meta, parts, compressor, new_shards), meta.dtype
+        if meta.dimension_names is not None:
+            attrs.pop("_ARRAY_DIMENSIONS", None)  # v2's way of naming them: v3 has its own
+    else:
+        kw, dtype = _v2_codec_options(meta, parts, compressor)
+    new = build_array_metadata(
+        shape=meta.shape, dtype=dtype, chunks=new_chunks, shards=new_shards, fill_value=fill,
+        zarr_format=fmt, attributes=attrs, dimension_names=meta.dimension_names, **kw,
+    )  # fmt: skip
+    if new_shards is not None and sharding is not None:
+        new = _keep_index_codecs(new, sharding, parts)
+    return new
+
+
+def _new_chunks(chunks: Sequence[int], shape: tuple[int, ...]) -> tuple[int, ...]:
+    """``--chunks``, with -1 as the whole dimension."""
+    return tuple(max(1, n) if c == -1 else c for c, n in zip(chunks, shape, strict=True))
+
+
+def _refuse_outer_array_codecs(parts: Any) -> None:
     if parts is not None and parts.wrap_aa:
         raise ValueError(
             "it has array->array codecs outside its sharding codec, which a copy "
             "keeps only as they are: copy it without --chunks, --shards, --compressor "
             "and --zarr-format"
         )
-    attrs = copy.deepcopy(dict(meta.attributes))
-    fill = meta.fill_value
-    if not same_format:
-        fill, attrs = _convert_xarray_fill(src, fmt, fill, attrs)
-    dtype = meta.dtype
-    if fmt == 3:
-        kw = _v3_codec_options(meta, parts, compressor, new_shards)
-    else:
-        kw, dtype = _v2_codec_options(meta, parts, compressor)
-    names = meta.dimension_names
-    if names is not None and fmt == 3:
-        attrs.pop("_ARRAY_DIMENSIONS", None)  # v2's way of naming them: v3 has its own
-    new = build_array_metadata(
-        shape=meta.shape,
-        dtype=dtype,
-        chunks=new_chunks,
-        shards=new_shards,
-        fill_value=fill,
-        zarr_format=fmt,
-        attributes=attrs,
-        dimension_names=names,
-        **kw,
-    )
-    if new_shards is not None and sharding is not None:
-        new = _keep_index_codecs(new, sharding, parts)
-    return new
+
+
+def _layout(meta: Any, sharding: Any) -> tuple[Any, Any]:
+    """The source's (inner) chunk shape and shard shape (None: not sharded)."""
+    if sharding:
+        return tuple(sharding.chunk_shape), _grid_spec(meta.chunk_grid)
+    return _grid_spec(meta.chunk_grid), None
 
 
 def _new_shards(
@@ -248,6 +250,8 @@ def _new_shards(
 ) -> tuple[int, ...] | None:
     """The copy's shard shape: as asked, else the source's (which must hold whole
     new chunks), else none."""
+    if shards not in (None, "none") and fmt != 3:
+        raise ValueError("--shards needs a Zarr v3 destination (v2 has no sharding)")
     if fmt == 2 or shards == "none":
         return None
     if shards is not None:

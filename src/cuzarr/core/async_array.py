@@ -36,6 +36,7 @@ from cuzarr.core.resize import stored_coords
 from cuzarr.core.shards import read_sharded, sharding_codec
 from cuzarr.core.values import as_value, device_index, field_names, records_of
 from cuzarr.errors import ContainsGroupError, GroupFoundError, ReadOnlyError
+from cuzarr.indexing.projection import any_per_chunk, chunk_labels
 from cuzarr.indexing.selection import (
     BasicPlan,
     block_slices,
@@ -63,33 +64,6 @@ def _refuse_read_only_out(out: Any) -> None:
     raw pointers. (CuPy arrays have no ``writeable`` flag: they always are.)"""
     if not getattr(getattr(out, "flags", None), "writeable", True):
         raise ValueError("out is read-only")
-
-
-def _chunk_labels(p: Any) -> np.ndarray:
-    """For each position along one dimension of a plan's output, the index (in
-    ``p.chunks``) of the chunk it falls in."""
-    lab = np.empty(p.out_len, dtype=np.intp)
-    for k, o in enumerate(p.out_sels):
-        lab[o] = k
-    return lab
-
-
-def _any_per_chunk(mask: np.ndarray, labels: list[np.ndarray]) -> np.ndarray:
-    """Whether any element of ``mask`` (shaped like a plan's output) is set in each
-    chunk of the plan: a bool array shaped like the plan's chunk grid, in the order
-    of ``chunk_items``. Vectorized: one ``logical_or.reduceat`` per dimension, the
-    last (contiguous) one first. (Summing into ``intp`` along the first axis first
-    took seconds for a 20000 x 20000 mask; this takes tens of milliseconds.)"""
-    x: np.ndarray = mask
-    for d in reversed(range(len(labels))):
-        lab = labels[d]
-        if lab.size > 1 and np.any(lab[1:] < lab[:-1]):
-            order = np.argsort(lab, kind="stable")
-            x = np.take(x, order, axis=d)
-            lab = lab[order]
-        starts = np.flatnonzero(np.concatenate(([True], lab[1:] != lab[:-1])))
-        x = np.logical_or.reduceat(x, starts, axis=d)
-    return x
 
 
 def _as_mask(mask: Any) -> np.ndarray:
@@ -640,8 +614,8 @@ class AsyncArray(ArrayProperties):
         items = engine.chunk_items(plan.projections)
         everything = bool(selected.all())
         if plan.projections and not everything:
-            labels = [_chunk_labels(p) for p in plan.projections]
-            touched = _any_per_chunk(selected, labels)
+            labels = [chunk_labels(p) for p in plan.projections]
+            touched = any_per_chunk(selected, labels)
             if not touched.all():
                 items = [items[i] for i in np.flatnonzero(touched)]
         block[plan.post_index] = v
