@@ -1428,6 +1428,27 @@ def find_chunk_dir(stores: Path, order: list[str], suffix: str = "") -> Path | N
     return None
 
 
+def in_process(args, source: Path, stores: Path, sizes: dict[str, Any]) -> int:
+    """``--in-process``: every contender in this process (core_inprocess.py)."""
+    sys.path.insert(0, str(HERE))
+    import core_inprocess
+
+    core_inprocess.CHUNKS, core_inprocess.SHARD_INNER = CHUNKS, SHARD_INNER
+    res = core_inprocess.run_in_process(
+        args.contenders,
+        make_adapter,
+        source,
+        stores,
+        tuple(sizes["shard_shape"]),
+        args.repeats,
+        args.impl_module,
+    )
+    if args.json_out:
+        meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "sizes": sizes}
+        args.json_out.write_text(json.dumps({**meta, **res}, indent=1, default=str))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--size-mib", type=int, default=None, help="big array MiB (default 256)")
@@ -1508,6 +1529,12 @@ def main(argv: list[str] | None = None) -> int:
         "C code that releases the GIL, like zstd, then disappears)",
     )
     ap.add_argument("--spy-rate", type=int, default=250, help="py-spy samples per second")
+    ap.add_argument(
+        "--in-process",
+        action="store_true",
+        help="all contenders in ONE long-lived process, interleaved (write, read, "
+        "shard-write, shard-read; --repeats default 5); see benchmarks/core_inprocess.py",
+    )
     ap.add_argument("--_worker", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
 
@@ -1515,6 +1542,8 @@ def main(argv: list[str] | None = None) -> int:
         return worker_main(args._worker)
 
     defaults = (32, 2000, 1, "contender") if args.quick else (256, 20_000, 3, "measurement")
+    if args.in_process and args.repeats is None:
+        args.repeats = 5
     if args.size_mib is None:
         args.size_mib = defaults[0]
     if args.tiny_chunks is None:
@@ -1562,6 +1591,8 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.profile:
         return profile(args, source, stores / args.profile_contender, shape, tshape)
+    if args.in_process:
+        return in_process(args, source, data_dir / "inprocess", sizes)
 
     def make_spec(c: str, units: list[str], verify: bool) -> dict[str, Any] | str:
         spec: dict[str, Any] = {

@@ -365,12 +365,12 @@ def try_write_inline(
     the store allows blocking I/O and the chunks' locks are free at once; False
     (nothing done) otherwise, for the caller to go through the event loop. The
     same plan as the pool's worker loops run, under the same key locks, taken
-    all at once or not at all."""
+    all at once or not at all. The caller has checked :func:`small_write`
+    (before converting the value)."""
     if not items or value.size == 0:
         return True
-    # big enough that encoding the chunks in parallel pays, or a device path
-    if not small_write(meta, len(items)) or is_device_array(value):
-        return False
+    if is_device_array(value):
+        return False  # the device path
     store = store_path.store
     sio = store.sync_io()
     if sio is None:

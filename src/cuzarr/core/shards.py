@@ -71,8 +71,9 @@ class ShardReadJob:
         self.codec, self.items, self.out = codec, items, out
         self.store_path = store_path
         # read_missing_chunks=False: a shard that is not stored is an error (an inner
-        # chunk missing from a stored shard reads as the fill value, as in zarr-python)
-        self.strict = missing_chunks_refused(meta)
+        # chunk missing from a stored shard reads as the fill value, as in zarr-python);
+        # the setting is looked up when a shard is missing, not on every read
+        self.meta = meta
         self.shard_shape = meta.chunk_shape
         self.cps = codec.chunks_per_shard(self.shard_shape)
         self.inner_shape = codec.chunk_shape
@@ -219,7 +220,7 @@ class ShardReadJob:
 
     def _from_whole(self, members: list[int], data: Any) -> list[tuple[int, Any]]:
         if data is None:
-            if self.strict:
+            if missing_chunks_refused(self.meta):
                 refuse_missing(self.store_path, [self.shard_key(members[0])])
             return [(i, None) for i in members]
         try:
@@ -254,7 +255,7 @@ class ShardReadJob:
         plan: list[tuple[list[int], list[tuple[int, int]], int, int]] = []
         for (sc, m), raw, size in zip(partial, raw_indexes, sizes, strict=True):
             if raw is None:
-                if self.strict:
+                if missing_chunks_refused(self.meta):
                     refuse_missing(self.store_path, [self.encode_key(sc)])
                 pairs.extend((i, None) for i in m)
                 continue

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from cuzarr.buffer.gpu import is_device_array
+from cuzarr.config import flag
 
 if TYPE_CHECKING:
     from cuzarr.gpu.reader import DeviceReader
@@ -24,8 +25,6 @@ __all__ = ["device_reader_for", "device_writer_for", "emulating"]
 def emulating() -> bool:
     """True when ``cuzarr.config`` key ``gpu.emulate`` asks for the device
     paths run on the host (their numpy twins)."""
-    from cuzarr.config import flag
-
     return flag("gpu.emulate", False)
 
 
