@@ -41,6 +41,7 @@ __all__ = [
     "default_buffer_prototype",
     "default_prototype",
     "device_dtype",
+    "device_index",
     "get_prototype",
     "gpu_available",
     "gpu_prototype",
@@ -150,3 +151,12 @@ def device_dtype(dtype: np.dtype) -> np.dtype | None:
     if dtype.kind == "f" and dtype.itemsize not in (2, 4, 8):
         return None
     return dtype.newbyteorder("=") if dtype.itemsize > 1 else dtype
+
+
+def device_index(block: Any, index: Any) -> Any:
+    """``index`` (a tuple of host index arrays and slices) ready to index ``block``:
+    the arrays moved to the device when ``block`` lives there."""
+    if not is_device_array(block) or not isinstance(index, tuple):
+        return index
+    xp = prototype_for(block).xp
+    return tuple(xp.asarray(i) if isinstance(i, np.ndarray) else i for i in index)

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from cuzarr.buffer import device_dtype, is_device_array, prototype_for
+from cuzarr.buffer import device_dtype, device_index, is_device_array, prototype_for
 
 __all__ = [
     "as_requested",
@@ -110,15 +110,6 @@ def as_requested(arr: np.ndarray, dtype: Any, copy: Any) -> np.ndarray:
             f"(casting {arr.dtype} to {np.dtype(dtype)})"
         )
     return arr.astype(dtype)
-
-
-def device_index(block: Any, index: Any) -> Any:
-    """``index`` (a tuple of host index arrays and slices) ready to index ``block``:
-    the arrays moved to the device when ``block`` lives there."""
-    if not is_device_array(block) or not isinstance(index, tuple):
-        return index
-    xp = prototype_for(block).xp
-    return tuple(xp.asarray(i) if isinstance(i, np.ndarray) else i for i in index)
 
 
 def field_names(dtype: np.dtype, fields: Any) -> str | list[str]:

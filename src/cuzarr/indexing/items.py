@@ -1,0 +1,106 @@
+"""Chunk items: the chunks a selection touches, each with its in-chunk and
+output selections. Eager selections (``indexing.selection``) and lazy views
+(``indexing.view_plans``) are both planned into them; the engine reads and
+writes them."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from cuzarr.indexing.projection import (
+    EDGE,
+    LOOSE,
+    DimProjection,
+    combine_complete,
+    ortho_index,
+)
+
+__all__ = ["ChunkItem", "ChunkItems", "chunk_items", "coordinate_items"]
+
+# (coords, chunk selection, output selection, chunk wholly covered)
+ChunkItem = tuple[tuple[int, ...], tuple[Any, ...], tuple[Any, ...], bool]
+
+
+class ChunkItems(list):  # type: ignore[type-arg]
+    """``chunk_items``' result. When the items are the product of per-dimension
+    slice projections, ``dims`` keeps each dimension's list of (chunk selection,
+    output selection) pairs, so batch work can be vectorized per dimension
+    (item ``i`` is ``np.unravel_index(i, lens)`` of them)."""
+
+    dims: list[DimProjection] | None = None
+
+
+def chunk_items(projections: Sequence[DimProjection]) -> list[ChunkItem]:
+    """All chunks a plan touches, with their in-chunk and output selections."""
+    if not projections:
+        return [((), (), (), True)]
+    if all(len(p.chunks) == 1 for p in projections):
+        # One chunk (a small read or write): its item directly, with what the
+        # general path below gives it.
+        csel = tuple(p.chunk_sels[0] for p in projections)
+        osel = tuple(p.out_sels[0] for p in projections)
+        if not any(isinstance(x, np.ndarray) for x in (*csel, *osel)):
+            one = ChunkItems(
+                [
+                    (
+                        tuple(p.chunks[0] for p in projections),
+                        csel,
+                        osel,
+                        combine_complete(tuple(p.complete[0] for p in projections)),
+                    )
+                ]
+            )
+            one.dims = list(projections)
+            return one
+    if any(not p.chunks for p in projections):
+        return []
+    n_arrays = sum(any(isinstance(s, np.ndarray) for s in p.chunk_sels) for p in projections)
+    # Index arrays on two or more dimensions, on either side (a contiguous run of
+    # a chunk can land on scattered output positions, and the reverse), broadcast
+    # together unless made orthogonal.
+    array_dims = sum(
+        any(isinstance(s, np.ndarray) for s in (*p.chunk_sels, *p.out_sels)) for p in projections
+    )
+    needs_ortho = array_dims >= 2
+    # itertools.product builds each tuple in C: a few hundred ns per chunk.
+    prod = itertools.product
+    coords = prod(*(p.chunks for p in projections))
+    csels = prod(*(p.chunk_sels for p in projections))
+    osels = prod(*(p.out_sels for p in projections))
+    flags = [set(p.complete) for p in projections]
+    mixed = any(LOOSE in f for f in flags) and any(EDGE in f for f in flags)
+    completes = map(combine_complete if mixed else all, prod(*(p.complete for p in projections)))
+    if needs_ortho:
+        csels = map(ortho_index, csels)
+        osels = map(ortho_index, osels)
+    items = ChunkItems(zip(coords, csels, osels, completes))
+    if not needs_ortho and n_arrays == 0:
+        items.dims = list(projections)
+    return items
+
+
+def coordinate_items(dims: Sequence[Any], coords: Sequence[np.ndarray]) -> list[ChunkItem]:
+    """Group flat point coordinates by chunk; output selections index a flat buffer."""
+    n = coords[0].shape[0] if coords else 1
+    if not coords:
+        return [((), (), (), True)]
+    if n == 0:
+        return []
+    cids = [d.index_of(c) for d, c in zip(dims, coords, strict=True)]
+    grid_shape = tuple(max(1, d.nchunks) for d in dims)
+    linear = np.ravel_multi_index(cids, grid_shape)
+    order = np.argsort(linear, kind="stable")
+    lin_sorted = linear[order]
+    _uniq, starts = np.unique(lin_sorted, return_index=True)
+    ends = np.append(starts[1:], n)
+    items: list[ChunkItem] = []
+    for s, e in zip(starts.tolist(), ends.tolist()):
+        sub = order[s:e]
+        ccoords = tuple(int(c[sub[0]]) for c in cids)
+        csel = tuple(c[sub] - d.offset(cc) for c, d, cc in zip(coords, dims, ccoords, strict=True))
+        items.append((ccoords, csel, (sub,), False))
+    return items
