@@ -19,6 +19,41 @@ __all__ = ["AsyncGroup", "Group", "GroupInfo"]
 
 _MISSING = object()
 
+# The numpy-style entries of the legacy makers' keywords (``zeros`` ... ``empty_like``).
+_MAKER_PARAMS = {
+    "name": ("name : str", "Name of the array."),
+    "shape": ("shape : int or tuple of int", "Shape."),
+    "fill_value": ("fill_value : scalar", "The fill value."),
+    "data": ("data : array-like", "The model."),
+}
+
+
+def _array_maker(
+    method: str, summary: str, kwargs_doc: str = ":func:`cuzarr.create` arguments."
+) -> Any:
+    """The ``Group`` method ``method``: ``AsyncGroup``'s of that name run to completion,
+    its array wrapped as an :class:`Array`.
+
+    The eight legacy makers differ only in their keywords (all keyword-only), which
+    pass through unchanged; the method keeps the async twin's signature (with
+    ``Array`` returned) and gets a numpy-style docstring built from it.
+    """
+    sig = inspect.signature(getattr(AsyncGroup, method))
+
+    def make(self: Group, **kwargs: Any) -> Array:
+        return Array(sync(getattr(self._async_group, method)(**kwargs)))
+
+    lines = [summary, "", "Parameters", "----------"]
+    for p in sig.parameters:
+        if p in _MAKER_PARAMS:
+            lines += [_MAKER_PARAMS[p][0], "    " + _MAKER_PARAMS[p][1]]
+    lines += ["**kwargs", "    " + kwargs_doc, "", "Returns", "-------", "Array"]
+    make.__doc__ = "\n".join(lines)
+    make.__name__ = method
+    make.__qualname__ = f"Group.{method}"
+    make.__signature__ = sig.replace(return_annotation="Array")  # type: ignore[attr-defined]
+    return make
+
 
 class Group:
     """A Zarr group with a synchronous, dict-like interface."""
@@ -248,31 +283,13 @@ class Group:
         return default if node is _MISSING else self._wrap(node)
 
     def get_array(self, path: str) -> Array:
-        """The array at ``path`` (``ArrayNotFoundError`` / ``ContainsGroupError`` otherwise).
-
-        Parameters
-        ----------
-        path : str
-            Path relative to this group.
-
-        Returns
-        -------
-        Array
-        """
+        """The array at ``path``, relative to this group (``ArrayNotFoundError`` /
+        ``ContainsGroupError`` otherwise)."""
         return Array(sync(self._async_group.get_array(path)))
 
     def get_group(self, path: str) -> Group:
-        """The group at ``path`` (``GroupNotFoundError`` / ``ContainsArrayError`` otherwise).
-
-        Parameters
-        ----------
-        path : str
-            Path relative to this group.
-
-        Returns
-        -------
-        Group
-        """
+        """The group at ``path``, relative to this group (``GroupNotFoundError`` /
+        ``ContainsArrayError`` otherwise)."""
         return Group(sync(self._async_group.get_group(path)))
 
     def nmembers(self, max_depth: int | None = 0) -> int:
@@ -290,24 +307,12 @@ class Group:
         return sync(self._async_group.nmembers(max_depth))
 
     def array_values(self) -> Iterator[Array]:
-        """The child arrays.
-
-        Yields
-        ------
-        Array
-        """
-        for _, v in self.arrays():
-            yield v
+        """The child arrays (an iterator of :class:`Array`)."""
+        return (v for _, v in self.arrays())
 
     def group_values(self) -> Iterator[Group]:
-        """The child groups.
-
-        Yields
-        ------
-        Group
-        """
-        for _, v in self.groups():
-            yield v
+        """The child groups (an iterator of :class:`Group`)."""
+        return (v for _, v in self.groups())
 
     def require_groups(self, *names: str) -> tuple[Group, ...]:
         """Open or create a child group for each name.
@@ -339,155 +344,35 @@ class Group:
         """
         return self.create_array(name, **kwargs)
 
-    def zeros(self, *, name: str, shape: Any, **kwargs: Any) -> Array:
-        """A new array ``name`` that reads as zeros.
-
-        Parameters
-        ----------
-        name : str
-            Name of the array.
-        shape : int or tuple of int
-            Shape.
-        **kwargs
-            :func:`cuzarr.create` arguments (the zarr format is the group's).
-
-        Returns
-        -------
-        Array
-        """
-        return Array(sync(self._async_group.zeros(name=name, shape=shape, **kwargs)))
-
-    def ones(self, *, name: str, shape: Any, **kwargs: Any) -> Array:
-        """A new array ``name`` that reads as ones (see :meth:`zeros`).
-
-        Parameters
-        ----------
-        name : str
-            Name of the array.
-        shape : int or tuple of int
-            Shape.
-        **kwargs
-            :func:`cuzarr.create` arguments.
-
-        Returns
-        -------
-        Array
-        """
-        return Array(sync(self._async_group.ones(name=name, shape=shape, **kwargs)))
-
-    def full(self, *, name: str, shape: Any, fill_value: Any, **kwargs: Any) -> Array:
-        """A new array ``name`` that reads as ``fill_value`` (see :meth:`zeros`).
-
-        Parameters
-        ----------
-        name : str
-            Name of the array.
-        shape : int or tuple of int
-            Shape.
-        fill_value : scalar
-            The fill value.
-        **kwargs
-            :func:`cuzarr.create` arguments.
-
-        Returns
-        -------
-        Array
-        """
-        return Array(
-            sync(self._async_group.full(name=name, shape=shape, fill_value=fill_value, **kwargs))
-        )
-
-    def empty(self, *, name: str, shape: Any, **kwargs: Any) -> Array:
-        """A new array ``name`` with nothing written (see :meth:`zeros`).
-
-        Parameters
-        ----------
-        name : str
-            Name of the array.
-        shape : int or tuple of int
-            Shape.
-        **kwargs
-            :func:`cuzarr.create` arguments.
-
-        Returns
-        -------
-        Array
-        """
-        return Array(sync(self._async_group.empty(name=name, shape=shape, **kwargs)))
-
-    def zeros_like(self, *, name: str, data: Any, **kwargs: Any) -> Array:
-        """A new array ``name`` of zeros like ``data`` (shape, dtype, chunks; for an
-        array of the group's format also its codecs and order).
-
-        Parameters
-        ----------
-        name : str
-            Name of the array.
-        data : array-like
-            The model.
-        **kwargs
-            :func:`cuzarr.create` arguments, overriding those taken from ``data``.
-
-        Returns
-        -------
-        Array
-        """
-        return Array(sync(self._async_group.zeros_like(name=name, data=data, **kwargs)))
-
-    def ones_like(self, *, name: str, data: Any, **kwargs: Any) -> Array:
-        """A new array ``name`` of ones like ``data`` (see :meth:`zeros_like`).
-
-        Parameters
-        ----------
-        name : str
-            Name of the array.
-        data : array-like
-            The model.
-        **kwargs
-            :func:`cuzarr.create` arguments.
-
-        Returns
-        -------
-        Array
-        """
-        return Array(sync(self._async_group.ones_like(name=name, data=data, **kwargs)))
-
-    def full_like(self, *, name: str, data: Any, **kwargs: Any) -> Array:
-        """A new array ``name`` like ``data`` reading as ``fill_value`` (default: the
-        fill value of ``data``; see :meth:`zeros_like`).
-
-        Parameters
-        ----------
-        name : str
-            Name of the array.
-        data : array-like
-            The model.
-        **kwargs
-            :func:`cuzarr.create` arguments.
-
-        Returns
-        -------
-        Array
-        """
-        return Array(sync(self._async_group.full_like(name=name, data=data, **kwargs)))
-
-    def empty_like(self, *, name: str, data: Any, **kwargs: Any) -> Array:
-        """A new array ``name`` like ``data`` with nothing written (see :meth:`zeros_like`).
-
-        Parameters
-        ----------
-        name : str
-            Name of the array.
-        data : array-like
-            The model.
-        **kwargs
-            :func:`cuzarr.create` arguments.
-
-        Returns
-        -------
-        Array
-        """
-        return Array(sync(self._async_group.empty_like(name=name, data=data, **kwargs)))
+    # zarr-python's legacy makers: ``AsyncGroup``'s, run to completion (see _array_maker)
+    zeros = _array_maker(
+        "zeros",
+        "A new array ``name`` that reads as zeros.",
+        ":func:`cuzarr.create` arguments (the zarr format is the group's).",
+    )
+    ones = _array_maker("ones", "A new array ``name`` that reads as ones (see :meth:`zeros`).")
+    full = _array_maker(
+        "full", "A new array ``name`` that reads as ``fill_value`` (see :meth:`zeros`)."
+    )
+    empty = _array_maker("empty", "A new array ``name`` with nothing written (see :meth:`zeros`).")
+    zeros_like = _array_maker(
+        "zeros_like",
+        "A new array ``name`` of zeros like ``data`` (shape, dtype, chunks; for an\n"
+        "array of the group's format also its codecs and order).",
+        ":func:`cuzarr.create` arguments, overriding those taken from ``data``.",
+    )
+    ones_like = _array_maker(
+        "ones_like", "A new array ``name`` of ones like ``data`` (see :meth:`zeros_like`)."
+    )
+    full_like = _array_maker(
+        "full_like",
+        "A new array ``name`` like ``data`` reading as ``fill_value`` (default: the\n"
+        "fill value of ``data``; see :meth:`zeros_like`).",
+    )
+    empty_like = _array_maker(
+        "empty_like",
+        "A new array ``name`` like ``data`` with nothing written (see :meth:`zeros_like`).",
+    )
 
     @property
     def info(self) -> GroupInfo:
