@@ -1670,6 +1670,7 @@ def main(argv: list[str] | None = None) -> int:
     results: list[dict[str, Any]] = []
     t_start = time.perf_counter()
     load_start = os.getloadavg()
+
     def cleanup() -> None:
         # set-aside stores never outlive the run, --keep or not (nor a Ctrl-C: atexit)
         shutil.rmtree(stores / TRASH, ignore_errors=True)

@@ -153,11 +153,15 @@ def summarize(raw: dict[str, dict[str, list[dict[str, float]]]]) -> dict[str, An
             cz = rows["cuzarr"]
             best = min(peers, key=lambda c: peers[c]["best"])
             med = min(peers, key=lambda c: peers[c]["median"])
+            cpu = min(peers, key=lambda c: peers[c]["cpu_median"])
             rows["_ratio"] = {
                 "best_peer": best,
                 "best_of": peers[best]["best"] / cz["best"],
                 "median_peer": med,
                 "median": peers[med]["median"] / cz["median"],
+                # CPU seconds: what a loaded machine (wall > CPU) does not distort
+                "cpu_peer": cpu,
+                "cpu": peers[cpu]["cpu_median"] / cz["cpu_median"],
             }
         out[unit] = rows
     return out
@@ -183,7 +187,8 @@ def print_summary(summary: dict[str, Any], nbytes: int) -> None:
         if r:
             print(
                 f"{unit:<12} {'cuzarr vs':<12} best-of: {r['best_of']:.2f} ({r['best_peer']}), "
-                f"median: {r['median']:.2f} ({r['median_peer']})  (>1: cuzarr faster)"
+                f"median: {r['median']:.2f} ({r['median_peer']}), "
+                f"cpu: {r['cpu']:.2f} ({r['cpu_peer']})  (>1: cuzarr faster)"
             )
 
 
