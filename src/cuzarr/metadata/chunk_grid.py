@@ -160,28 +160,33 @@ def _positive_int(value: Any, what: str) -> int:
     return int(value)
 
 
+def _edge_run(item: Any, axis: int) -> tuple[int, int]:
+    """One entry of a dimension's JSON edge list as ``(size, count)``: a bare int is
+    a run of one, ``[size, count]`` a run-length pair; both checked positive."""
+    if not isinstance(item, (list, tuple)):
+        return _positive_int(item, f"chunk edge length (dimension {axis})"), 1
+    if len(item) != 2:
+        raise MetadataError(
+            f"rectilinear chunk_shapes[{axis}]: run-length entries are [size, count], "
+            f"got {item!r}"
+        )
+    size = _positive_int(item[0], f"chunk edge length (dimension {axis})")
+    return size, _positive_int(item[1], f"run-length count (dimension {axis})")
+
+
 def expand_rle(spec: Any, axis: int) -> tuple[int, ...]:
     """Expand one dimension's edge list: ints and ``[value, count]`` pairs."""
     if not isinstance(spec, (list, tuple)) or not spec:
         raise MetadataError(f"rectilinear chunk_shapes[{axis}] must be a non-empty list of edges")
     out: list[int] = []
     for item in spec:
-        if isinstance(item, (list, tuple)):
-            if len(item) != 2:
-                raise MetadataError(
-                    f"rectilinear chunk_shapes[{axis}]: run-length entries are [size, count], "
-                    f"got {item!r}"
-                )
-            size = _positive_int(item[0], f"chunk edge length (dimension {axis})")
-            count = _positive_int(item[1], f"run-length count (dimension {axis})")
-            if len(out) + count > MAX_EDGES:
-                # a few bytes of JSON must not expand into gigabytes of edges
-                raise MetadataError(
-                    f"rectilinear chunk_shapes[{axis}] has more than {MAX_EDGES} chunk edges"
-                )
-            out.extend([size] * count)
-        else:
-            out.append(_positive_int(item, f"chunk edge length (dimension {axis})"))
+        size, count = _edge_run(item, axis)
+        if isinstance(item, (list, tuple)) and len(out) + count > MAX_EDGES:
+            # a few bytes of JSON must not expand into gigabytes of edges
+            raise MetadataError(
+                f"rectilinear chunk_shapes[{axis}] has more than {MAX_EDGES} chunk edges"
+            )
+        out.extend([size] * count)
     return tuple(out)
 
 
@@ -333,16 +338,7 @@ def parse_edge_runs(spec: Any, axis: int) -> EdgeRuns:
     counts: list[int] = []
     n = 0
     for item in spec:
-        if isinstance(item, (list, tuple)):
-            if len(item) != 2:
-                raise MetadataError(
-                    f"rectilinear chunk_shapes[{axis}]: run-length entries are [size, count], "
-                    f"got {item!r}"
-                )
-            size = _positive_int(item[0], f"chunk edge length (dimension {axis})")
-            count = _positive_int(item[1], f"run-length count (dimension {axis})")
-        else:
-            size, count = _positive_int(item, f"chunk edge length (dimension {axis})"), 1
+        size, count = _edge_run(item, axis)
         n += count
         if n > MAX_EDGES:
             raise MetadataError(
