@@ -31,19 +31,9 @@ async def _walk(group: Any, bar: Progress) -> list[tuple[str, Any]]:
 
 
 def cmd_consolidate(args: argparse.Namespace) -> int:
-    """Write consolidated metadata for the group ``args.path`` of ``args.store``;
-    on a terminal, the nodes read so far are counted while it works.
-
-    Parameters
-    ----------
-    args : argparse.Namespace
-        ``store`` and ``path``, as :func:`~cuzarr.cli.parser.build_parser` parses them.
-
-    Returns
-    -------
-    int
-        The exit status (0).
-    """
+    """Write consolidated metadata for the group ``args.path`` of ``args.store``
+    (the arguments as for :func:`~cuzarr.cli.describe.cmd_tree`) and return the exit
+    status (0); on a terminal, the nodes read so far are counted while it works."""
     import cuzarr
     from cuzarr.core.consolidated import build_consolidated
     from cuzarr.runtime.sync import sync

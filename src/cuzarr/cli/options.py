@@ -46,12 +46,7 @@ def parse_ints(text: str | None) -> tuple[int, ...] | None:
 
 
 def parse_shards(text: str | None) -> tuple[int, ...] | str | None:
-    """The ``--shards`` option.
-
-    Parameters
-    ----------
-    text : str or None
-        The option's text; ``None`` when it was not given.
+    """The ``--shards`` option (``text`` as for :func:`parse_ints`).
 
     Returns
     -------

@@ -30,14 +30,8 @@ _BATCH = 64
 async def move_member(group: Any, source: str, dest: str) -> None:
     """Move ``group``'s member ``source`` to ``dest`` (both relative to ``group``).
 
-    Raises
-    ------
-    NodeNotFoundError
-        Nothing is at ``source``.
-    ContainsArrayError, ContainsGroupError
-        A node is at ``dest`` already.
-    ValueError
-        ``dest`` lies inside ``source``, or either is the group itself.
+    Raises the errors :meth:`cuzarr.Group.move` lists, and ``ValueError`` where
+    ``dest`` lies inside ``source`` or either is the group itself.
     """
     if group.read_only:
         raise ReadOnlyError(f"group {group.name!r} is read-only")

@@ -98,20 +98,34 @@ def project_slice(start: int, stop: int, step: int, dim: DimGrid) -> DimProjecti
         return DimProjection(chunks, csels, osels, complete, n)
     for ci in range(c0, c1 + 1):
         off = ci * chunk
-        if start >= off:
-            first = start
-        else:
-            first = start + -(-(off - start) // step) * step
         end = min(last, off + chunk - 1)
-        if first > end:
-            continue
-        cnt = (end - first) // step + 1
-        o = (first - start) // step
-        chunks.append(ci)
-        csels.append(slice(first - off, first - off + (cnt - 1) * step + 1, step))
-        osels.append(slice(o, o + cnt))
-        complete.append(LOOSE if chunk == 1 else False)
+        if _add_strided(ci, off, end, start, step, chunks, csels, osels):
+            complete.append(LOOSE if chunk == 1 else False)
     return DimProjection(chunks, csels, osels, complete, n)
+
+
+def _add_strided(
+    ci: int,
+    off: int,
+    end: int,
+    start: int,
+    step: int,
+    chunks: list[int],
+    csels: list[Sel],
+    osels: list[Sel],
+) -> bool:
+    """Add chunk ``ci`` (its first position ``off``, its last in the slice ``end``)
+    to the projection of the slice ``start::step`` (step > 1), regular grid or
+    explicit edges alike; False, with nothing added, where the step skips it."""
+    first = start if start >= off else start + -(-(off - start) // step) * step
+    if first > end:
+        return False
+    cnt = (end - first) // step + 1
+    o = (first - start) // step
+    chunks.append(ci)
+    csels.append(slice(first - off, first - off + (cnt - 1) * step + 1, step))
+    osels.append(slice(o, o + cnt))
+    return True
 
 
 def _project_slice_edges(start: int, step: int, n: int, dim: RectilinearDimGrid) -> DimProjection:
@@ -146,19 +160,9 @@ def _project_slice_edges(start: int, step: int, n: int, dim: RectilinearDimGrid)
     for ci in range(c0, c1 + 1):
         off = offs[ci]
         nxt = offs[ci + 1]
-        if start >= off:
-            first = start
-        else:
-            first = start + -(-(off - start) // step) * step
         end = last if last < nxt - 1 else nxt - 1
-        if first > end:
-            continue
-        cnt = (end - first) // step + 1
-        o = (first - start) // step
-        chunks.append(ci)
-        csels.append(slice(first - off, first - off + (cnt - 1) * step + 1, step))
-        osels.append(slice(o, o + cnt))
-        complete.append(LOOSE if nxt - off == 1 else False)
+        if _add_strided(ci, off, end, start, step, chunks, csels, osels):
+            complete.append(LOOSE if nxt - off == 1 else False)
     return DimProjection(chunks, csels, osels, complete, n)
 
 

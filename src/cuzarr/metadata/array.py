@@ -227,17 +227,23 @@ def register_codec_support(parse: Any, check: Any) -> None:
     _codec_support = (parse, check)
 
 
+def check_v3_document(d: Any, node_type: str) -> None:
+    """Raise ``MetadataError`` unless ``d`` is a ``zarr.json`` object of zarr format 3
+    for a node of ``node_type`` (``"array"`` or ``"group"``)."""
+    if not isinstance(d, dict):
+        raise MetadataError("zarr.json must hold a JSON object")
+    if d.get("zarr_format") != 3:
+        raise MetadataError(f"zarr.json: zarr_format must be 3, got {d.get('zarr_format')!r}")
+    if d.get("node_type") != node_type:
+        raise MetadataError(f"zarr.json: node_type is {d.get('node_type')!r}, not {node_type!r}")
+
+
 def parse_array_metadata_v3(d: Any) -> ArrayMetadata:
     """Validate and parse an array ``zarr.json`` document."""
     if _codec_support is None:  # pragma: no cover - cuzarr's __init__ imports codecs
         raise RuntimeError("cuzarr.codecs is not imported: v3 codecs cannot be parsed")
     codec_from_json, check_codecs = _codec_support
-    if not isinstance(d, dict):
-        raise MetadataError("zarr.json must hold a JSON object")
-    if d.get("zarr_format") != 3:
-        raise MetadataError(f"zarr.json: zarr_format must be 3, got {d.get('zarr_format')!r}")
-    if d.get("node_type") != "array":
-        raise MetadataError(f"zarr.json: node_type is {d.get('node_type')!r}, not 'array'")
+    check_v3_document(d, "array")
     for key in ("shape", "data_type", "chunk_grid", "chunk_key_encoding", "fill_value", "codecs"):
         if key not in d:
             raise MetadataError(f"zarr.json: required field {key!r} is missing")

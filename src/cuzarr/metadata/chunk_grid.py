@@ -167,8 +167,7 @@ def _edge_run(item: Any, axis: int) -> tuple[int, int]:
         return _positive_int(item, f"chunk edge length (dimension {axis})"), 1
     if len(item) != 2:
         raise MetadataError(
-            f"rectilinear chunk_shapes[{axis}]: run-length entries are [size, count], "
-            f"got {item!r}"
+            f"rectilinear chunk_shapes[{axis}]: run-length entries are [size, count], got {item!r}"
         )
     size = _positive_int(item[0], f"chunk edge length (dimension {axis})")
     return size, _positive_int(item[1], f"run-length count (dimension {axis})")

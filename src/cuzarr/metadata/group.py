@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from cuzarr.errors import MetadataError
-from cuzarr.metadata.array import _check_extension, json_dumps
+from cuzarr.metadata.array import _check_extension, check_v3_document, json_dumps
 
 __all__ = [
     "ConsolidatedMetadata",
@@ -57,12 +57,7 @@ class GroupMetadata:
 
 
 def parse_group_metadata_v3(d: Any) -> GroupMetadata:
-    if not isinstance(d, dict):
-        raise MetadataError("zarr.json must hold a JSON object")
-    if d.get("zarr_format") != 3:
-        raise MetadataError(f"zarr.json: zarr_format must be 3, got {d.get('zarr_format')!r}")
-    if d.get("node_type") != "group":
-        raise MetadataError(f"zarr.json: node_type is {d.get('node_type')!r}, not 'group'")
+    check_v3_document(d, "group")
     extra = {}
     for key, value in d.items():
         if key in ("zarr_format", "node_type", "attributes"):

@@ -88,27 +88,19 @@ def _encode(o: Any, parts: list[str], nl: str, step: str, depth: int) -> None:
     lead = inner
     parts.append(opener)
     append = parts.append
-    if t is dict:
-        for k, v in o.items():
+    keyed = t is dict
+    for k, v in o.items() if keyed else ((None, v) for v in o):
+        append(lead)
+        if keyed:
             if type(k) is not str:
                 raise _Fallback  # json's key conversions and errors
-            append(lead)
             append(encode_basestring(k))
             append(": ")
-            tv = type(v)
-            if tv is dict or tv is list or tv is tuple:
-                _encode(v, parts, inner, step, depth + 1)
-            else:
-                append(_scalar(v))
-            lead = sep
-    else:
-        for v in o:
-            append(lead)
-            tv = type(v)
-            if tv is dict or tv is list or tv is tuple:
-                _encode(v, parts, inner, step, depth + 1)
-            else:
-                append(_scalar(v))
-            lead = sep
+        tv = type(v)
+        if tv is dict or tv is list or tv is tuple:
+            _encode(v, parts, inner, step, depth + 1)
+        else:
+            append(_scalar(v))
+        lead = sep
     append(nl)
     append(closer)

@@ -122,14 +122,7 @@ class MemoryStore(Store):
     async def get_many(self, keys: Sequence[str], prototype: Any = None) -> list[bytes | None]:
         if type(self).get is not MemoryStore.get:
             return await super().get_many(keys, prototype)
-        d = self._store_dict
-        out: list[bytes | None] = []
-        for key in keys:
-            value = d.get(key)
-            out.append(
-                value if value is None or isinstance(value, bytes) else self._as_bytes(value)
-            )
-        return out
+        return self._get_many_sync(keys)
 
     async def exists(self, key: str) -> bool:
         return key in self._store_dict

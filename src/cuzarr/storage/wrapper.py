@@ -21,6 +21,11 @@ __all__ = ["LoggingStore", "WrapperStore"]
 _HOOKS = ("get", "set", "delete")
 
 
+def _forwarded(name: str) -> Any:
+    """A read-only property answering the wrapped store's attribute ``name``."""
+    return property(lambda self: getattr(self._store, name), doc=f"The wrapped store's ``{name}``.")
+
+
 class WrapperStore(Store):
     """A store that hands every operation to the store it wraps (``._store``).
 
@@ -74,21 +79,11 @@ class WrapperStore(Store):
     def _check_writable(self) -> None:
         self._store._check_writable()
 
-    @property
-    def supports_writes(self) -> bool:  # type: ignore[override]
-        return self._store.supports_writes
-
-    @property
-    def supports_deletes(self) -> bool:  # type: ignore[override]
-        return self._store.supports_deletes
-
-    @property
-    def supports_listing(self) -> bool:  # type: ignore[override]
-        return self._store.supports_listing
-
-    @property
-    def supports_partial_writes(self) -> bool:  # type: ignore[override]
-        return self._store.supports_partial_writes
+    # the wrapped store's capabilities, read through
+    supports_writes = _forwarded("supports_writes")
+    supports_deletes = _forwarded("supports_deletes")
+    supports_listing = _forwarded("supports_listing")
+    supports_partial_writes = _forwarded("supports_partial_writes")
 
     @property
     def takes_parts(self) -> bool:
