@@ -51,8 +51,7 @@ def _add_info_and_tree(sub: Any) -> None:
             "unverified where the store cannot be listed)."
         ),
     )
-    s.add_argument("store", help="a path or URL (a .zip file, s3://, http(s)://, ...)")
-    s.add_argument("--path", default=None, help="the node inside the store (default: its root)")
+    _add_node_args(s, "a path or URL (a .zip file, s3://, http(s)://, ...)")
     s.add_argument("--json", action="store_true", help="print one JSON object")
     s.set_defaults(func=cmd_info)
     s = sub.add_parser(
@@ -68,9 +67,15 @@ def _add_info_and_tree(sub: Any) -> None:
             "without index pages) is shown from its consolidated metadata, with a note."
         ),
     )
-    s.add_argument("store", help="a path or URL")
-    s.add_argument("--path", default=None, help="the node inside the store (default: its root)")
+    _add_node_args(s, "a path or URL")
     s.set_defaults(func=cmd_tree)
+
+
+def _add_node_args(s: Any, store_help: str) -> None:
+    """The node a command reads: its store (``store_help`` says what it takes) and
+    ``--path`` inside it."""
+    s.add_argument("store", help=store_help)
+    s.add_argument("--path", default=None, help="the node inside the store (default: its root)")
 
 
 def _add_copy(sub: Any) -> None:

@@ -63,10 +63,16 @@ def inflate(data: Any, bound: int | None) -> bytes:
         out = d.decompress(data, 0 if bound is None else bound + 1)
     except zlib.error as e:
         raise CodecError(f"zlib decompression failed: {e}") from e
+    return _whole(out, d, bound, "zlib")
+
+
+def _whole(out: bytes, d: Any, bound: int | None, name: str) -> bytes:
+    """``out``, the output of the ``name`` stream ``d``: at most ``bound`` bytes, and
+    ``d`` read to its end (``CodecError`` otherwise)."""
     if bound is not None and len(out) > bound:
-        raise _too_big("zlib", bound)
+        raise _too_big(name, bound)
     if not d.eof:
-        raise CodecError("zlib stream is truncated")
+        raise CodecError(f"{name} stream is truncated")
     return out
 
 
@@ -81,11 +87,7 @@ def gunzip(data: Any, bound: int | None) -> bytes:
             out = _more_gzip_members(out, d.unused_data, bound)
     except zlib.error as e:
         raise CodecError(f"gzip decompression failed: {e}") from e
-    if bound is not None and len(out) > bound:
-        raise _too_big("gzip", bound)
-    if not d.eof:
-        raise CodecError("gzip stream is truncated")
-    return out
+    return _whole(out, d, bound, "gzip")
 
 
 def _more_gzip_members(out: bytes, rest: bytes, bound: int | None) -> bytes:
@@ -116,49 +118,47 @@ def bunzip2(data: Any, bound: int | None) -> bytes:
     """bzip2 streams, one after another, as ``bz2.decompress`` reads them
     (bytes after the last stream that are not one are ignored)."""
     rest = bytes(data)
-    parts: list[bytes] = []
-    total = 0
-    while rest:
-        d = bz2.BZ2Decompressor()
-        try:
-            part = d.decompress(rest, _cap(bound, total))
-        except OSError as e:
-            if parts:
-                break  # trailing bytes that are not a stream: ignored, as bz2 does
-            raise CodecError(f"bz2 decompression failed: {e}") from e
-        total += len(part)
-        if bound is not None and total > bound:
-            raise _too_big("bz2", bound)
-        parts.append(part)
-        if not d.eof:
-            raise CodecError("bz2 stream is truncated")
-        rest = d.unused_data
-    return b"".join(parts)
+    return _streams(rest, bound, "bz2", bz2.BZ2Decompressor, OSError) if rest else b""
 
 
 def unxz(data: Any, bound: int | None, fmt: int = lzma.FORMAT_AUTO, filters: Any = None) -> bytes:
     """xz / lzma streams, one after another, as ``lzma.decompress`` reads them.
     The decoder's dictionary is limited too (its size comes from the header)."""
-    rest = bytes(data)
-    parts: list[bytes] = []
-    total = 0
     memlimit = None
     if bound is not None and fmt != lzma.FORMAT_RAW:  # raw streams take no limit
         memlimit = bound + _LZMA_MEMLIMIT_SLACK
+    return _streams(
+        bytes(data),
+        bound,
+        "lzma",
+        lambda: lzma.LZMADecompressor(fmt, memlimit, filters),
+        lzma.LZMAError,
+    )
+
+
+def _streams(
+    rest: bytes, bound: int | None, name: str, decompressor: Any, error: type[Exception]
+) -> bytes:
+    """Streams of the module ``name`` (bz2, lzma), one after another, each read by a
+    new ``decompressor()``, as that module's ``decompress`` reads them: bytes after
+    the last stream that are not one are ignored; more than ``bound`` bytes out
+    raise ``CodecError``, and so do a first stream that fails and a truncated one."""
+    parts: list[bytes] = []
+    total = 0
     while True:
         try:
-            d = lzma.LZMADecompressor(fmt, memlimit, filters)
+            d = decompressor()
             part = d.decompress(rest, _cap(bound, total))
-        except lzma.LZMAError as e:
+        except error as e:
             if parts:
-                break  # trailing bytes that are not a stream: ignored, as lzma does
-            raise CodecError(f"lzma decompression failed: {e}") from e
+                break  # trailing bytes that are not a stream: ignored, as the module does
+            raise CodecError(f"{name} decompression failed: {e}") from e
         total += len(part)
         if bound is not None and total > bound:
-            raise _too_big("lzma", bound)
+            raise _too_big(name, bound)
         parts.append(part)
         if not d.eof:
-            raise CodecError("lzma stream is truncated")
+            raise CodecError(f"{name} stream is truncated")
         rest = d.unused_data
         if not rest:
             break
