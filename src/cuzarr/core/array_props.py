@@ -11,15 +11,18 @@ import numpy as np
 from cuzarr.codecs.sharding import ShardingCodec
 from cuzarr.config import flag
 from cuzarr.core.array_info import ArrayInfo
+from cuzarr.core.node_props import NodeProperties
 from cuzarr.metadata.chunk_grid import RegularChunkGrid, chunk_sizes
 
 __all__ = ["ArrayProperties"]
 
 
-class ArrayProperties:
+class ArrayProperties(NodeProperties):
     """The read-only properties of :class:`~cuzarr.core.async_array.AsyncArray`
     (and, through it, ``Array``), computed from ``metadata``, ``store_path`` and
-    the handle's settings."""
+    the handle's settings (those a group has too: :class:`NodeProperties`)."""
+
+    _node_type = "array"
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -86,30 +89,6 @@ class ArrayProperties:
     @property
     def order(self) -> str:
         return self.metadata.order
-
-    @property
-    def zarr_format(self) -> int:
-        return self.metadata.zarr_format
-
-    @property
-    def store(self) -> Any:
-        return self.store_path.store
-
-    @property
-    def path(self) -> str:
-        return self.store_path.path
-
-    @property
-    def name(self) -> str:
-        return "/" + self.store_path.path
-
-    @property
-    def basename(self) -> str:
-        return self.store_path.path.rsplit("/", 1)[-1]
-
-    @property
-    def read_only(self) -> bool:
-        return self.store_path.store.read_only
 
     @property
     def lazy(self) -> Any:

@@ -27,7 +27,6 @@ from cuzarr.core.blocking import on_blocking_io
 from cuzarr.core.nodes import (
     load_node_metadata,
     publish_metadata,
-    same_metadata,
     save_metadata,
     write_new_node,
 )
@@ -106,16 +105,6 @@ class AsyncArray(ArrayProperties):
 
     def __repr__(self) -> str:
         return f"<AsyncArray {self.store_path} shape={self.shape} dtype={self.dtype}>"
-
-    def __eq__(self, other: object) -> bool:
-        # zarr-python's value equality: the same node of the same store, with the
-        # same metadata (two handles opened separately are equal)
-        if not isinstance(other, AsyncArray):
-            return NotImplemented
-        return self.store_path == other.store_path and same_metadata(self.metadata, other.metadata)
-
-    def __hash__(self) -> int:
-        return hash(("array", self.store_path.path))
 
     def __init__(
         self,

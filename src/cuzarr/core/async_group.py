@@ -21,11 +21,11 @@ from cuzarr.core.group_info import GroupInfo
 from cuzarr.core.group_members import GroupMembers
 from cuzarr.core.hierarchy import as_node_metadata
 from cuzarr.core.move import move_member
+from cuzarr.core.node_props import NodeProperties
 from cuzarr.core.nodes import (
     load_node_metadata,
     load_node_metadata_sync,
     publish_metadata,
-    same_metadata,
     save_metadata,
     write_new_node,
 )
@@ -46,20 +46,13 @@ from cuzarr.storage.common import StorePath, join_path, make_store_path, normali
 __all__ = ["AsyncGroup"]
 
 
-class AsyncGroup(GroupMembers, GroupCreation):
+class AsyncGroup(GroupMembers, GroupCreation, NodeProperties):
     """A group in a store; every operation is a coroutine."""
+
+    _node_type = "group"
 
     def __repr__(self) -> str:
         return f"<AsyncGroup {self.store_path}>"
-
-    def __eq__(self, other: object) -> bool:
-        # zarr-python's value equality: the same node, with the same metadata
-        if not isinstance(other, AsyncGroup):
-            return NotImplemented
-        return self.store_path == other.store_path and same_metadata(self.metadata, other.metadata)
-
-    def __hash__(self) -> int:
-        return hash(("group", self.store_path.path))
 
     def __init__(
         self,
@@ -225,30 +218,6 @@ class AsyncGroup(GroupMembers, GroupCreation):
         meta = GroupMetadata(zarr_format, dict(attributes or {}))
         await write_new_node(store_path, meta, overwrite)
         return cls(meta, store_path)
-
-    @property
-    def zarr_format(self) -> int:
-        return self.metadata.zarr_format
-
-    @property
-    def path(self) -> str:
-        return self.store_path.path
-
-    @property
-    def name(self) -> str:
-        return "/" + self.store_path.path
-
-    @property
-    def basename(self) -> str:
-        return self.store_path.path.rsplit("/", 1)[-1]
-
-    @property
-    def store(self) -> Any:
-        return self.store_path.store
-
-    @property
-    def read_only(self) -> bool:
-        return self.store_path.store.read_only
 
     def _child(self, name: str) -> StorePath:
         return StorePath(
@@ -424,36 +393,27 @@ class AsyncGroup(GroupMembers, GroupCreation):
         cuzarr.errors.ContainsGroupError
             If a group is there.
         """
-        sp = self._child(path)
-        try:
-            node = await self.getitem(path)
-        except KeyError:
-            raise ArrayNotFoundError(
-                f"No array found in store {sp.store!r} at path {sp.path!r}"
-            ) from None
-        if isinstance(node, AsyncGroup):
-            raise ContainsGroupError(f"A group exists in store {sp.store!r} at path {sp.path!r}.")
-        return node
+        return await self._get_kind(path, AsyncArray)
 
     async def get_group(self, path: str) -> AsyncGroup:
-        """The group at ``path``.
+        """The group at ``path`` (``GroupNotFoundError`` if nothing is there,
+        ``ContainsArrayError`` if an array is)."""
+        return await self._get_kind(path, AsyncGroup)
 
-        Raises
-        ------
-        cuzarr.errors.GroupNotFoundError
-            If nothing is there.
-        cuzarr.errors.ContainsArrayError
-            If an array is there.
-        """
+    async def _get_kind(self, path: str, kind: type[Any]) -> Any:
+        """The node at ``path`` if it is a ``kind`` (``AsyncArray`` or ``AsyncGroup``),
+        with zarr-python's errors for nothing there and for the other kind there."""
         sp = self._child(path)
+        where = f"in store {sp.store!r} at path {sp.path!r}"
+        is_array = kind is AsyncArray
         try:
             node = await self.getitem(path)
         except KeyError:
-            raise GroupNotFoundError(
-                f"No group found in store {sp.store!r} at path {sp.path!r}"
-            ) from None
-        if isinstance(node, AsyncArray):
-            raise ContainsArrayError(f"An array exists in store {sp.store!r} at path {sp.path!r}.")
+            missing = ArrayNotFoundError if is_array else GroupNotFoundError
+            raise missing(f"No {'array' if is_array else 'group'} found {where}") from None
+        if not isinstance(node, kind):
+            other = ContainsGroupError if is_array else ContainsArrayError
+            raise other(f"{'A group' if is_array else 'An array'} exists {where}.")
         return node
 
     async def move(self, source: str, dest: str) -> None:
