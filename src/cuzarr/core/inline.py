@@ -18,6 +18,7 @@ import numpy as np
 
 from cuzarr.buffer import host_selection, is_device_array
 from cuzarr.core import engine
+from cuzarr.core.plans import try_inline
 from cuzarr.core.shards import try_read_sharded_inline
 from cuzarr.indexing.selection import (
     BasicPlan,
@@ -101,8 +102,12 @@ def _read(
         done = try_read_sharded_inline(
             arr.store_path, arr.metadata, arr._pipeline, codec, items, buf
         )
+    elif len(items) > engine.SMALL_READ_CHUNKS and type(buf) is not np.ndarray:
+        done = False  # beyond SMALL_READ_CHUNKS, host reads only (engine.small_read)
     else:
-        done = engine.try_read_inline(arr.store_path, arr.metadata, arr._pipeline, items, buf, sio)
+        # engine.try_read_inline's checks are done above: its job, straight
+        job = engine.read_job(arr.store_path, arr.metadata, arr._pipeline, items, buf, sio)
+        done = try_inline(job, arr.store_path.store, sio)
     if not done:
         return NotImplemented
     return buf.reshape(result_shape)
