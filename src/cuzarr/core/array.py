@@ -14,11 +14,10 @@ from cuzarr.core.array_info import ArrayInfo
 from cuzarr.core.async_array import (
     AsyncArray,
 )
-from cuzarr.core.attributes import Attributes
-from cuzarr.core.blocking import run_blocking
 from cuzarr.core.inline import Converted, get_selection_inline, getitem_inline, setitem_inline
 from cuzarr.core.lazy import LazyArray
 from cuzarr.core.open_inline import open_array_inline
+from cuzarr.core.sync_node import SyncNode
 from cuzarr.core.values import as_requested, device_index
 from cuzarr.indexing.selection import has_fields as _has_fields
 from cuzarr.indexing.selection import pop_fields as _pop_fields
@@ -57,7 +56,7 @@ class _Indexer:
         getattr(self._array, self._set)(selection, value, fields=fields)
 
 
-class Array:
+class Array(SyncNode):
     """A Zarr array with a synchronous, numpy-like interface.
 
     ``a[...]`` reads and ``a[...] = v`` writes with numpy semantics;
@@ -71,6 +70,8 @@ class Array:
     def __init__(self, async_array: AsyncArray) -> None:
         self._async_array = async_array
 
+    _node = property(lambda self: self._async_array)  # for SyncNode
+
     @property
     def async_array(self) -> AsyncArray:
         return self._async_array
@@ -78,14 +79,6 @@ class Array:
     def __repr__(self) -> str:
         a = self._async_array
         return f"<Array {a.store_path} shape={a.shape} dtype={a.dtype}>"
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Array):
-            return NotImplemented
-        return self._async_array == other._async_array
-
-    def __hash__(self) -> int:
-        return hash(self._async_array)
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Pickle by reference (store + path), never the data: dask workers and
@@ -128,18 +121,6 @@ class Array:
     @property
     def nchunks_initialized(self) -> int:
         return sync(self._async_array.nchunks_initialized())
-
-    @property
-    def attrs(self) -> Attributes:
-        return Attributes(
-            lambda: self._async_array.metadata.attributes,
-            lambda attrs: run_blocking(lambda: self._async_array._replace_attributes(attrs)),
-        )
-
-    def update_attributes(self, new_attributes: dict[str, Any]) -> Array:
-        """Merge ``new_attributes`` into the attributes (keys not in it are kept)."""
-        run_blocking(lambda: self._async_array.update_attributes(new_attributes))
-        return self
 
     @classmethod
     def from_dict(cls, store_path: StorePath, data: dict[str, Any]) -> Array:

@@ -9,9 +9,9 @@ from typing import Any
 
 from cuzarr.core.array import Array, AsyncArray
 from cuzarr.core.async_group import AsyncGroup
-from cuzarr.core.attributes import Attributes
 from cuzarr.core.blocking import run_blocking
 from cuzarr.core.group_info import GroupInfo
+from cuzarr.core.sync_node import SyncNode
 from cuzarr.runtime.sync import sync
 
 __all__ = ["AsyncGroup", "Group", "GroupInfo"]
@@ -55,22 +55,16 @@ def _array_maker(
     return make
 
 
-class Group:
+class Group(SyncNode):
     """A Zarr group with a synchronous, dict-like interface."""
 
     def __init__(self, async_group: AsyncGroup) -> None:
         self._async_group = async_group
 
+    _node = property(lambda self: self._async_group)  # for SyncNode
+
     def __repr__(self) -> str:
         return f"<Group {self._async_group.store_path}>"
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Group):
-            return NotImplemented
-        return self._async_group == other._async_group
-
-    def __hash__(self) -> int:
-        return hash(self._async_group)
 
     @property
     def async_group(self) -> AsyncGroup:
@@ -84,18 +78,6 @@ class Group:
     store_path = property(lambda self: self._async_group.store_path)
     metadata = property(lambda self: self._async_group.metadata)
     read_only = property(lambda self: self._async_group.read_only)
-
-    @property
-    def attrs(self) -> Attributes:
-        return Attributes(
-            lambda: self._async_group.metadata.attributes,
-            lambda attrs: run_blocking(lambda: self._async_group._replace_attributes(attrs)),
-        )
-
-    def update_attributes(self, new_attributes: dict[str, Any]) -> Group:
-        """Merge ``new_attributes`` into the attributes (keys not in it are kept)."""
-        run_blocking(lambda: self._async_group.update_attributes(new_attributes))
-        return self
 
     async def update_attributes_async(self, new_attributes: dict[str, Any]) -> Group:
         """:meth:`update_attributes` for a caller on an event loop: awaited there,
