@@ -25,7 +25,7 @@ from cuzarr.core.array_info import ArrayInfo
 from cuzarr.core.array_props import ArrayProperties
 from cuzarr.core.blocking import on_blocking_io
 from cuzarr.core.nodes import (
-    load_node_metadata,
+    open_node_metadata,
     publish_metadata,
     save_metadata,
     write_new_node,
@@ -34,7 +34,7 @@ from cuzarr.core.resize import resize as resize_shape
 from cuzarr.core.resize import stored_coords
 from cuzarr.core.shards import read_sharded, sharding_codec
 from cuzarr.core.values import as_value, device_index, field_names, records_of
-from cuzarr.errors import ContainsGroupError, GroupFoundError, ReadOnlyError
+from cuzarr.errors import ContainsGroupError, ReadOnlyError
 from cuzarr.indexing.projection import any_per_chunk, chunk_labels
 from cuzarr.indexing.selection import (
     BasicPlan,
@@ -47,8 +47,7 @@ from cuzarr.indexing.selection import has_fields as _has_fields
 from cuzarr.indexing.selection import pop_fields as _pop_fields
 from cuzarr.metadata.array import ArrayMetadata
 from cuzarr.metadata.chunk_grid import RegularChunkGrid
-from cuzarr.metadata.group import GroupMetadata
-from cuzarr.storage.common import StorePath, make_store_path
+from cuzarr.storage.common import StorePath
 
 __all__ = ["AsyncArray"]
 
@@ -186,12 +185,7 @@ class AsyncArray(ArrayProperties):
     ) -> AsyncArray:
         """Open the array at ``store`` (a ``StorePath`` or anything ``open_array``
         takes as a store), as zarr-python's ``AsyncArray.open``."""
-        store_path = store if isinstance(store, StorePath) else make_store_path(store)
-        meta = await load_node_metadata(store_path, zarr_format, want="array")
-        if isinstance(meta, GroupMetadata):
-            raise GroupFoundError(
-                f"a group, not an array, exists at {store_path.store!r}, path {store_path.path!r}"
-            )
+        store_path, meta = await open_node_metadata(store, zarr_format, "array")
         arr = cls(meta, store_path)
         return arr.with_config(config) if config is not None else arr
 
@@ -539,17 +533,11 @@ class AsyncArray(ArrayProperties):
         return block_slices(selection, dims)
 
     # -- writing -----------------------------------------------------------------
-    def _as_value(
-        self,
-        value: Any,
-        shape: tuple[int, ...],
-        keep_device: bool = False,
-        basic: bool = False,
-        scalar: bool = False,
-    ) -> Any:
+    def _as_value(self, value: Any, shape: tuple[int, ...], **how: bool) -> Any:
         """``value`` as an array of the stored dtype broadcast to ``shape``
-        (see :func:`cuzarr.core.values.as_value`)."""
-        return as_value(self.metadata.dtype, value, shape, keep_device, basic, scalar)
+        (see :func:`cuzarr.core.values.as_value` for ``how``: keep_device, basic,
+        scalar)."""
+        return as_value(self.metadata.dtype, value, shape, **how)
 
     async def setitem(self, selection: Any, value: Any, prototype: Any = None) -> None:
         """Write ``value`` into ``selection`` with numpy semantics (broadcasting).

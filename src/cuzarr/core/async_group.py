@@ -25,12 +25,12 @@ from cuzarr.core.node_props import NodeProperties
 from cuzarr.core.nodes import (
     load_node_metadata,
     load_node_metadata_sync,
+    open_node_metadata,
     publish_metadata,
     save_metadata,
     write_new_node,
 )
 from cuzarr.errors import (
-    ArrayFoundError,
     ArrayNotFoundError,
     ContainsArrayError,
     ContainsGroupError,
@@ -116,12 +116,7 @@ class AsyncGroup(GroupMembers, GroupCreation, NodeProperties):
     ) -> AsyncGroup:
         """Open the group at ``store`` (a ``StorePath`` or anything ``open_group``
         takes as a store), as zarr-python's ``AsyncGroup.open``."""
-        store_path = store if isinstance(store, StorePath) else make_store_path(store)
-        meta = await load_node_metadata(store_path, zarr_format, want="group")
-        if isinstance(meta, ArrayMetadata):
-            raise ArrayFoundError(
-                f"an array, not a group, exists at {store_path.store!r}, path {store_path.path!r}"
-            )
+        store_path, meta = await open_node_metadata(store, zarr_format, "group")
         raw = None
         if use_consolidated is not False and meta.zarr_format == 2:
             raw = await store_path.store.get(store_path.key(ZMETADATA))

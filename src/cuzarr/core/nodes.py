@@ -6,9 +6,11 @@ from typing import Any
 
 from cuzarr.core.blocking import on_blocking_io
 from cuzarr.errors import (
+    ArrayFoundError,
     ArrayNotFoundError,
     ContainsArrayError,
     ContainsGroupError,
+    GroupFoundError,
     GroupNotFoundError,
     MetadataError,
     NodeNotFoundError,
@@ -20,13 +22,14 @@ from cuzarr.metadata.array import (
     parse_array_metadata_v3,
 )
 from cuzarr.metadata.group import GroupMetadata, parse_group_metadata_v2, parse_group_metadata_v3
-from cuzarr.storage.common import StorePath
+from cuzarr.storage.common import StorePath, make_store_path
 
 __all__ = [
     "load_node_metadata",
     "load_node_metadata_sync",
     "load_nodes_metadata",
     "node_kind",
+    "open_node_metadata",
     "parse_documents",
     "save_metadata",
     "write_new_node",
@@ -103,6 +106,23 @@ async def load_node_metadata(
     if want == "group":
         raise GroupNotFoundError(f"group {where} does not exist")
     raise NodeNotFoundError(f"array or group {where} does not exist")
+
+
+async def open_node_metadata(
+    store: Any, zarr_format: int | None, want: str
+) -> tuple[StorePath, Any]:
+    """``store`` (a ``StorePath`` or anything ``open_array`` takes as a store) as a
+    ``StorePath``, and the metadata of the ``want`` node (``"array"`` or ``"group"``)
+    there: zarr-python's ``GroupFoundError`` / ``ArrayFoundError`` where the other
+    kind is, the ``*NotFoundError`` of :func:`load_node_metadata` where none is."""
+    sp = store if isinstance(store, StorePath) else make_store_path(store)
+    meta = await load_node_metadata(sp, zarr_format, want=want)
+    where = f"{sp.store!r}, path {sp.path!r}"
+    if want == "array" and isinstance(meta, GroupMetadata):
+        raise GroupFoundError(f"a group, not an array, exists at {where}")
+    if want == "group" and isinstance(meta, ArrayMetadata):
+        raise ArrayFoundError(f"an array, not a group, exists at {where}")
+    return sp, meta
 
 
 async def load_nodes_metadata(
