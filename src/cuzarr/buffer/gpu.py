@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from cuzarr.buffer.cpu import _dtype
+from cuzarr.buffer.cpu import CpuPrototype, _dtype
 
 __all__ = [
     "GpuPrototype",
@@ -130,16 +130,12 @@ class GpuPrototype:
         return "<buffer prototype gpu>"
 
 
-class PinnedHostPrototype:
+class PinnedHostPrototype(CpuPrototype):
     """numpy arrays in page-locked host memory (fast, asynchronous host-to-device
-    copies). The memory is freed when the last numpy view of it goes away."""
+    copies). The memory is freed when the last numpy view of it goes away.
+    Allocation differs from :class:`CpuPrototype`; ``full`` and ``to_host`` are its."""
 
     name = "pinned"
-    is_device = False
-
-    @property
-    def xp(self) -> Any:
-        return np
 
     def empty(self, shape: Any, dtype: Any, order: str = "C") -> np.ndarray:
         cp = _device_cupy()
@@ -156,11 +152,6 @@ class PinnedHostPrototype:
         out[...] = 0
         return out
 
-    def full(self, shape: Any, fill_value: Any, dtype: Any, order: str = "C") -> np.ndarray:
-        out = self.empty(shape, dtype, order)
-        out[...] = fill_value
-        return out
-
     def asarray(self, x: Any, dtype: Any = None) -> np.ndarray:
         if is_device_array(x):
             x = import_cupy().asnumpy(x)
@@ -168,9 +159,6 @@ class PinnedHostPrototype:
         out = self.empty(x.shape, x.dtype)
         out[...] = x
         return out
-
-    def to_host(self, x: Any) -> np.ndarray:
-        return self.asarray(x)
 
     def __repr__(self) -> str:
         return "<buffer prototype pinned>"

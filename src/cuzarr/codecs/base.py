@@ -17,6 +17,7 @@ import numpy as np
 
 from cuzarr.errors import MetadataError, UnknownCodecError
 from cuzarr.metadata.dtypes import DataType
+from cuzarr.metadata.named import parse_named
 
 __all__ = [
     "ArrayArrayCodec",
@@ -141,12 +142,7 @@ def codec_from_json(obj: Any) -> Codec:
     """Build a codec from its v3 JSON (``{"name": ..., "configuration": ...}``)."""
     if isinstance(obj, str):
         obj = {"name": obj}
-    if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
-        raise MetadataError(f"invalid codec entry {obj!r}")
-    name = obj["name"]
-    conf = obj.get("configuration") or {}
-    if not isinstance(conf, dict):
-        raise MetadataError(f"codec {name!r}: configuration must be an object")
+    name, conf = parse_named(obj, "codec entry")
     from cuzarr.codecs import _load_builtin_codecs
 
     _load_builtin_codecs()

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from cuzarr.errors import MetadataError
+from cuzarr.metadata.named import parse_named
 
 __all__ = [
     "DimGrid",
@@ -512,12 +513,7 @@ def parse_chunk_grid(
     obj: Any, ndim: int, shape: tuple[int, ...] | None = None
 ) -> RegularChunkGrid | RectilinearChunkGrid:
     """Parse a v3 ``chunk_grid`` object (checked against ``shape`` when given)."""
-    if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
-        raise MetadataError(f"invalid chunk_grid {obj!r}")
-    name = obj["name"]
-    conf = obj.get("configuration") or {}
-    if not isinstance(conf, dict):
-        raise MetadataError(f"chunk_grid configuration must be an object, got {conf!r}")
+    name, conf = parse_named(obj, "chunk_grid")
     if name == "regular":
         cs = conf.get("chunk_shape")
         if not isinstance(cs, list) or len(cs) != ndim:

@@ -401,6 +401,13 @@ class Store(ABC):
         self._check_writable()
         await self.delete_many([k async for k in self.list()])
 
+    def _keeps(self, owner: type, *names: str) -> bool:
+        """Whether this store's class leaves the methods ``names`` as ``owner``
+        defines them: a subclass that overrides one must see every call, so the
+        shortcuts that bypass it (``sync_io``, inline paths) are off."""
+        cls = type(self)
+        return all(getattr(cls, n) is getattr(owner, n) for n in names)
+
     def sync_io(self) -> SyncIO | None:
         """Blocking batch I/O the engine may call from its worker threads, or None.
 

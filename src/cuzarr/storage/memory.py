@@ -179,12 +179,7 @@ class MemoryStore(Store):
         return _KeyLocks(self._store_dict, keys)
 
     def sync_io(self) -> SyncIO | None:
-        cls = type(self)
-        if (
-            cls.get is not MemoryStore.get
-            or cls.set is not MemoryStore.set
-            or cls.delete is not MemoryStore.delete
-        ):
+        if not self._keeps(MemoryStore, "get", "set", "delete"):
             return None
         return SyncIO(
             self._get_many_sync,

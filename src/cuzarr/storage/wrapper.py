@@ -68,8 +68,7 @@ class WrapperStore(Store):
 
     def _plain(self, *names: str) -> bool:
         """Whether this class leaves ``names`` as WrapperStore defines them."""
-        cls = type(self)
-        return all(getattr(cls, n) is getattr(WrapperStore, n) for n in names)
+        return self._keeps(WrapperStore, *names)
 
     # -- capabilities ------------------------------------------------------------
     @property

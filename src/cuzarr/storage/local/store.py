@@ -371,12 +371,7 @@ class LocalStore(KeyPaths, Store):
         return type(self).set is LocalStore.set and hasattr(os, "writev")
 
     def sync_io(self) -> SyncIO | None:
-        cls = type(self)
-        if (
-            cls.get is not LocalStore.get
-            or cls.set is not LocalStore.set
-            or cls.delete is not LocalStore.delete
-        ):
+        if not self._keeps(LocalStore, "get", "set", "delete"):
             return None
         return SyncIO(
             self._read_whole_many,
