@@ -3,6 +3,7 @@ tree of its hierarchy (``Group.tree()``)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from cuzarr.core.array import Array, AsyncArray
@@ -40,28 +41,19 @@ def render_tree(root: str, members: list[tuple[str, Any]]) -> Tree:
     return Tree("\n".join(lines))
 
 
+@dataclass(eq=False, repr=False)
 class GroupInfo:
     """Summary of a group (``Group.info`` / ``Group.info_complete()``), printed as
     zarr-python prints its ``GroupInfo``."""
 
-    def __init__(
-        self,
-        name: str,
-        zarr_format: int,
-        read_only: bool,
-        store_type: str,
-        count_members: int | None = None,
-        count_arrays: int | None = None,
-        count_groups: int | None = None,
-    ) -> None:
-        self.name = name
-        self.type = "Group"
-        self.zarr_format = zarr_format
-        self.read_only = read_only
-        self.store_type = store_type
-        self.count_members = count_members
-        self.count_arrays = count_arrays
-        self.count_groups = count_groups
+    name: str
+    zarr_format: int
+    read_only: bool
+    store_type: str
+    count_members: int | None = None
+    count_arrays: int | None = None
+    count_groups: int | None = None
+    type: str = field(default="Group", init=False)
 
     def __repr__(self) -> str:
         rows = [
@@ -71,12 +63,12 @@ class GroupInfo:
             ("Read-only", self.read_only),
             ("Store type", self.store_type),
         ]
-        if self.count_members is not None:
-            rows.append(("No. members", self.count_members))
-        if self.count_arrays is not None:
-            rows.append(("No. arrays", self.count_arrays))
-        if self.count_groups is not None:
-            rows.append(("No. groups", self.count_groups))
+        counts = [
+            ("No. members", self.count_members),
+            ("No. arrays", self.count_arrays),
+            ("No. groups", self.count_groups),
+        ]
+        rows += [(label, n) for label, n in counts if n is not None]  # known after info_complete
         return "\n".join(f"{k:<12}: {v}" for k, v in rows)
 
     __str__ = __repr__
