@@ -32,6 +32,7 @@ Usage::
     python benchmarks/bench_core.py --workloads shard,sel --order rotate
     python benchmarks/bench_core.py --quick --impl-module zarr   # dry run
     python benchmarks/bench_core.py --profile tiny-read          # cProfile cuzarr
+    python benchmarks/bench_core.py --in-process --size-mib 64  # one long-lived process
 
 See benchmarks/README.md.
 """
