@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -162,36 +163,39 @@ class ShardingCodec(ArrayBytesCodec):
             return self
         return ShardingCodec(self.chunk_shape, codecs, index_codecs, self.index_location)
 
+    def _cached(self, key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
+        """``make()``, made once per ``key`` for this codec (pipelines and sizes
+        that depend only on the codec and the key)."""
+        value = self._cache.get(key)
+        if value is None:
+            value = self._cache[key] = make()
+        return value
+
     def inner_pipeline(self, spec: ChunkSpec) -> Any:
         from cuzarr.codecs.pipeline import V3Pipeline
 
-        key = ("inner", spec.dtype, _fill_key(spec.fill_value))
-        p = self._cache.get(key)
-        if p is None:
-            p = self._cache[key] = V3Pipeline(
-                self.codecs, spec.dtype, spec.fill_value, self.chunk_shape
-            )
-        return p
+        return self._cached(
+            ("inner", spec.dtype, _fill_key(spec.fill_value)),
+            lambda: V3Pipeline(self.codecs, spec.dtype, spec.fill_value, self.chunk_shape),
+        )
 
     def index_pipeline(self, shard_shape: tuple[int, ...]) -> Any:
         from cuzarr.codecs.pipeline import V3Pipeline
 
         cps = self.chunks_per_shard(shard_shape)
-        key = ("index", cps)
-        p = self._cache.get(key)
-        if p is None:
-            p = self._cache[key] = V3Pipeline(self.index_codecs, _U64, EMPTY, (*cps, 2))
-        return p
+        return self._cached(
+            ("index", cps), lambda: V3Pipeline(self.index_codecs, _U64, EMPTY, (*cps, 2))
+        )
 
     def index_nbytes(self, shard_shape: tuple[int, ...]) -> int:
         """Encoded size of the index (fixed for a given shard shape)."""
         cps = self.chunks_per_shard(shard_shape)
-        key = ("index_nbytes", cps)
-        n = self._cache.get(key)
-        if n is None:
+
+        def size() -> int:
             empty = np.full((*cps, 2), EMPTY, dtype=np.uint64)
-            n = self._cache[key] = len(self.index_pipeline(shard_shape).encode(empty, (*cps, 2)))
-        return n
+            return len(self.index_pipeline(shard_shape).encode(empty, (*cps, 2)))
+
+        return self._cached(("index_nbytes", cps), size)
 
     def max_encoded_nbytes(self, spec: ChunkSpec) -> int | None:
         """An upper bound on an encoded shard of ``spec``: every inner chunk at its
