@@ -622,6 +622,7 @@ class Meter:
         self.res = res
         self.prewarm_bytes = prewarm_bytes
         res["times"] = {}
+        res["cpu"] = {}
         res["rss"] = {}
 
     @contextlib.contextmanager
@@ -637,9 +638,13 @@ class Meter:
         _flush_dirty_pages()
         self.res["hwm_reset"] = _reset_hwm()
         base = _rss()
+        c0 = time.process_time()
         t0 = time.perf_counter()
         yield
         t = time.perf_counter() - t0
+        # CPU seconds of the process, every thread: what preemption by other
+        # jobs on a loaded machine does not inflate
+        self.res["cpu"][wl] = time.process_time() - c0
         self.res["times"][wl] = t
         self.res["rss"][wl] = [base, max(base, _hwm())]
 
@@ -1038,6 +1043,7 @@ def summarize(results: list[dict[str, Any]], args, sizes: dict[str, Any]) -> dic
                     (wl, c),
                     {
                         "times": [],
+                        "cpu": [],
                         "by_repeat": {},
                         "errors": [],
                         "rss_peak": [],
@@ -1056,6 +1062,8 @@ def summarize(results: list[dict[str, Any]], args, sizes: dict[str, Any]) -> dic
                 if wl not in r.get("times", {}):
                     continue
                 row["times"].append(r["times"][wl])
+                if wl in r.get("cpu", {}):
+                    row["cpu"].append(r["cpu"][wl])
                 row["by_repeat"][r.get("repeat", len(row["times"]) - 1)] = r["times"][wl]
                 if wl in r.get("rss", {}):
                     base, peak = r["rss"][wl]
@@ -1781,6 +1789,7 @@ def main(argv: list[str] | None = None) -> int:
                 "median_s": row["median"],
                 "min_s": row["min"],
                 "times_s": row["times"],
+                "cpu_s": row["cpu"],
                 "gbps": rsz[wl]["bytes"] / row["median"] / 1e9 if row["median"] else None,
                 "us_per_item": row["median"] / rsz[wl]["items"] * 1e6 if row["median"] else None,
                 "item": rsz[wl]["item"],
