@@ -32,9 +32,16 @@ __all__ = [
     "SyncIO",
     "gather_or_cancel",
     "in_thread",
+    "key_directory",
     "normalize_key",
     "run_job",
 ]
+
+
+def key_directory(prefix: str) -> str:
+    """The directory a key prefix lies in, with its trailing ``/`` (``""`` at the
+    root): what a store lists to find the keys that start with ``prefix``."""
+    return prefix[: prefix.rfind("/") + 1]
 
 
 class _ByteRequestMeta(type):

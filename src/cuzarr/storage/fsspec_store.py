@@ -28,6 +28,7 @@ from cuzarr.storage.base import (
     SuffixByteRequest,
     as_bytes_like,
     check_byte_range,
+    key_directory,
     normalize_key,
 )
 from cuzarr.storage.remote_errors import ALLOWED_EXCEPTIONS
@@ -587,7 +588,7 @@ class FsspecStore(RemoteRequests, Store):
         _inside_root(prefix)
 
         async def gen() -> AsyncIterator[str]:
-            directory = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
+            directory = key_directory(prefix)[:-1]
             for key in await self._retrying("list", prefix, self._find, directory):
                 if key.startswith(prefix):
                     yield key

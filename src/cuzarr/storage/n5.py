@@ -49,7 +49,7 @@ import numpy as np
 
 from cuzarr.errors import MetadataError
 from cuzarr.metadata.array import json_loads
-from cuzarr.storage.base import ByteRequest, Store, as_bytes_like, slice_bytes
+from cuzarr.storage.base import ByteRequest, Store, as_bytes_like, key_directory, slice_bytes
 from cuzarr.storage.local import LocalStore
 from cuzarr.storage.n5_codec import (
     compression_from_numcodecs,
@@ -540,7 +540,7 @@ class N5Store(Store):
 
     def list_prefix(self, prefix: str) -> AsyncIterator[str]:
         async def gen() -> AsyncIterator[str]:
-            directory = prefix.rsplit("/", 1)[0] + "/" if "/" in prefix else ""
+            directory = key_directory(prefix)
             keys = [k async for k in self.inner.list_prefix(directory)]
             for key in await self._translate(keys):
                 if key.startswith(prefix):

@@ -24,6 +24,7 @@ from cuzarr.storage.base import (
     Store,
     SuffixByteRequest,
     as_bytes_like,
+    key_directory,
     normalize_key,
 )
 
@@ -146,8 +147,7 @@ class ObjectStore(Store):
     def list_prefix(self, prefix: str) -> AsyncIterator[str]:
         # obstore matches whole path segments ("a" lists "a/x", not "ab"): list
         # the directory the prefix lies in, then keep the keys that start with it
-        parent = prefix.rsplit("/", 1)[0] if "/" in prefix else None
-        return self._list(parent or None, prefix)
+        return self._list(key_directory(prefix)[:-1] or None, prefix)
 
     def _list(self, parent: str | None, prefix: str) -> AsyncIterator[str]:
         async def gen() -> AsyncIterator[str]:

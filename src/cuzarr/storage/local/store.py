@@ -42,6 +42,7 @@ from cuzarr.storage.base import (
     check_byte_range,
     gather_or_cancel,
     in_thread,
+    key_directory,
 )
 from cuzarr.storage.local import files, mounts
 from cuzarr.storage.local.files import (
@@ -690,7 +691,7 @@ class LocalStore(KeyPaths, Store):
     def list_prefix(self, prefix: str) -> AsyncIterator[str]:
         async def gen() -> AsyncIterator[str]:
             # Walk only the directory the prefix names, then filter.
-            directory = prefix.rsplit("/", 1)[0] + "/" if "/" in prefix else ""
+            directory = key_directory(prefix)
             for key in await asyncio.to_thread(self._walk, directory):
                 if key.startswith(prefix):
                     yield key
