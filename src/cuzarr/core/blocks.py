@@ -108,23 +108,23 @@ class BlockLayout:
         return idx, tuple(b[k[idx]] for b, k in zip(self.bidx, ks, strict=True))
 
 
+@dataclass(eq=False)
 class BlockDecoder:
     """Whole small chunks that land in chunk-aligned blocks of the output, decoded
     a batch at a time (``pipeline.decode_many``) and stored with one numpy
-    assignment into a blocked view of the output: for chunks of a few KiB the
-    per-chunk Python work otherwise costs more than the decompression."""
+    assignment into a blocked view of the output (``blocks``): for chunks of a few
+    KiB the per-chunk Python work otherwise costs more than the decompression."""
 
-    def __init__(self, layout: BlockLayout, out: np.ndarray, pipeline: Any) -> None:
-        self.layout = layout
-        self.pipeline = pipeline
-        self.blocks = layout.blocks(out, writeable=True)
+    layout: BlockLayout
+    blocks: np.ndarray
+    pipeline: Any
 
     @classmethod
     def make(cls, items: Any, out: Any, grid: Any, pipeline: Any) -> BlockDecoder | None:
         if getattr(pipeline, "decode_many", None) is None:
             return None
         layout = BlockLayout.make(items, out, grid)
-        return None if layout is None else cls(layout, out, pipeline)
+        return None if layout is None else cls(layout, layout.blocks(out, writeable=True), pipeline)
 
     def run(self, lo: int, datas: list[Any]) -> np.ndarray | None:
         """Decode and store the batch's eligible chunks; a mask of those done."""
@@ -142,26 +142,18 @@ class BlockDecoder:
         return done
 
 
+@dataclass(eq=False)
 class BlockEncoder:
-    """The write side: whole small chunks of the value gathered with one numpy
-    indexing operation, checked against the fill value together, and encoded in
-    a tight loop (``pipeline.encode_many``)."""
+    """The write side: whole small chunks of the value (its blocked view
+    ``blocks``) gathered with one numpy indexing operation, checked against the
+    fill value together, and encoded in a tight loop (``pipeline.encode_many``)."""
 
-    def __init__(
-        self,
-        layout: BlockLayout,
-        value: np.ndarray,
-        pipeline: Any,
-        fill: Any,
-        dtype: Any,
-        write_empty: bool,
-    ) -> None:
-        self.layout = layout
-        self.pipeline = pipeline
-        self.fill = fill
-        self.dtype = dtype
-        self.write_empty = write_empty
-        self.blocks = layout.blocks(value, writeable=False)
+    layout: BlockLayout
+    blocks: np.ndarray
+    pipeline: Any
+    fill: Any
+    dtype: Any
+    write_empty: bool
 
     @classmethod
     def make(
@@ -177,7 +169,10 @@ class BlockEncoder:
         if getattr(pipeline, "encode_many", None) is None:
             return None
         layout = BlockLayout.make(items, value, grid)
-        return None if layout is None else cls(layout, value, pipeline, fill, dtype, write_empty)
+        if layout is None:
+            return None
+        blocks = layout.blocks(value, writeable=False)
+        return cls(layout, blocks, pipeline, fill, dtype, write_empty)
 
     def run(
         self,
