@@ -339,6 +339,17 @@ def _swap(view: np.ndarray, itemsize: int, unit: int) -> np.ndarray:
     return view.reshape(shp)[..., ::-1].reshape(view.shape)
 
 
+def _host_bases(
+    table: np.ndarray, staging: np.ndarray, arr: np.ndarray, fill: Any
+) -> tuple[Any, int, int]:
+    """For a host run of ``table``: check it against ``staging`` (bytes) and the
+    array ``arr`` it was built for, then the fill value's bytes and the base
+    addresses of ``arr`` and ``staging`` (0 for an empty staging buffer)."""
+    lo, hi = _out_extent(arr)
+    check_plan_bounds(table, staging.nbytes, lo, hi)
+    return fill_bytes(fill, arr.dtype), _ptr(arr), _ptr(staging) if staging.size else 0
+
+
 def execute_plan_numpy(
     table: np.ndarray, staging: np.ndarray, out: np.ndarray, fill: Any
 ) -> None:
@@ -348,11 +359,7 @@ def execute_plan_numpy(
     output array the table was built for (same strides); ``fill``: the fill
     value for missing chunks."""
     staging = np.ascontiguousarray(staging).reshape(-1).view(np.uint8)
-    lo, hi = _out_extent(out)
-    check_plan_bounds(table, staging.nbytes, lo, hi)
-    fb = fill_bytes(fill, out.dtype)
-    base_out = _ptr(out)
-    base_src = _ptr(staging) if staging.size else 0
+    fb, base_out, base_src = _host_bases(table, staging, out, fill)
     for row in table:
         nd = int(row["ndim"])
         if row["count"] == 0:
@@ -392,11 +399,7 @@ def execute_gather_numpy(
     ``staging``; rows with ``FLAG_PAD`` first set the rest of the chunk to the fill
     value (a new chunk), others keep what the slot holds (read-modify-write)."""
     staging = staging.reshape(-1).view(np.uint8)
-    lo, hi = _out_extent(value)
-    check_plan_bounds(table, staging.nbytes, lo, hi)
-    fb = fill_bytes(fill, value.dtype)
-    base_val = _ptr(value)
-    base_st = _ptr(staging) if staging.size else 0
+    fb, base_val, base_st = _host_bases(table, staging, value, fill)
     for row in table:
         if row["flags"] & FLAG_MISSING:
             continue
