@@ -370,7 +370,14 @@ class Group(SyncNode):
         """
         return sync(self._async_group.info_complete())
 
-    def tree(self, *args: Any, **kwargs: Any) -> str:
+    def tree(
+        self,
+        expand: bool | None = None,
+        level: int | None = None,
+        *,
+        max_nodes: int = 500,
+        plain: bool = False,
+    ) -> str:
         """A text rendering of the hierarchy below this group (a ``str`` that also
         shows as the tree at the prompt).
 
@@ -386,13 +393,10 @@ class Group(SyncNode):
         plain
             Accepted for zarr-python compatibility: the text never has ANSI styling.
         """
-        return sync(self._async_group.tree(*args, **kwargs))
+        return sync(self._async_group.tree(expand, level, max_nodes=max_nodes, plain=plain))
 
 
 # help() and signature-reading tools see the keywords the sync method forwards
 Group.create_array.__signature__ = inspect.signature(AsyncGroup.create_array).replace(  # type: ignore[attr-defined]
     return_annotation="Array"
-)
-Group.tree.__signature__ = inspect.signature(AsyncGroup.tree).replace(  # type: ignore[attr-defined]
-    return_annotation="str"
 )
