@@ -17,6 +17,7 @@ from cuzarr.core.async_array import (
 from cuzarr.core.inline import Converted, get_selection_inline, getitem_inline, setitem_inline
 from cuzarr.core.lazy import LazyArray
 from cuzarr.core.open_inline import open_array_inline
+from cuzarr.core.shaped import Shaped
 from cuzarr.core.sync_node import SyncNode
 from cuzarr.core.values import as_requested, device_index
 from cuzarr.indexing.selection import has_fields as _has_fields
@@ -56,7 +57,7 @@ class _Indexer:
         getattr(self._array, self._set)(selection, value, fields=fields)
 
 
-class Array(SyncNode):
+class Array(SyncNode, Shaped):
     """A Zarr array with a synchronous, numpy-like interface.
 
     ``a[...]`` reads and ``a[...] = v`` writes with numpy semantics;
@@ -112,11 +113,6 @@ class Array(SyncNode):
     compressors = property(lambda self: self._async_array.compressors)
     compressor = property(lambda self: self._async_array.compressor)
     cdata_shape = property(lambda self: self._async_array.cdata_shape)
-
-    @property
-    def nbytes(self) -> int:
-        """Size of the uncompressed data (item size x number of elements)."""
-        return self.size * self.dtype.itemsize
 
     @property
     def nchunks_initialized(self) -> int:

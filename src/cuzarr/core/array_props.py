@@ -12,12 +12,13 @@ from cuzarr.codecs.sharding import ShardingCodec
 from cuzarr.config import flag
 from cuzarr.core.array_info import ArrayInfo
 from cuzarr.core.node_props import NodeProperties
+from cuzarr.core.shaped import Shaped
 from cuzarr.metadata.chunk_grid import RegularChunkGrid, chunk_sizes
 
 __all__ = ["ArrayProperties"]
 
 
-class ArrayProperties(NodeProperties):
+class ArrayProperties(NodeProperties, Shaped):
     """The read-only properties of :class:`~cuzarr.core.async_array.AsyncArray`
     (and, through it, ``Array``), computed from ``metadata``, ``store_path`` and
     the handle's settings (those a group has too: :class:`NodeProperties`)."""
@@ -29,16 +30,8 @@ class ArrayProperties(NodeProperties):
         return self.metadata.shape
 
     @property
-    def ndim(self) -> int:
-        return len(self.metadata.shape)
-
-    @property
     def dtype(self) -> np.dtype:
         return self.metadata.dtype.dtype
-
-    @property
-    def size(self) -> int:
-        return math.prod(self.shape)
 
     @property
     def chunks(self) -> Any:

@@ -499,11 +499,6 @@ class AsyncArray(ArrayProperties):
         them with :meth:`update_attributes`)."""
         return self.metadata.attributes
 
-    @property
-    def nbytes(self) -> int:
-        """Size of the uncompressed data (item size x number of elements)."""
-        return self.size * self.dtype.itemsize
-
     async def info_complete(self) -> ArrayInfo:
         """``info`` plus what needs store requests: bytes stored (metadata
         included, as in zarr-python), chunks and shards initialized."""

@@ -31,6 +31,7 @@ import numpy as np
 
 from cuzarr.buffer import array_module, is_device_array
 from cuzarr.core.async_array import _materialize
+from cuzarr.core.shaped import Shaped
 from cuzarr.core.values import as_requested, device_index
 from cuzarr.gpu.dispatch import emulating
 from cuzarr.indexing.items import ChunkItem
@@ -265,7 +266,7 @@ class _ViewIndexer:
         self[selection].write(value)
 
 
-class LazyArray:
+class LazyArray(Shaped):
     """A lazy view of an array: a composed selection that has not been read.
 
     Create one with ``a.lazy[...]``. Indexing a view (``[...]`` with numpy's
@@ -306,20 +307,8 @@ class LazyArray:
         return self._transform.shape
 
     @property
-    def ndim(self) -> int:
-        return len(self._transform.shape)
-
-    @property
     def dtype(self) -> np.dtype:
         return self._async.dtype
-
-    @property
-    def size(self) -> int:
-        return math.prod(self.shape)
-
-    @property
-    def nbytes(self) -> int:
-        return self.size * self.dtype.itemsize
 
     @property
     def lazy(self) -> LazyArray:
