@@ -326,3 +326,23 @@ def test_device_read_path_emulated(tmp_path, cuzarr_pipeline, case, monkeypatch)
         assert np.array_equal(a[3:60:2, 7:50], data[3:60:2, 7:50])
         assert np.array_equal(a.oindex[[1, 40, 69], :], data[[1, 40, 69], :])
     assert any(used) == (case != "sharded")  # sharded reads plan their shards on the host
+
+
+def test_large_chunks_decode_into_output(tmp_path, cuzarr_pipeline, monkeypatch):
+    """Whole 512 KiB zstd chunks are decompressed straight into zarr's output."""
+    landed = []
+    real = jobs_module.ZarrReadJob._decode_in_place
+
+    def spy(self, i, data):
+        ok = real(self, i, data)
+        landed.append(ok)
+        return ok
+
+    monkeypatch.setattr(jobs_module.ZarrReadJob, "_decode_in_place", spy)
+    data = _data((300, 256), "f8")
+    a = zarr.create_array(tmp_path, shape=data.shape, dtype="f8", chunks=(256, 256),
+                          compressors=ZstdCodec(level=1))  # fmt: skip
+    a[:] = data
+    assert np.array_equal(a[:], data)  # one whole chunk in place, the edge one not
+    assert landed == [True, False]
+    assert np.array_equal(a[0:256, :][5], data[5])

@@ -127,8 +127,8 @@ class CuzarrCodecPipeline(CodecPipeline):
         tr = self.translated
         assert tr is not None
         items = [
-            ReadItem(bg.path, spec.shape, csel, osel, _fill(spec))
-            for bg, spec, csel, osel, _ in batch
+            ReadItem(bg.path, spec.shape, csel, osel, _fill(spec), complete)
+            for bg, spec, csel, osel, complete in batch
         ]
         shards = None
         if tr.shard_codec is not None:

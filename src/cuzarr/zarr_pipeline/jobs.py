@@ -48,6 +48,8 @@ class ReadItem:
     chunk_selection: Any
     out_selection: Any
     fill: Any
+    #: the selection is the whole chunk (zarr-python's ``is_complete``)
+    complete: bool = False
     #: a shard read in part (see ``shards.partial_shard``); None: read whole
     part: PartialShard | None = None
 
@@ -107,6 +109,7 @@ class ZarrReadJob:
         self.pipeline, self.items, self.out, self.drop_axes = pipeline, items, out, drop_axes
         self.n = len(items)
         self.status = [False] * self.n
+        self.decode_into = getattr(pipeline, "decode_into", None)
         #: a sharded array's codec and shard spec: shards whose selection
         #: touches few inner chunks are read in part
         self.shards = shards
@@ -188,10 +191,31 @@ class ZarrReadJob:
                 self.out[it.out_selection] = it.fill
                 continue
             try:
+                if it.complete and self._decode_in_place(i, data):
+                    continue
                 chunk = self.pipeline.decode(data, it.shape, scratch=True)
             except CodecError as e:
                 raise keyed(e, it.key) from e
             self._scatter(i, chunk[it.chunk_selection])
+
+    def _decode_in_place(self, i: int, data: Any) -> bool:
+        """A whole chunk landing in a contiguous part of the output is
+        decompressed straight into it, with no intermediate buffer (as the
+        engine's ``ReadJob``)."""
+        decode_into = self.decode_into
+        it = self.items[i]
+        if decode_into is None or self.drop_axes or not self.out.ndim:
+            return False
+        target = self.out[it.out_selection]
+        if not (
+            target.flags.c_contiguous
+            and target.shape == tuple(it.shape)
+            and np.shares_memory(target, self.out)
+            and decode_into(data, it.shape, target)
+        ):
+            return False
+        self.status[i] = True
+        return True
 
     def scatter_parts(self, which: list[int], found: list[Any]) -> None:
         """Decode the inner chunks read of shards ``which`` into the output."""
