@@ -549,16 +549,15 @@ class N5Store(Store):
         return gen()
 
     def list_dir(self, prefix: str) -> AsyncIterator[str]:
+        p = prefix.strip("/")
+        # inside an array: the names of its translated keys, as any store lists them
+        below_array = super().list_dir(p)
+
         async def gen() -> AsyncIterator[str]:
-            p = prefix.strip("/")
             attrs = await self._attrs(p, fresh=True)
             if self._is_array(attrs):
-                seen: set[str] = set()
-                async for key in self.list_prefix(p + "/" if p else ""):
-                    name = key[len(p) + 1 if p else 0 :].split("/", 1)[0]
-                    if name not in seen:
-                        seen.add(name)
-                        yield name
+                async for name in below_array:
+                    yield name
                 return
             names = [n async for n in self.inner.list_dir(p)]
             if attrs is not None:
