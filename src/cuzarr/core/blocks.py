@@ -22,6 +22,11 @@ from cuzarr.metadata.chunk_grid import RegularChunkGrid
 __all__ = ["BlockDecoder", "BlockEncoder", "BlockLayout"]
 
 
+#: fewer items than this are coded one by one (a small read's plan skips the
+#: layout's checks altogether)
+MIN_ITEMS = 8
+
+
 @dataclass
 class BlockLayout:
     """Items that are whole chunks landing on a chunk-aligned grid of blocks of an
@@ -44,7 +49,7 @@ class BlockLayout:
             or arr.ndim != len(dims)
             or not isinstance(grid, RegularChunkGrid)
             or arr.dtype.hasobject
-            or len(items) < 8
+            or len(items) < MIN_ITEMS
         ):
             return None
         chunk = tuple(grid.chunk_shape)
@@ -121,7 +126,7 @@ class BlockDecoder:
 
     @classmethod
     def make(cls, items: Any, out: Any, grid: Any, pipeline: Any) -> BlockDecoder | None:
-        if getattr(pipeline, "decode_many", None) is None:
+        if len(items) < MIN_ITEMS or getattr(pipeline, "decode_many", None) is None:
             return None
         layout = BlockLayout.make(items, out, grid)
         return None if layout is None else cls(layout, layout.blocks(out, writeable=True), pipeline)
@@ -166,7 +171,7 @@ class BlockEncoder:
         dtype: Any,
         write_empty: bool,
     ) -> BlockEncoder | None:
-        if getattr(pipeline, "encode_many", None) is None:
+        if len(items) < MIN_ITEMS or getattr(pipeline, "encode_many", None) is None:
             return None
         layout = BlockLayout.make(items, value, grid)
         if layout is None:
