@@ -20,6 +20,7 @@ import cuzarr.core.array as array_mod
 import cuzarr.core.group as group_mod
 from cuzarr.codecs.pipeline import pipeline_for
 from cuzarr.core import engine
+from cuzarr.core.inline import setitem_inline
 from cuzarr.errors import (
     ArrayNotFoundError,
     ContainsArrayError,
@@ -298,11 +299,11 @@ def test_small_write_limits(store):
         (slice(None), slice(None)), a.shape, a._async_array._write_dims()).projections)  # fmt: skip
     v = np.zeros(a.shape)
     assert len(items) == 4
-    # four 8 MiB chunks: encoded in parallel by the pool, not inline
+    # four 8 MiB chunks: encoded in parallel by the pool, not inline (the sync
+    # Array decides with small_write before converting the value)
     aa = a._async_array
-    assert not engine.try_write_inline(
-        aa.store_path, aa.metadata, aa._pipeline, items, v, False
-    )
+    assert not engine.small_write(aa.metadata, len(items))
+    assert setitem_inline(aa, (slice(None), slice(None)), v) is NotImplemented
 
 
 # -- async API: same results (the small reads it does inline) ------------------------
