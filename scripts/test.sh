@@ -5,7 +5,8 @@
 #   2. kernel compile    (every kernels/**/*.cu through nvcc, scripts/compile_kernels.sh)
 #   3. pytest tests      (CPU tests, in parallel with pytest-xdist; includes the NVRTC
 #                         compile of every kernel and the GPU plans run on the host)
-#   4. xarray's own Zarr backend tests with reads through cuzarr (tests_xarray/)
+#   4. xarray's own Zarr backend tests with reads through cuzarr (tests_xarray/), and
+#      zarr-python's own tests with cuzarr's codec pipeline (scripts/zarr_suite.py)
 #   5. pytest tests_torch (PyTorch tests in a Python 3.11 env, scripts/bootstrap_torch.sh)
 #   6. mkdocs build --strict
 # Exits non-zero if any step fails -- including pytest collecting no tests (exit code 5).
@@ -72,6 +73,16 @@ case "$rc" in
     *) echo "test.sh: xarray's tests failed (exit code $rc)" >&2 ;;
 esac
 [ "$rc" -eq 0 ] || exit "$rc"
+
+step "zarr-python's own tests with cuzarr's codec pipeline (scripts/zarr_suite.py)"
+# arrays, indexing, codecs, sharding and v2 tests of the installed zarr-python's
+# sdist, codec_pipeline.path set to cuzarr.zarr_pipeline.CuzarrCodecPipeline; the
+# differences listed (and explained) in tests/zarr_suite/differences.py are left out
+rc=0
+for subset in ci array; do
+    timeout --foreground --kill-after=30 600 "$py" scripts/zarr_suite.py --subset "$subset" || rc=$?
+    [ "$rc" -eq 0 ] || { echo "test.sh: zarr-python's $subset tests failed (exit code $rc)" >&2; exit "$rc"; }
+done
 
 step "pytest tests_torch (PyTorch CPU build, Python 3.11 env)"
 py311="$(bash scripts/bootstrap_torch.sh | tail -n 1)"
