@@ -44,6 +44,7 @@ from cuzarr.buffer import is_device_array
 from cuzarr.codecs.base import ChunkSpec
 from cuzarr.core.plans import execute, try_inline
 from cuzarr.gpu.dispatch import emulating
+from cuzarr.runtime.workers import raise_mmap_threshold
 from cuzarr.zarr_pipeline.jobs import (
     ReadItem,
     WriteItem,
@@ -167,7 +168,11 @@ class CuzarrCodecPipeline(CodecPipeline):
         joins = not getattr(store, "takes_parts", False)
         shards = None if tr.shard_codec is None else (tr.shard_codec, tr.pipeline.dtype)
         job = ZarrWriteJob(tr.pipeline, tr.np_dtype, items, source, drop_axes, joins, shards)
-        await _run(job, store, chunk_nbytes(batch[0][1].shape, tr.itemsize))
+        nbytes = chunk_nbytes(batch[0][1].shape, tr.itemsize)
+        if nbytes >= (64 << 10):
+            # large chunk buffers off mmap, as the engine's writes (WriteJob.prime_allocator)
+            raise_mmap_threshold(max(4 << 20, 2 * nbytes))
+        await _run(job, store, nbytes)
 
     def _engine_store(self, batch: list[Any], array: Any, read: bool = False) -> Any:
         """cuzarr's store for the batch's one zarr-python store; None where the
