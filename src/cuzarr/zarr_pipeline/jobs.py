@@ -31,6 +31,7 @@ from cuzarr.runtime.sync import max_workers
 from cuzarr.zarr_pipeline.shards import (
     PartialShard,
     decode_box,
+    decode_whole_into,
     partial_shard,
     read_partial_shards,
     select_box,
@@ -193,10 +194,26 @@ class ZarrReadJob:
             try:
                 if it.complete and self._decode_in_place(i, data):
                     continue
+                if it.complete and self.shards is not None and self._shard_in_place(i, data):
+                    continue
                 chunk = self.pipeline.decode(data, it.shape, scratch=True)
             except CodecError as e:
                 raise keyed(e, it.key) from e
             self._scatter(i, chunk[it.chunk_selection])
+
+    def _shard_in_place(self, i: int, data: Any) -> bool:
+        """A whole shard that is a part of the output: its inner chunks are
+        decoded straight into it (``shards.decode_whole_into``)."""
+        it = self.items[i]
+        if self.drop_axes or not self.out.ndim:
+            return False
+        target = self.out[it.out_selection]
+        if target.shape != tuple(it.shape) or not np.shares_memory(target, self.out):
+            return False
+        codec, spec = self.shards  # type: ignore[misc]
+        decode_whole_into(codec, spec, data, target, it.key)
+        self.status[i] = True
+        return True
 
     def _decode_in_place(self, i: int, data: Any) -> bool:
         """A whole chunk landing in a contiguous part of the output is

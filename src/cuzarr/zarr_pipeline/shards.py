@@ -152,3 +152,31 @@ def select_box(
 ) -> np.ndarray:
     """``selection`` of the shard, taken from its decoded box at ``lo``."""
     return box[_shifted(selection, lo, shard_shape)]
+
+
+def decode_whole_into(
+    codec: ShardingCodec, spec: ChunkSpec, data: Any, target: np.ndarray, key: str
+) -> None:
+    """A whole shard decoded straight into ``target`` (the shard-shaped part of
+    zarr's output it fills): its inner chunks land in place, with no shard-sized
+    intermediate buffer."""
+    try:
+        index, mv = codec.split(data, spec.shape)
+    except CodecError as e:
+        raise keyed(e, key) from e
+    cps = index.shape[:-1]
+    flat = index.reshape(-1, 2)
+    present = np.flatnonzero(flat[:, 0] != EMPTY)
+    if len(present) < len(flat):
+        target[...] = spec.fill_value  # inner chunks not stored read as the fill value
+    coords = (
+        np.stack(np.unravel_index(present, cps), axis=-1).tolist() if cps else [[]] * len(present)
+    )
+    inner_pipe = codec.inner_pipeline(spec)
+    inner = codec.chunk_shape
+    for c, (off, n) in zip(coords, flat[present].tolist(), strict=True):
+        sel = tuple(slice(ci * s, (ci + 1) * s) for ci, s in zip(c, inner, strict=True))
+        try:
+            target[sel] = inner_pipe.decode(mv[off : off + n], inner, scratch=True)
+        except CodecError as e:
+            raise keyed(e, key) from e
