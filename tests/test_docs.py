@@ -8,6 +8,7 @@ The site itself is built with ``mkdocs build --strict`` by scripts/test.sh.
 
 from __future__ import annotations
 
+import copy
 import re
 import warnings
 from pathlib import Path
@@ -26,8 +27,24 @@ def _pages() -> list[Path]:
     return sorted(p for p in DOCS.glob("*.md") if _runnable(p))
 
 
+@pytest.fixture
+def restored_config():
+    """The pages set cuzarr's and zarr-python's global config as a user would
+    (``zarr.config.set({...})`` outside a ``with``): put both back afterwards,
+    or the rest of this worker's tests run under a page's settings."""
+    import zarr
+
+    import cuzarr
+
+    saved = [(c, copy.deepcopy(c.config)) for c in (cuzarr.config, zarr.config)]
+    yield
+    for c, conf in saved:
+        c.config.clear()
+        c.config.update(conf)
+
+
 @pytest.mark.parametrize("page", _pages(), ids=lambda p: p.name)
-def test_examples_run(page, tmp_path, monkeypatch):
+def test_examples_run(page, tmp_path, monkeypatch, restored_config):
     monkeypatch.chdir(tmp_path)
     namespace: dict = {"__name__": "__docs__"}
     for i, code in enumerate(_runnable(page)):
