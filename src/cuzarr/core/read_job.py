@@ -22,7 +22,13 @@ from cuzarr.gpu.dispatch import device_reader_for
 from cuzarr.metadata.array import ArrayMetadata
 from cuzarr.storage.common import StorePath
 
-__all__ = ["ReadJob", "large_chunks", "missing_chunks_refused", "refuse_missing"]
+__all__ = [
+    "ReadJob",
+    "decode_in_place",
+    "large_chunks",
+    "missing_chunks_refused",
+    "refuse_missing",
+]
 
 
 def large_chunks(meta: ArrayMetadata) -> bool:
@@ -30,6 +36,20 @@ def large_chunks(meta: ArrayMetadata) -> bool:
     chunk's decode dwarfs the loop's per-batch cost, and its compressed bytes
     are still in cache when it is decoded."""
     return math.prod(meta.chunk_shape) * max(1, meta.dtype.item_size) >= (512 << 10)
+
+
+def decode_in_place(
+    decode_into: Any, data: Any, shape: Any, target: np.ndarray, out: np.ndarray
+) -> bool:
+    """Decode a whole chunk straight into ``target``, a part of the output
+    ``out``, where it is a contiguous block of it (no intermediate buffer);
+    False (nothing done) where it is not, or the pipeline cannot."""
+    return (
+        target.flags.c_contiguous
+        and target.shape == tuple(shape)
+        and np.shares_memory(target, out)
+        and bool(decode_into(data, shape, target))
+    )
 
 
 def missing_chunks_refused(meta: ArrayMetadata) -> bool:
@@ -154,11 +174,4 @@ class ReadJob:
         out[osel] = chunk[csel]
 
     def _decode_in_place(self, data: Any, shape: Any, target: np.ndarray) -> bool:
-        # A whole chunk landing in a contiguous part of the output is
-        # decompressed straight into it: no intermediate buffer.
-        return (
-            target.flags.c_contiguous
-            and target.shape == tuple(shape)
-            and np.shares_memory(target, self.out)
-            and bool(self.decode_into(data, shape, target))
-        )
+        return decode_in_place(self.decode_into, data, shape, target, self.out)

@@ -318,11 +318,9 @@ class ShardReadJob:
             datas: list[Any] = [data for _, data in pairs]
             if isinstance(pairs, _Placed):
                 datas = self.device.buffered(datas, pairs.base, pairs.at, pairs.sizes)
-            self.device(
-                [self.items[i] for i, _ in pairs],
-                datas,
-                [self.shard_key(i) for i, _ in pairs],
-            )
+            ids = [i for i, _ in pairs]
+            # the shard keys name a chunk in an error only: made when one is raised
+            self.device([self.items[i] for i in ids], datas, _ShardKeys(self, ids))
             return
         if self.share_inner:
             share(lambda k: self._decode_one(*pairs[k]), len(pairs))
@@ -367,6 +365,22 @@ class _Placed(list):  # type: ignore[type-arg]
             at, sizes = np.concatenate(self._at), np.concatenate(self._sizes)
             self.at[: len(at)] = at
             self.sizes[: len(sizes)] = sizes
+
+
+class _ShardKeys(Sequence[str]):
+    """The keys of the shards holding items ``ids``, each made when asked for
+    (the device reader names a chunk's shard only in an error)."""
+
+    def __init__(self, job: ShardReadJob, ids: list[int]) -> None:
+        self.job, self.ids = job, ids
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, k: Any) -> Any:
+        if isinstance(k, slice):
+            return [self.job.shard_key(i) for i in self.ids[k]]
+        return self.job.shard_key(self.ids[k])
 
 
 # A store that pins descriptors (local files) keeps one open per shard of a plan

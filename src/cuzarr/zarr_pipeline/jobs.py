@@ -25,6 +25,7 @@ from cuzarr.buffer.concat import joined
 from cuzarr.codecs.base import ChunkSpec
 from cuzarr.codecs.sharding import ShardingCodec
 from cuzarr.core.plans import Compute, Delete, Get, Plan, Put
+from cuzarr.core.read_job import decode_in_place
 from cuzarr.errors import CodecError, keyed
 from cuzarr.gpu.dispatch import device_reader_for
 from cuzarr.runtime.sync import max_workers
@@ -223,13 +224,7 @@ class ZarrReadJob:
         it = self.items[i]
         if decode_into is None or self.drop_axes or not self.out.ndim:
             return False
-        target = self.out[it.out_selection]
-        if not (
-            target.flags.c_contiguous
-            and target.shape == tuple(it.shape)
-            and np.shares_memory(target, self.out)
-            and decode_into(data, it.shape, target)
-        ):
+        if not decode_in_place(decode_into, data, it.shape, self.out[it.out_selection], self.out):
             return False
         self.status[i] = True
         return True
