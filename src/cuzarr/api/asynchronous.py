@@ -18,7 +18,6 @@ from cuzarr.core.async_array import _materialize
 from cuzarr.core.build import element_type
 from cuzarr.core.create import create, create_array, create_like_zarr, from_array, name_of
 from cuzarr.core.create_args import (
-    is_zarr_array,
     like_args,
     like_kwargs,
     warn_unimplemented,
@@ -316,11 +315,6 @@ async def group(
         synchronizer=synchronizer,
         chunk_store=chunk_store,
     )
-
-
-def _check_ndarray(x: Any, what: str) -> None:
-    if not (hasattr(x, "shape") and hasattr(x, "dtype")) or is_zarr_array(x):
-        raise TypeError(f"{what} must be numpy or other NDArrayLike array")
 
 
 async def save_array(

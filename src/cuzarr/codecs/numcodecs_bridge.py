@@ -296,7 +296,3 @@ def as_numcodec(value: Any) -> Any:
     if isinstance(value, str):
         return numcodecs().get_codec({"id": value})
     raise TypeError(f"cannot interpret {value!r} as a numcodecs codec")
-
-
-def is_array_to_array(codec: Codec) -> bool:
-    return isinstance(codec, ArrayArrayCodec)

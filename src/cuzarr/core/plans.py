@@ -265,10 +265,6 @@ def try_inline(job: Job, store: Any, sio: Any = None) -> bool:
         if sio is None:
             return False
     try:
-        if not job.locking:
-            if job.n:
-                run_inline(job.plan(0, job.n), sio)
-            return True
         return _inline_batch(job, store, sio, 0, job.n) if job.n else True
     finally:
         if job.device is not None:
