@@ -407,7 +407,7 @@ class AsyncArray(ArrayProperties):
         if not flat:
             _refuse_read_only_out(out)
         if n:
-            items = engine.coordinate_items(self._read_grid.dims(self.shape), coords)
+            items = engine.coordinate_items(self._dims(), coords)
             await self._read_items(items, buf)
         if out is not None:
             if not flat:
