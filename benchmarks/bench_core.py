@@ -33,6 +33,7 @@ Usage::
     python benchmarks/bench_core.py --quick --impl-module zarr   # dry run
     python benchmarks/bench_core.py --profile tiny-read          # cProfile cuzarr
     python benchmarks/bench_core.py --in-process --size-mib 64  # one long-lived process
+    python benchmarks/bench_core.py --in-process --separate     # a long-lived process each
 
 See benchmarks/README.md.
 """
@@ -289,6 +290,7 @@ class ZarrLike:
     def __init__(self, module: str, pipeline: str | None, mem: str):
         self.mod = importlib.import_module(module)
         self.mem = mem
+        self.pipeline = pipeline
         self.info: dict[str, Any] = {
             "module": module,
             "version": getattr(self.mod, "__version__", "?"),
@@ -315,8 +317,24 @@ class ZarrLike:
     def disk_location(self, path: Path) -> Any:
         return str(path)
 
+    def _own_pipeline(self) -> Any:
+        """zarr-python binds its codec pipeline to an array when the array is created
+        or opened, from the global ``codec_pipeline.path``: set it to this adapter's
+        for that moment only. With several zarr-python adapters in one process
+        (``--in-process``), a setting made once at construction would leave every
+        one of them with the last adapter's pipeline."""
+        if self.pipeline is None:
+            return contextlib.nullcontext()
+        import zarr
+
+        return zarr.config.set({"codec_pipeline.path": self.pipeline})
+
     def create(self, loc: Any, shape, chunks, shards=None) -> Any:
         kw = {"shards": tuple(shards)} if shards is not None else {}
+        with self._own_pipeline():
+            return self._create(loc, shape, chunks, kw)
+
+    def _create(self, loc: Any, shape, chunks, kw: dict[str, Any]) -> Any:
         return self.mod.create_array(
             loc,
             shape=shape,
@@ -333,7 +351,8 @@ class ZarrLike:
         handle[...] = data
 
     def open(self, loc: Any) -> Any:
-        h = self.mod.open_array(loc, mode="r")
+        with self._own_pipeline():
+            h = self.mod.open_array(loc, mode="r")
         pipe = getattr(getattr(h, "_async_array", None), "codec_pipeline", None)
         if pipe is not None and "codec_pipeline" in self.info:
             self.info["effective_pipeline"] = f"{type(pipe).__module__}.{type(pipe).__name__}"
@@ -1451,6 +1470,7 @@ def in_process(args, source: Path, stores: Path, sizes: dict[str, Any]) -> int:
         tuple(sizes["shard_shape"]),
         args.repeats,
         args.impl_module,
+        separate=args.separate,
     )
     if args.json_out:
         meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "sizes": sizes}
@@ -1543,6 +1563,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="all contenders in ONE long-lived process, interleaved (write, read, "
         "shard-write, shard-read; --repeats default 5); see benchmarks/core_inprocess.py",
+    )
+    ap.add_argument(
+        "--separate",
+        action="store_true",
+        help="with --in-process: each contender in a long-lived process of its own, "
+        "driven in the same interleaved order (no library shares the others' process)",
     )
     ap.add_argument("--_worker", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)

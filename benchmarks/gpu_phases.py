@@ -5,7 +5,9 @@ with 1, 2, 4, 8 and all worker threads (``gpu.read_workers``) and prints, per th
 time and the thread-summed time of each phase: fetching the chunk bytes,
 ``prepare_batch`` (parse, and pack what is not decoded in place), the upload, nvCOMP's decode, the
 wait for its sizes, and the scatter. Then a cProfile of a one-thread read, and
-the upload cost of pageable against pinned host memory.
+the upload cost of pageable against pinned host memory. ``--json PATH`` writes
+the figures (per thread count: every wall time, the median, each phase; the
+uploads) with the run's environment (``gpu_report.py``).
 
     python benchmarks/gpu_phases.py --gib 1 --codec zstd --dir /tmp/cuzarr-gpu-bench
 """
@@ -71,6 +73,84 @@ def _instrument() -> None:
     rd._ThreadExecutor.synchronize = _timed("final synchronize", ex_sync)
 
 
+def phases(a, gpu_read, repeats: int) -> dict[str, dict]:
+    """Per thread count: wall times of the read and its phases, thread-summed,
+    per read (printed)."""
+    import os
+
+    import cuzarr
+
+    ncpu = len(os.sched_getaffinity(0))
+    out: dict[str, dict] = {}
+    for workers in sorted({1, 2, 4, 8, ncpu}):
+        with cuzarr.config.set({"threading.max_workers": workers, "gpu.read_workers": workers}):
+            gpu_read()
+            walls = []
+            _acc.clear()
+            for _ in range(repeats):
+                t = time.perf_counter()
+                r = gpu_read()
+                walls.append(time.perf_counter() - t)
+                del r
+            med = statistics.median(walls)
+            print(f"workers={workers}: wall median {med:.4f} s "
+                  f"({a.nbytes / 2**30 / med:.2f} GiB/s)")
+            for k, v in sorted(_acc.items(), key=lambda kv: -kv[1]):
+                print(f"    {k:34s} {v / repeats:8.4f} s per read (thread-summed)")
+            out[str(workers)] = {"times_s": walls, "median_s": med,
+                                 "gibs": a.nbytes / 2**30 / med,
+                                 "phases_s": {k.strip(): v / repeats for k, v in _acc.items()}}
+    return out
+
+
+def profile(gpu_read) -> None:
+    """A cProfile of a one-thread read (printed)."""
+    import cuzarr
+
+    with cuzarr.config.set({"threading.max_workers": 1}):
+        pr = cProfile.Profile()
+        pr.enable()
+        gpu_read()
+        pr.disable()
+        s = io.StringIO()
+        pstats.Stats(pr, stream=s).sort_stats("tottime").print_stats(22)
+        print(s.getvalue()[-6000:])
+
+
+def uploads() -> dict[str, float]:
+    """Milliseconds to upload 256 MiB from pageable and from pinned host memory,
+    and to fill and copy as much on the host (printed)."""
+    import cupy
+
+    from cuzarr.buffer.gpu import pinned_prototype
+
+    n = 256 << 20
+    host = np.ones(n, np.uint8)
+    pinned = pinned_prototype.empty((n,), np.uint8)
+    pinned[...] = 1
+    dev = cupy.empty(n, cupy.uint8)
+    out = {}
+    for name, fn in (("pageable cupy.asarray", lambda: cupy.asarray(host)),
+                     ("pinned ndarray.set", lambda: dev.set(pinned))):
+        ts = []
+        for _ in range(5):
+            cupy.cuda.runtime.deviceSynchronize()
+            t = time.perf_counter()
+            fn()
+            cupy.cuda.runtime.deviceSynchronize()
+            ts.append(time.perf_counter() - t)
+        out[f"upload 256 MiB, {name}"] = statistics.median(ts) * 1e3
+        print(f"upload 256 MiB {name:24s} {statistics.median(ts) * 1e3:7.1f} ms")
+    ts = []
+    for _ in range(5):
+        t = time.perf_counter()
+        np.zeros(n, np.uint8)[:] = host
+        ts.append(time.perf_counter() - t)
+    out["host np.zeros + copy 256 MiB"] = statistics.median(ts) * 1e3
+    print(f"host np.zeros + copy 256 MiB      {statistics.median(ts) * 1e3:7.1f} ms")
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--gib", type=float, default=1.0)
@@ -78,12 +158,17 @@ def main() -> None:
     ap.add_argument("--layout", default="plain")
     ap.add_argument("--dir", default="/tmp/cuzarr-gpu-bench")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--json", default=None, metavar="PATH",
+                    help="write the figures (and where they were measured) to PATH")
+    ap.add_argument("--no-profile", action="store_true", help="skip the cProfile listing")
     args = ap.parse_args()
     import cupy
 
     import cuzarr
     from gpu import build
+    from gpu_report import environment, write_json
 
+    record = {"env": environment("device"), "args": vars(args)}
     a = build(Path(args.dir), args.gib, args.codec, args.layout == "sharded")
     print(f"{args.codec} {args.layout}: {a.nchunks} chunks, {a.nbytes / 2**30:.3f} GiB")
 
@@ -95,56 +180,12 @@ def main() -> None:
 
     gpu_read()  # compile kernels, make codecs
     _instrument()
-    import os
-
-    ncpu = len(os.sched_getaffinity(0))
-    for workers in sorted({1, 2, 4, 8, ncpu}):
-        with cuzarr.config.set({"threading.max_workers": workers, "gpu.read_workers": workers}):
-            gpu_read()
-            walls = []
-            _acc.clear()
-            for _ in range(args.repeats):
-                t = time.perf_counter()
-                r = gpu_read()
-                walls.append(time.perf_counter() - t)
-                del r
-            print(f"workers={workers}: wall median {statistics.median(walls):.4f} s "
-                  f"({a.nbytes / 2**30 / statistics.median(walls):.2f} GiB/s)")
-            for k, v in sorted(_acc.items(), key=lambda kv: -kv[1]):
-                print(f"    {k:34s} {v / args.repeats:8.4f} s per read (thread-summed)")
-
-    with cuzarr.config.set({"threading.max_workers": 1}):
-        pr = cProfile.Profile()
-        pr.enable()
-        gpu_read()
-        pr.disable()
-        s = io.StringIO()
-        pstats.Stats(pr, stream=s).sort_stats("tottime").print_stats(22)
-        print(s.getvalue()[-6000:])
-
-    from cuzarr.buffer.gpu import pinned_prototype
-
-    n = 256 << 20
-    host = np.ones(n, np.uint8)
-    pinned = pinned_prototype.empty((n,), np.uint8)
-    pinned[...] = 1
-    dev = cupy.empty(n, cupy.uint8)
-    for name, fn in (("pageable cupy.asarray", lambda: cupy.asarray(host)),
-                     ("pinned ndarray.set", lambda: dev.set(pinned))):
-        ts = []
-        for _ in range(5):
-            cupy.cuda.runtime.deviceSynchronize()
-            t = time.perf_counter()
-            fn()
-            cupy.cuda.runtime.deviceSynchronize()
-            ts.append(time.perf_counter() - t)
-        print(f"upload 256 MiB {name:24s} {statistics.median(ts) * 1e3:7.1f} ms")
-    ts = []
-    for _ in range(5):
-        t = time.perf_counter()
-        np.zeros(n, np.uint8)[:] = host
-        ts.append(time.perf_counter() - t)
-    print(f"host np.zeros + copy 256 MiB      {statistics.median(ts) * 1e3:7.1f} ms")
+    record["workers"] = phases(a, gpu_read, args.repeats)
+    write_json(args.json, record, quiet=True)
+    if not args.no_profile:
+        profile(gpu_read)
+    record["uploads_ms"] = uploads()
+    write_json(args.json, record)
 
 
 if __name__ == "__main__":

@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
 # The device checks, in one run on a GPU machine (no network): install the wheels
 # from .whl/ (scripts/fetch_gpu_wheels.sh), compile the kernels with NVRTC and
-# nvcc, run tests_gpu/, then benchmarks/gpu.py. Logs go to $OUT (or ./gpu-out).
+# nvcc, run tests_gpu/, then benchmarks/gpu.py, its --host-only mode and
+# benchmarks/gpu_phases.py. Logs and figures go to $OUT (or ./gpu-out): the
+# figures as JSON (gpu_bench.json, gpu_host.json, gpu_phases.json: date, commit,
+# host, CPUs, versions, device, every time), to be committed under
+# benchmarks/results/.
 #
-#   device run, carry [".whl"]:  bash scripts/gpu_check.sh
+#   device run, carry [".whl"]:  CUZARR_COMMIT=<git rev-parse HEAD> bash scripts/gpu_check.sh
+#   (the device's copy of the tree has no .git: CUZARR_COMMIT names the commit in the JSON)
 #   GIB=1 (benchmark size; 1 GiB fits a 15-minute device session), TESTS_ONLY=1 (skip the benchmark),
-#   TEST_TIMEOUT=420 / BENCH_TIMEOUT=420 (seconds for each part), CODECS=zstd,lz4,blosc-lz4
+#   TEST_TIMEOUT=420 / BENCH_TIMEOUT=420 / PHASES_TIMEOUT=120 (seconds for each part),
+#   CODECS=zstd,lz4,blosc-lz4, PHASES=0 (skip gpu_phases.py)
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -47,11 +53,19 @@ for f in tests_gpu/test_*.py; do
         --timeout 90 -rfE --durations=5 2>&1 | tee -a "$out/tests_gpu.log" || rc=1
 done
 if [ "${TESTS_ONLY:-0}" != "1" ]; then
+    # --json is rewritten after each (codec, layout): a timeout keeps what was measured
     timeout "${BENCH_TIMEOUT:-420}" python3 benchmarks/gpu.py --gib "${GIB:-1}" --repeats 3 \
         --codecs "${CODECS:-zstd,lz4,blosc-lz4}" --dir /tmp/cuzarr-gpu-bench \
-        2>&1 | tee "$out/gpu_bench.log" || rc=1
+        --json "$out/gpu_bench.json" 2>&1 | tee "$out/gpu_bench.log" || rc=1
     # the host's share of a device read (no device used), on this machine's CPUs
-    timeout 300 python3 benchmarks/gpu.py --host-only --gib "${GIB:-1}" --repeats 5 \
-        --dir /tmp/cuzarr-gpu-bench 2>&1 | tee "$out/gpu_host.log" || rc=1
+    timeout 300 python3 benchmarks/gpu.py --host-only --gib "${GIB:-1}" --repeats 15 \
+        --dir /tmp/cuzarr-gpu-bench --json "$out/gpu_host.json" \
+        2>&1 | tee "$out/gpu_host.log" || rc=1
+    # where a zstd read's time goes, per read-thread count (the array is built above)
+    if [ "${PHASES:-1}" != "0" ]; then
+        timeout "${PHASES_TIMEOUT:-120}" python3 benchmarks/gpu_phases.py --gib "${GIB:-1}" \
+            --codec zstd --dir /tmp/cuzarr-gpu-bench --json "$out/gpu_phases.json" \
+            2>&1 | tee "$out/gpu_phases.log" || rc=1
+    fi
 fi
 exit "$rc"

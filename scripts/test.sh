@@ -5,7 +5,8 @@
 #   2. kernel compile    (every kernels/**/*.cu through nvcc, scripts/compile_kernels.sh)
 #   3. pytest tests      (CPU tests, in parallel with pytest-xdist; includes the NVRTC
 #                         compile of every kernel and the GPU plans run on the host)
-#   4. xarray's own Zarr backend tests with reads through cuzarr (tests_xarray/), and
+#   4. xarray's own Zarr backend tests with reads through cuzarr (tests_xarray/), the
+#      same tests through zarr-python with cuzarr's codec pipeline, and
 #      zarr-python's own tests with cuzarr's codec pipeline (scripts/zarr_suite.py)
 #   5. pytest tests_torch (PyTorch tests in a Python 3.11 env, scripts/bootstrap_torch.sh)
 #   6. mkdocs build --strict
@@ -73,6 +74,17 @@ case "$rc" in
     *) echo "test.sh: xarray's tests failed (exit code $rc)" >&2 ;;
 esac
 [ "$rc" -eq 0 ] || exit "$rc"
+
+step "xarray's own Zarr backend tests, zarr-python with cuzarr's codec pipeline (tests_xarray/)"
+# the same tests with engine="zarr" left to zarr-python, whose codec_pipeline.path is
+# cuzarr.zarr_pipeline.CuzarrCodecPipeline for every write and read (issue #30)
+rc=0
+PYTHONPATH="$root/tests_xarray${PYTHONPATH:+:$PYTHONPATH}" \
+    timeout --foreground --kill-after=30 "${CUZARR_XARRAY_TIMEOUT:-900}" \
+    "$py" -m pytest -c tests_xarray/pytest.ini --rootdir tests_xarray \
+    --pyargs xarray.tests.test_backends -n "${CUZARR_TEST_WORKERS:-2}" -q \
+    --xarray-reads=zarr-pipeline || rc=$?
+[ "$rc" -eq 0 ] || { echo "test.sh: xarray's tests with cuzarr's pipeline failed (exit code $rc)" >&2; exit "$rc"; }
 
 step "zarr-python's own tests with cuzarr's codec pipeline (scripts/zarr_suite.py)"
 # arrays, indexing, codecs, sharding and v2 tests of the installed zarr-python's

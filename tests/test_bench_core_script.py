@@ -8,7 +8,18 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def _bench_core():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import bench_core
+    finally:
+        sys.path.pop(0)
+    return bench_core
 
 
 def test_bench_core_quick_read_with_assemble_limit(tmp_path):
@@ -59,13 +70,65 @@ def test_bench_core_quick_write_with_store_limit(tmp_path):
 
 
 def test_paired_ratio_pairs_times_of_the_same_repeat():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import bench_core
-    finally:
-        sys.path.pop(0)
+    bench_core = _bench_core()
     # repeat 1 was slowed by load for both; repeat 3 has no cuzarr time
     peer = {"by_repeat": {0: 1.0, 1: 3.0, 2: 1.2, 3: 0.5}}
     cz = {"by_repeat": {0: 0.5, 1: 2.0, 2: 1.0}}
     assert bench_core.paired_ratio(peer, cz) == 1.5  # median of 2.0, 1.5, 1.2
     assert bench_core.paired_ratio(peer, {"by_repeat": {}}) is None
+
+
+def test_zarr_adapters_in_one_process_keep_their_own_pipelines(tmp_path):
+    """zarr-python binds a codec pipeline when an array is created or opened, from
+    the global setting: each adapter sets its own around those calls, so that in
+    one process (``--in-process``) the zarr and zarr-fused rows do not all run the
+    last adapter's pipeline."""
+    bench_core = _bench_core()
+    adapters = {c: bench_core.make_adapter(c, "cuzarr") for c in ("zarr", "zarr-fused")}
+    data = np.arange(64 * 64, dtype="uint16").reshape(64, 64)
+    for name, ad in adapters.items():
+        loc = ad.disk_location(tmp_path / name)
+        h = ad.create(loc, data.shape, (32, 32))
+        ad.write(h, data)
+        opened = ad.open(loc)
+        np.testing.assert_array_equal(ad.read(opened), data)
+        for arr in (h, opened):
+            pipe = type(arr._async_array.codec_pipeline)
+            assert f"{pipe.__module__}.{pipe.__name__}" == bench_core.PIPELINES[name], name
+
+
+def test_bench_core_in_process_runs_every_unit_verified(tmp_path):
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_core.py"), "--in-process",
+         "--size-mib", "8", "--repeats", "2", "--contenders", "cuzarr,zarr-fused",
+         "--data-dir", str(tmp_path), "--json-out", str(tmp_path / "out.json")],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    report = json.loads((tmp_path / "out.json").read_text())
+    for unit in ("write", "read", "shard-write", "shard-read"):
+        for c in ("cuzarr", "zarr-fused"):
+            runs = report["raw"][c][unit]
+            assert len(runs) == 2
+            assert all(m["cpu"] >= m["sys"] >= 0 for m in runs)
+            assert all(m.get("ok", True) for m in runs), (unit, c)
+        assert "_ratio" in report["summary"][unit]
+    assert "order:" in r.stdout
+
+
+def test_bench_core_in_process_separate_runs_each_contender_in_its_own_process(tmp_path):
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_core.py"), "--in-process",
+         "--separate", "--size-mib", "8", "--repeats", "2", "--contenders",
+         "cuzarr,zarr-fused", "--data-dir", str(tmp_path),
+         "--json-out", str(tmp_path / "out.json")],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    report = json.loads((tmp_path / "out.json").read_text())
+    assert report["separate"] is True
+    for unit in ("write", "read", "shard-write", "shard-read"):
+        for c in ("cuzarr", "zarr-fused"):
+            runs = report["raw"][c][unit]
+            assert len(runs) == 2 and all(m.get("ok", True) for m in runs), (unit, c)
+    assert not (tmp_path / "inprocess").exists()  # the stores are removed

@@ -12,6 +12,8 @@ chunks the GPU would decode itself.
 
 from __future__ import annotations
 
+import os
+
 import numcodecs
 import numpy as np
 import pytest
@@ -235,6 +237,25 @@ def test_fancy_selections_take_the_fallback(emulate):
     np.testing.assert_array_equal(a.get_mask_selection(mask), data[mask])
 
 
+@pytest.mark.parametrize("sharded", [False, True])
+def test_shuffled_sample_batches_take_the_batched_device_path(tmp_path, emulate, sharded):
+    """A training batch (shuffled samples, one per chunk along axis 0, as
+    ``ArrayDataset.read_batch`` reads it) is slices only per chunk: one batched
+    device read (nvCOMP streams, one scatter), not the per-chunk fancy fallback."""
+    data = _data((96, 16, 16), "<f4")
+    a = cuzarr.create_array(LocalStore(tmp_path), shape=data.shape, dtype=data.dtype,
+                            chunks=(1, 16, 16), shards=(8, 16, 16) if sharded else None,
+                            compressors={"name": "zstd", "configuration": {"level": 1}})
+    a[...] = data
+    emulate.clear()
+    idx = np.random.default_rng(3).permutation(96)[:32]
+    (got,) = cuzarr.read_many([a.lazy[idx]])
+    np.testing.assert_array_equal(got, data[idx])
+    assert emulate["stream:zstd"] == 32 and emulate["fancy"] == 0
+    # a run of samples stepping evenly through the batch is one slice as well
+    np.testing.assert_array_equal(a.oindex[np.array([40, 2, 41, 3]), :], data[[40, 2, 41, 3]])
+
+
 def test_out_views_and_read_many(emulate):
     data = _data((50, 40), "<f4")
     a = _v3(MemoryStore(), "a", data, (12, 9), {"name": "zstd", "configuration": {"level": 1}})
@@ -306,6 +327,45 @@ def test_random_slices_match_numpy(data):
     np.testing.assert_array_equal(got, arr[sel])
 
 
+@settings(max_examples=150, deadline=None)
+@given(data=st.data())
+def test_random_layouts_and_routes_match_numpy(tmp_path_factory, data):
+    """Random layouts (sharded or not, local or memory store, codec), routes
+    (``gpu.gds``, sub-batch size) and selections (slices with any step, or a
+    shuffled sample batch through ``read_many``) through the host twin of the
+    device read, against numpy."""
+    ndim = data.draw(st.integers(1, 3))
+    shape = tuple(data.draw(st.integers(1, 12)) for _ in range(ndim))
+    chunks = tuple(data.draw(st.integers(1, 5)) for _ in range(ndim))
+    shards = None
+    if data.draw(st.booleans()):
+        shards = tuple(c * data.draw(st.integers(1, 3)) for c in chunks)
+    codec = data.draw(st.sampled_from([None, {"name": "zstd", "configuration": {"level": 1}},
+                                       {"name": "numcodecs.lz4", "configuration": {}}]))
+    local = data.draw(st.sampled_from([True, True, False]))  # (direct reads: local only)
+    store = LocalStore(tmp_path_factory.mktemp("a")) if local else MemoryStore()
+    arr = _data(shape, data.draw(st.sampled_from(["<f4", ">i4", "<i2"])), seed=ndim)
+    a = cuzarr.create_array(store, shape=shape, dtype=arr.dtype, chunks=chunks, shards=shards,
+                            compressors=codec)
+    a[...] = arr
+    conf = {"gpu.emulate": True, "gpu.gds": data.draw(st.sampled_from([True, True, False])),
+            "gpu.sub_batch_bytes": data.draw(st.sampled_from([64, 4096, 1 << 20]))}
+    if data.draw(st.booleans()):
+        sel = tuple(slice(data.draw(st.one_of(st.none(), st.integers(-s, s))),
+                          data.draw(st.one_of(st.none(), st.integers(-s, s))),
+                          data.draw(st.sampled_from([None, 1, 2, -1, 3]))) for s in shape)
+        with cuzarr.config.set(conf):
+            got = a[sel]
+        expected = arr[sel]
+    else:
+        idx = np.random.default_rng(data.draw(st.integers(0, 99))).permutation(shape[0])
+        idx = idx[: data.draw(st.integers(1, shape[0]))]
+        with cuzarr.config.set(conf):
+            (got,) = cuzarr.read_many([a.lazy[idx]])
+        expected = arr[idx]
+    np.testing.assert_array_equal(got, expected)
+
+
 @pytest.mark.parametrize("zarr_format, order", [(3, "C"), (2, "C"), (2, "F")])
 def test_direct_file_reads(tmp_path, emulate, zarr_format, order):
     """``gpu.gds``: uncompressed chunks of a local store are read from their files
@@ -327,6 +387,93 @@ def test_direct_file_reads(tmp_path, emulate, zarr_format, order):
     path.write_bytes(path.read_bytes()[:-8])
     with cuzarr.config.set({"gpu.gds": True}), pytest.raises(cuzarr.errors.CodecError,
                                                              match=key):
+        a[...]
+
+
+@pytest.mark.parametrize("codec", [{"name": "zstd", "configuration": {"level": 3}},
+                                   {"name": "numcodecs.lz4", "configuration": {}}])
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_direct_compressed_file_reads(tmp_path, emulate, codec, zarr_format):
+    """``gpu.gds``: zstd and LZ4 chunk files of a local store go from disk to the
+    device's direct area and are decoded there (no host buffer, no packing),
+    in sub-batches; a truncated file is a ``CodecError`` naming its key; a
+    ``gpu.untrusted`` store is never read that way."""
+    data = _data((64, 48), "<f4")
+    comp = codec if zarr_format == 3 else (
+        numcodecs.Zstd(level=3) if codec["name"] == "zstd" else numcodecs.LZ4())
+    a = cuzarr.create_array(LocalStore(tmp_path / "a"), shape=data.shape, dtype=data.dtype,
+                            chunks=(8, 16), zarr_format=zarr_format, compressors=comp)
+    a[...] = data
+    a[:8, :16] = 0  # chunk (0, 0) all fill: not stored, read as missing
+    data = data.copy()
+    data[:8, :16] = 0
+    conf = {"gpu.gds": True, "gpu.sub_batch_bytes": 2048}
+    with cuzarr.config.set(conf):
+        _check(a, data, emulate, SELECTIONS[:4])
+        assert emulate["direct_src"] > 0 and emulate["sub_batches"] > emulate["batches"]
+        emulate.clear()
+        with cuzarr.config.set({"gpu.untrusted": True}):
+            np.testing.assert_array_equal(a[...], data)
+        assert emulate["direct_src"] == 0
+    key = "c/3/2" if zarr_format == 3 else "3.2"
+    path = tmp_path / "a" / key
+    path.write_bytes(path.read_bytes()[:-8])  # truncated
+    with cuzarr.config.set(conf), pytest.raises(cuzarr.errors.CodecError, match=key):
+        a[...]
+
+
+def test_direct_reads_of_chunks_too_large_for_nvcomp_decode_on_the_host(tmp_path, emulate,
+                                                                       monkeypatch):
+    """A zstd chunk decoding to more than nvCOMP's batch limit
+    (``MAX_DEVICE_STREAM``) is not read to the device: read on the host and
+    decoded there, the others of its batch still direct."""
+    from cuzarr.gpu import batch
+
+    monkeypatch.setattr(batch, "MAX_DEVICE_STREAM", 100)
+    data = _data((64, 48), "<f4")
+    a = cuzarr.create_array(LocalStore(tmp_path / "a"), shape=data.shape, dtype=data.dtype,
+                            chunks=(8, 16), compressors={"name": "zstd",
+                                                         "configuration": {"level": 1}})
+    a[...] = data
+    with cuzarr.config.set({"gpu.gds": True}):
+        np.testing.assert_array_equal(a[...], data)
+    assert emulate["host_decoded"] == 24 and emulate.get("direct_src", 0) == 0
+    monkeypatch.setattr(batch, "MAX_DEVICE_STREAM", 16 << 20)
+    emulate.clear()
+    with cuzarr.config.set({"gpu.gds": True}):
+        np.testing.assert_array_equal(a[...], data)
+    assert emulate["direct_src"] == 24 and emulate["host_decoded"] == 0
+
+
+@pytest.mark.parametrize("inner", [None, {"name": "zstd", "configuration": {"level": 3}}])
+def test_direct_shard_reads(tmp_path, emulate, inner):
+    """``gpu.gds`` True on a sharded local array: only the shard indexes are read
+    on the host; each inner chunk is a byte range of its shard's file, read to
+    the device (zstd: decoded there; uncompressed: straight into its slot)."""
+    data = _data((64, 48), "<f4")
+    a = cuzarr.create_array(LocalStore(tmp_path / "a"), shape=data.shape, dtype=data.dtype,
+                            chunks=(8, 16), shards=(16, 48), compressors=inner)
+    a[...] = data
+    a[16:24, 16:32] = 0  # one inner chunk all fill: not stored
+    data = data.copy()
+    data[16:24, 16:32] = 0
+    with cuzarr.config.set({"gpu.gds": True, "gpu.sub_batch_bytes": 4096}):
+        _check(a, data, emulate, SELECTIONS[:4])
+        key = "direct_src" if inner else "direct"
+        assert emulate[key] > 0 and emulate["in_place"] == 0
+        # integer arrays (two rows of one inner chunk, out of order) decode on
+        # the host, from bytes: no file references reach them
+        rows = np.array([3, 1, 40, 17])
+        np.testing.assert_array_equal(a.oindex[rows, :], data[rows])
+        np.testing.assert_array_equal(cuzarr.read_many([a.lazy[rows]])[0], data[rows])
+    if inner is None:
+        return
+    path = tmp_path / "a" / "c" / "0" / "0"
+    raw = bytearray(path.read_bytes())
+    raw[:4] = b"\0\0\0\0"  # the first inner chunk's zstd magic
+    path.write_bytes(bytes(raw))
+    with cuzarr.config.set({"gpu.gds": True}), pytest.raises(cuzarr.errors.CodecError,
+                                                             match="c/0/0"):
         a[...]
 
 
@@ -461,10 +608,10 @@ def test_local_chunks_read_into_one_buffer_and_decoded_in_place(tmp_path, emulat
     assert emulate["host_decoded"] == 0
 
 
-def test_get_into_reads_changed_and_vanished_files_safely(tmp_path):
-    """``SyncIO.get_into``: a file that changes size between the size pass and
-    the read comes back as its own (new) bytes, one deleted meanwhile as missing,
-    the others inside the caller's buffer."""
+def test_get_into_reads_files_as_opened(tmp_path):
+    """``SyncIO.get_into`` sizes each file through the descriptor it then reads:
+    a file replaced or deleted between the size pass and the read comes back as
+    it was when opened (a consistent snapshot, inside the caller's buffer)."""
     store = LocalStore(tmp_path)
     for k, v in (("a", b"1" * 10), ("b", b"2" * 20), ("c", b"3" * 30)):
         (tmp_path / k).write_bytes(v)
@@ -472,20 +619,44 @@ def test_get_into_reads_changed_and_vanished_files_safely(tmp_path):
 
     def place(sizes):
         seen.append(list(sizes))
-        (tmp_path / "b").write_bytes(b"9" * 25)
+        (tmp_path / "b.new").write_bytes(b"9" * 25)
+        os.replace(tmp_path / "b.new", tmp_path / "b")
         (tmp_path / "c").unlink()
         return np.zeros(100, np.uint8), [0, 16, 48, -1]
 
     values, offsets = store.sync_io().get_into(["a", "b", "c", "missing"], place)
     assert seen == [[10, 20, 30, None]]
-    assert offsets == [0, -1, -1, -1]
-    assert bytes(values[0]) == b"1" * 10 and isinstance(values[0], memoryview)
-    assert values[1] == b"9" * 25 and values[2] is None and values[3] is None
+    assert offsets == [0, 16, 48, -1]
+    assert [bytes(v) for v in values[:3]] == [b"1" * 10, b"2" * 20, b"3" * 30]
+    assert all(isinstance(v, memoryview) for v in values[:3]) and values[3] is None
     with pytest.raises(cuzarr.errors.StoreKeyError):
         store.sync_io().get_into(["../x"], place)
     # a place past the buffer's end: the value comes back as its own bytes
     values, offsets = store.sync_io().get_into(["a"], lambda sizes: (np.zeros(12, np.uint8), [4]))
     assert offsets == [-1] and values[0] == b"1" * 10
+
+
+def test_get_into_beyond_held_descriptors_reads_changed_files_safely(tmp_path, monkeypatch):
+    """Past ``_HOLD_MAX`` keys, sizes come from ``stat``: a file that changes size
+    before it is read comes back as its own (new) bytes, one deleted meanwhile
+    as missing, the others inside the caller's buffer."""
+    from cuzarr.storage.local import store as local_store
+
+    monkeypatch.setattr(local_store, "_HOLD_MAX", 1)
+    store = LocalStore(tmp_path)
+    for k, v in (("a", b"1" * 10), ("b", b"2" * 20), ("c", b"3" * 30)):
+        (tmp_path / k).write_bytes(v)
+
+    def place(sizes):
+        assert sizes == [10, 20, 30, None]
+        (tmp_path / "b").write_bytes(b"9" * 25)
+        (tmp_path / "c").unlink()
+        return np.zeros(100, np.uint8), [0, 16, 48, -1]
+
+    values, offsets = store.sync_io().get_into(["a", "b", "c", "missing"], place)
+    assert offsets == [0, -1, -1, -1]
+    assert bytes(values[0]) == b"1" * 10 and isinstance(values[0], memoryview)
+    assert values[1] == b"9" * 25 and values[2] is None and values[3] is None
 
 
 @pytest.mark.parametrize("sharded", [False, True])
@@ -611,7 +782,45 @@ def test_fancy_reads_take_plain_bytes(tmp_path, emulate, monkeypatch, compressor
         np.testing.assert_array_equal(a.vindex[rows, cols], data[rows, cols])
         np.testing.assert_array_equal(a.oindex[rows, cols], data[np.ix_(rows, cols)])
         assert emulate["fancy"] > 0 and not any(staged)
-        # slice plans still stage (or read files directly: gds, uncompressed)
+        # slice plans still stage (or read files directly: gds; uncompressed, zstd, LZ4)
         np.testing.assert_array_equal(a[2:35, 1:29], data[2:35, 1:29])
         np.testing.assert_array_equal(a[[3, 17, 33]], data[[3, 17, 33]])  # rows: slices per chunk
-    assert any(staged) is not (gds and compressors is None)
+    assert any(staged) is not gds
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.integers(0, 100)), max_size=30),
+       st.sampled_from(["zstd", "lz4", "zlib", "gzip", "none", None]))
+def test_place_chunks_aligns_every_first_stream(sizes, kind):
+    """``place_chunks`` (vectorised): chunks in order, none overlapping, each
+    one's first raw stream 16-byte aligned, missing ones at -1, no gap wider
+    than the alignment, the buffer just long enough."""
+    from cuzarr.gpu.batch import STREAM_HEAD, place_chunks
+
+    head = STREAM_HEAD.get(kind or "", 0)
+    buf, offsets = place_chunks(sizes, kind)
+    end = 0
+    for n, at in zip(sizes, offsets):
+        if n is None:
+            assert at == -1
+            continue
+        assert at >= end and (at + head) % 16 == 0 and at - end < 16
+        end = at + n
+    assert len(buf) == max(end, 1)
+
+
+def test_get_into_sizes_special_files_as_before(tmp_path):
+    """``get_into`` sizes files with lseek: a directory planted under a chunk key
+    (lseek gives 2**63 - 1) still reads as missing, a regular file as itself."""
+    store = LocalStore(tmp_path)
+    (tmp_path / "a").write_bytes(b"x" * 10)
+    (tmp_path / "d").mkdir()
+    seen = []
+
+    def place(sizes):
+        seen.append(list(sizes))
+        return np.zeros(64, np.uint8), [0 if n is not None else -1 for n in sizes]
+
+    values, offsets = store.sync_io().get_into(["a", "d"], place)
+    assert seen == [[10, None]]
+    assert bytes(values[0]) == b"x" * 10 and offsets == [0, -1] and values[1] is None

@@ -144,12 +144,15 @@ def test_nan_fill_and_write_empty_chunks(tmp_path, emulate):
     assert b.nchunks_initialized == 4
 
 
-def test_sharded_and_fancy_writes_take_the_host_path(tmp_path, emulate):
+def test_partial_shards_and_fancy_writes_take_the_host_path(tmp_path, emulate):
+    """Shards written in part are updated on the host (whole ones: see
+    tests/test_gpu_emulate_shard_writes.py); so are orthogonal writes."""
     data = _data((32, 32), "<u2")
     a = cuzarr.create_array(LocalStore(tmp_path / "a"), shape=data.shape, dtype=data.dtype,
                             chunks=(8, 8), shards=(16, 16))
-    a[...] = data
-    assert emulate["batches"] == 0
+    a[1:, 1:] = data[1:, 1:]
+    assert emulate["batches"] == 1 and emulate["chunks"] == 4  # shard (1, 1)
+    np.testing.assert_array_equal(a[1:, 1:], data[1:, 1:])
     b = cuzarr.create_array(LocalStore(tmp_path / "b"), shape=data.shape, dtype=data.dtype,
                             chunks=(8, 8))
     b.oindex[[1, 5, 30], :] = data[:3]
@@ -277,7 +280,8 @@ def test_cut_edge_chunks_written_on_device_as_on_the_host(tmp_path, order, compr
                                                           shards):
     """The device write path keeps (or drops) the stale elements of chunks and
     shards cut by a shrink exactly as the host path (and zarr-python) does: the
-    same keys with the same bytes. Sharded writes take the host path."""
+    same keys with the same bytes. Cut shards take the host path, whole ones
+    the device's."""
     kw = dict(shape=(9, 7), dtype="<i4", chunks=(2, 2), shards=shards, order=order,
               compressors=compressors, fill_value=0, write_empty_chunks=wec)
     roots = {}
@@ -288,7 +292,7 @@ def test_cut_edge_chunks_written_on_device_as_on_the_host(tmp_path, order, compr
             _cut_edge_writes(a, 0, tmp_path / str(emu), lambda emu=emu: cuzarr.open_array(
                 LocalStore(tmp_path / str(emu)), mode="r+", config={"write_empty_chunks": wec}
             ))
-        assert bool(HostEncoder.stats.get("batches")) == (emu and shards is None)
+        assert bool(HostEncoder.stats.get("batches")) == emu
         roots[emu] = _stored(tmp_path / str(emu))
     assert roots[True] == roots[False]
     z = zarr.create_array(str(tmp_path / "z"), **{

@@ -239,3 +239,52 @@ def test_kernel_sources_found():
 
     src = kernels.source("scatter.cu")
     assert "struct cuzarr_plan_row" in src and "#include" not in src
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_product_rows_match_per_item_rows(data):
+    """Items that are (a window of) a product of per-dimension projections get
+    their table from the per-dimension rows (``ChunkItems.dims``), vectorised:
+    the same table, row for row, as worked out item by item, on regular and
+    rectilinear grids."""
+    from cuzarr.metadata.chunk_grid import RectilinearChunkGrid
+
+    shape, chunks, sel = draw_grid_selection(data.draw, 1, 3)
+    if data.draw(st.booleans()):
+        edges = [data.draw(st.lists(st.integers(1, 4), min_size=s, max_size=s)) for s in shape]
+        grid = RectilinearChunkGrid(edges)
+    else:
+        grid = RegularChunkGrid(chunks)
+    plan_sel = normalize_numpy(sel, shape, list(grid.dims(shape)))
+    items = chunk_items(plan_sel.projections)
+    if not items:
+        return
+    lo = data.draw(st.integers(0, len(items) - 1))
+    hi = data.draw(st.integers(lo + 1, len(items)))
+    part = items.window(lo, hi) if hasattr(items, "window") else items[lo:hi]
+    out = np.zeros(plan_sel.buffer_shape, "<i4")
+    args = (grid.stored_chunk_shape, out.shape, out.strides, 4)
+    fast = build_plan(part, *args)
+    slow = build_plan(list(part), *args)
+    np.testing.assert_array_equal(fast.table, slow.table)
+    np.testing.assert_array_equal(fast.slots, slow.slots)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.data())
+def test_product_rows_of_a_subset_match_per_item_rows(data):
+    """A :meth:`ChunkItems.subset` (the inner chunks of some shards, in any
+    order) keeps its positions in the product: the same table as item by item."""
+    shape, chunks, sel = draw_grid_selection(data.draw, 1, 3)
+    grid = RegularChunkGrid(chunks)
+    plan_sel = normalize_numpy(sel, shape, list(grid.dims(shape)))
+    items = chunk_items(plan_sel.projections)
+    if not items:
+        return
+    ids = data.draw(st.lists(st.integers(0, len(items) - 1), min_size=1, max_size=len(items)))
+    part = items.subset(ids)
+    assert [tuple(c) for c in part.coords()] == [tuple(items[i][0]) for i in ids]
+    out = np.zeros(plan_sel.buffer_shape, "<i4")
+    args = (grid.stored_chunk_shape, out.shape, out.strides, 4)
+    np.testing.assert_array_equal(build_plan(part, *args).table, build_plan(list(part), *args).table)

@@ -885,3 +885,28 @@ def test_mask_selections_need_boolean_masks():
     a.set_mask_selection(m.tolist(), 5)  # nested lists of bools are masks too
     x[m] = 5
     np.testing.assert_array_equal(a[...], x)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 400), st.integers(1, 20), st.data())
+def test_long_step1_projections_match_the_per_chunk_loop(size, chunk, data):
+    """A step-1 slice over many chunks is projected with numpy
+    (``projection._project_run``): the same chunks, selections and ``complete``
+    flags (values and types) as the per-chunk loop."""
+    from cuzarr.indexing import projection
+    from cuzarr.metadata.chunk_grid import DimGrid
+
+    a = data.draw(st.integers(0, size - 1))
+    b = data.draw(st.integers(a + 1, size))
+    dim = DimGrid(size, chunk)
+    c0, c1 = a // chunk, (b - 1) // chunk
+    fast = projection._project_run(a, b - 1, c0, c1, dim)
+    saved = projection._VECTOR_MIN
+    projection._VECTOR_MIN = 1 << 62
+    try:
+        slow = projection.project_slice(a, b, 1, dim)
+    finally:
+        projection._VECTOR_MIN = saved
+    assert (fast.chunks, fast.chunk_sels, fast.out_sels, fast.out_len) == (
+        slow.chunks, slow.chunk_sels, slow.out_sels, slow.out_len)
+    assert [(type(c), c) for c in fast.complete] == [(type(c), c) for c in slow.complete]

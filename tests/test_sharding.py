@@ -408,3 +408,36 @@ def test_empty_shard_under_compressors_is_not_stored(tmp_path, write_empty_chunk
         assert stored == ["0", "1"]  # inner chunks of fill kept, as zarr-python does
     else:
         assert stored == []
+
+
+def test_inner_chunks_grouped_by_shard_in_order_of_first_item():
+    """Reads group inner-chunk items by shard with numpy (``_group_rows``): the
+    same groups, in the same order, as one dict insertion per item."""
+    from cuzarr.core.shards import _group_rows
+
+    rng = np.random.default_rng(5)
+    for ndim in (1, 2, 3):
+        rows = rng.integers(0, 3, size=(200, ndim))
+        expected: dict[tuple[int, ...], list[int]] = {}
+        for i, r in enumerate(rows.tolist()):
+            expected.setdefault(tuple(r), []).append(i)
+        assert _group_rows(rows) == list(expected.items())
+    # a grid whose rows do not fit one int64 each: grouped as records
+    big = np.array([[2**40, 2**40, 1], [0, 0, 0], [2**40, 2**40, 1]], np.int64)
+    assert _group_rows(big) == [((2**40, 2**40, 1), [0, 2]), ((0, 0, 0), [1])]
+
+
+@pytest.mark.parametrize("loc", ["start", "end"])
+def test_shards_dict_index_location_as_zarr_python(tmp_path, loc):
+    """``shards={"shape": ..., "index_location": ...}`` places the index where
+    asked, as zarr-python's create_array does (the same metadata)."""
+    kw = dict(shape=(16, 16), dtype="i4", chunks=(4, 4),
+              shards={"shape": (8, 8), "index_location": loc})
+    a = cuzarr.create_array(str(tmp_path / "c"), **kw)
+    zarr.create_array(str(tmp_path / "z"), **kw)
+    conf = a.metadata.to_dict()["codecs"][0]["configuration"]
+    assert conf["index_location"] == loc
+    assert (tmp_path / "c" / "zarr.json").read_text() == (tmp_path / "z" / "zarr.json").read_text()
+    a[...] = np.arange(256, dtype="i4").reshape(16, 16)
+    np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "c"), mode="r")[...],
+                                  a[...])

@@ -5,6 +5,8 @@ import that leaves the device and remote modules unloaded."""
 from __future__ import annotations
 
 import asyncio
+import os
+import platform
 import subprocess
 import sys
 import threading
@@ -387,7 +389,46 @@ def test_raise_mmap_threshold_is_monotonic_and_capped(monkeypatch):
     workers.raise_mmap_threshold(1 << 20)  # lower: nothing to do
     assert workers._primed == 4 << 20
     workers.raise_mmap_threshold(1 << 40)  # glibc's dynamic threshold stops at 32 MiB
-    assert workers._primed == 32 << 20
+    assert workers._primed == workers._MMAP_MAX < 32 << 20
+
+
+_MMAPPED_AFTER_PRIMING = """
+import ctypes, sys
+import numpy as np
+from cuzarr.runtime import workers
+libc = ctypes.CDLL("libc.so.6")
+class Info(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks",
+        "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+libc.mallinfo2.restype = Info
+workers.raise_mmap_threshold(int(sys.argv[1]))
+before = libc.mallinfo2().hblks
+block = np.empty(24 << 20, dtype=np.uint8)  # untouched
+print(libc.mallinfo2().hblks - before)
+"""
+
+
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc",
+    reason="glibc's allocator (mallinfo2, dynamic mmap threshold) only",
+)
+@pytest.mark.parametrize("ask", [64 << 20, 32 << 20])
+def test_raise_mmap_threshold_takes_effect_for_large_chunks(ask):
+    """A shard write asks for 32 MiB or more: glibc must then serve a 24 MiB buffer
+    from its heap, not from a fresh mmap (a block of exactly 32 MiB freed once left
+    the threshold where it was). In a fresh process: the threshold is the process's."""
+    import ctypes
+
+    if not hasattr(ctypes.CDLL("libc.so.6"), "mallinfo2"):
+        pytest.skip("glibc without mallinfo2")
+    r = subprocess.run(
+        [sys.executable, "-c", _MMAPPED_AFTER_PRIMING, str(ask)],
+        capture_output=True, text=True, timeout=120,
+        # a fixed threshold (MALLOC_MMAP_THRESHOLD_, GLIBC_TUNABLES) turns the dynamic one off
+        env={k: v for k, v in os.environ.items() if not k.startswith(("MALLOC_", "GLIBC_TUNABLES"))},
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["0"]  # no new mmapped block
 
 
 def test_short_os_writes_are_continued(tmp_path, monkeypatch):

@@ -180,6 +180,31 @@ def test_torch_dlpack_zero_copy():
     np.testing.assert_array_equal(t.cpu().numpy(), data)
 
 
+@pytest.mark.parametrize("codec", [{"name": "zstd", "configuration": {"level": 3}},
+                                   {"name": "numcodecs.lz4", "configuration": {}}])
+@pytest.mark.parametrize("gds", [True, "auto"])
+@pytest.mark.parametrize("sharded", [False, True])
+def test_gds_compressed_local(tmp_path, gds, codec, sharded):
+    """zstd and LZ4 local chunk files (or inner chunks: byte ranges of shard
+    files, after the index is read on the host) read into device memory
+    (kvikio) and decoded there by nvCOMP, in sub-batches, with ``gpu.gds``
+    True ("auto": through host memory); a truncated chunk file raises
+    CodecError naming its key."""
+    data = np.cumsum(_data((300, 200), "<f4"), axis=1).round(1)
+    a = cuzarr.create_array(LocalStore(tmp_path / "a"), shape=data.shape, dtype=data.dtype,
+                            chunks=(64, 64), shards=(128, 128) if sharded else None,
+                            compressors=codec)
+    a[...] = data
+    with cuzarr.config.set({"gpu.gds": gds, "gpu.sub_batch_bytes": 16 << 10}):
+        _check(a, data)
+        if sharded:
+            return
+        path = tmp_path / "a" / "c" / "1" / "1"
+        path.write_bytes(path.read_bytes()[:-8])
+        with cuzarr.config.enable_gpu(), pytest.raises(cuzarr.errors.CodecError, match="c/1/1"):
+            a[...]
+
+
 @pytest.mark.parametrize("gds", [True, "auto"])
 def test_gds_uncompressed_local(tmp_path, gds):
     """Uncompressed local chunks read from disk into device memory (kvikio: GDS or

@@ -47,14 +47,22 @@ def _reader_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--xarray-reads",
-        choices=("cuzarr", "zarr"),
+        choices=("cuzarr", "zarr", "zarr-pipeline"),
         default="cuzarr",
-        help="which library serves engine='zarr' reads (default: cuzarr)",
+        help="which library serves engine='zarr' reads (default: cuzarr; "
+        "zarr-pipeline: zarr-python itself, its codec pipeline cuzarr's, for "
+        "writes and reads alike)",
     )
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    if config.getoption("--xarray-reads") != "cuzarr":
+    mode = config.getoption("--xarray-reads")
+    if mode == "zarr-pipeline":
+        import zarr
+
+        zarr.config.set({"codec_pipeline.path": "cuzarr.zarr_pipeline.CuzarrCodecPipeline"})
+        return
+    if mode != "cuzarr":
         return
     original = plugins.get_backend
 

@@ -143,8 +143,11 @@ defaults: list[dict[str, Any]] = [
         # streams / sub_batch_bytes: each batch of a device read is cut into
         # sub-batches of about sub_batch_bytes stored bytes, queued round-robin
         # on `streams` CUDA streams (1-4) so that uploads overlap decodes.
+        # staging_keep_bytes: pinned (host twin: plain) staging kept for the
+        # next read when a read ends and gives its buffers back (gpu/staging.py).
         "gpu": {"emulate": False, "gds": "auto", "stream": None, "read_workers": 4,
-                "untrusted": False, "streams": 2, "sub_batch_bytes": 32 << 20},
+                "untrusted": False, "streams": 2, "sub_batch_bytes": 32 << 20,
+                "staging_keep_bytes": 1 << 30},
         "json_indent": 2,
         # Decode large zstd frames through the system's libzstd when one is
         # found (codecs/libzstd.py); False: numcodecs only.

@@ -5,6 +5,7 @@ written and the store allows it)."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from cuzarr.api import asynchronous as _async
@@ -32,67 +33,54 @@ __all__ = [
 ]
 
 
+# zarr-python's signature, a few related parameters per line (``fmt: skip``) so that the
+# def, its full docstring included, keeps to the project's 80-line limit
 def create_array(
     store: Any = None,
     name: str | None = None,
     *,
-    shape: Any = None,
-    dtype: Any = None,
-    chunks: Any = "auto",
-    shards: Any = None,
-    fill_value: Any = DEFAULT_FILL,
-    order: str | None = None,
+    shape: Any = None, dtype: Any = None,
+    chunks: Any = "auto", shards: Any = None,
+    fill_value: Any = DEFAULT_FILL, order: str | None = None,
     zarr_format: int | None = FORMAT_DEFAULT,
-    compressors: Any = "auto",
-    filters: Any = None,
-    serializer: Any = "auto",
-    attributes: dict[str, Any] | None = None,
-    dimension_names: Any = None,
-    overwrite: bool = False,
-    write_empty_chunks: bool | None = None,
-    chunk_key_encoding: Any = None,
-    dimension_separator: str | None = None,
-    storage_options: dict[str, Any] | None = None,
-    meta_array: Any = None,
-    data: Any = None,
-    config: Any = None,
-    write_data: bool = True,
-) -> Array:
-    """Create a new array.
+    compressors: Any = "auto", filters: Any = None, serializer: Any = "auto",
+    attributes: dict[str, Any] | None = None, dimension_names: Any = None,
+    overwrite: bool = False, write_empty_chunks: bool | None = None,
+    chunk_key_encoding: Any = None, dimension_separator: str | None = None,
+    storage_options: dict[str, Any] | None = None, meta_array: Any = None,
+    data: Any = None, config: Any = None, write_data: bool = True,
+) -> Array:  # fmt: skip
+    """Create a new array (zarr-python 3's ``create_array``).
 
     Parameters
     ----------
     store : str, pathlib.Path, dict, Store or None
-        A local directory path, a URL (``s3://``, ``https://``, ``memory://``),
-        a ``*.zip`` or ``*.n5`` path, a ``dict``, a ``cuzarr.storage`` store, or
-        ``None`` for a new in-memory store.
+        A directory path, a URL (``s3://``, ``https://``, ``memory://``), a ``*.zip`` or
+        ``*.n5`` path, a ``dict``, a ``cuzarr.storage`` store, or None: a new memory store.
     name : str, optional
         Path of the array inside the store ('' for the root).
     shape : int or tuple of int
         Shape of the array (taken from ``data`` when that is given).
     dtype : numpy dtype, str, type or v3 JSON
-        Element type: numpy dtypes, ``str`` for variable-length UTF-8, ``bytes``
-        for variable-length bytes, ml_dtypes types (bfloat16, float8), v3 names.
-        Required unless ``data`` is given (``ValueError`` otherwise, as in
-        zarr-python).
+        Element type: numpy dtypes, ``str`` / ``bytes`` for variable-length UTF-8 / bytes,
+        ml_dtypes types (bfloat16, float8), v3 names. Required unless ``data`` is given
+        (``ValueError`` otherwise, as in zarr-python).
     chunks : int, tuple of int or "auto"
-        Chunk shape (the inner chunk shape when ``shards`` is given); "auto"
-        picks what zarr-python picks (h5py's rule: 128 KiB to 64 MiB, growing
-        with the array; at most 1 MiB inside shards).
+        Chunk shape (of the inner chunks when ``shards`` is given); "auto" as zarr-python: h5py's
+        rule, 128 KiB to 64 MiB growing with the array, at most 1 MiB inside shards.
     shards : tuple of int or "auto", optional
-        Shard shape (v3): a multiple of ``chunks``; "auto" as zarr-python: two
-        chunks along each axis that holds more than eight.
+        Shard shape (v3): a multiple of ``chunks``; "auto" as zarr-python: two chunks along
+        each axis that holds more than eight.
     fill_value : scalar or None, optional
-        Value of unwritten elements (default: zero or empty). ``None`` in
-        Zarr v2 is stored as ``null`` (unwritten elements still read as zero
-        or empty, as in zarr-python); in v3 it means the default.
+        Value of unwritten elements (default: zero or empty). ``None``: in v2 stored as ``null``
+        (still read as zero or empty, as in zarr-python); in v3 the default.
     order : {"C", "F"}, optional
         Memory order of chunks (stored order for v2).
     zarr_format : {2, 3}
         Format version (default 3; 2 in an N5 container, the one format it holds).
     compressors, filters, serializer
-        numcodecs codecs, v3 codec dicts or cuzarr codecs. ``"auto"``
-        compressors give zstd level 0, as zarr-python does; ``None`` none.
+        numcodecs codecs, v3 codec dicts or cuzarr codecs. ``"auto"`` compressors give zstd
+        level 0, as zarr-python does; ``None`` none.
     attributes : dict, optional
         User attributes (JSON-serializable).
     dimension_names : sequence of str or None, optional
@@ -110,14 +98,11 @@ def create_array(
     meta_array : array, optional
         A numpy or CuPy array choosing where outputs live.
     data : array-like, optional
-        Data for the new array: it gives the shape and dtype (do not pass ``shape``),
-        and is written unless ``write_data`` is False. A cuzarr or zarr-python array
-        also gives its fill value, as in :func:`from_array`.
+        Gives the shape and dtype (do not pass ``shape``), and is written unless ``write_data``
+        is False. A cuzarr or zarr-python array gives its fill value too (as in ``from_array``).
     config : dict or ArrayConfig, optional
-        Runtime settings ``{"order": "C" | "F", "write_empty_chunks": bool,
-        "read_missing_chunks": bool}``
-        (zarr-python's ``ArrayConfig``); explicit ``order`` / ``write_empty_chunks``
-        arguments win.
+        zarr-python's ``ArrayConfig``: ``{"order": "C" | "F", "write_empty_chunks": bool,
+        "read_missing_chunks": bool}``; explicit ``order`` / ``write_empty_chunks`` win.
     write_data : bool
         With ``data``: write it (default) or only take its shape and dtype.
 
@@ -126,10 +111,7 @@ def create_array(
     Array
     """
     args = dict(locals())  # every argument, forwarded as given
-
-    def make() -> Any:
-        return _async.create_array(**args)
-
+    make = functools.partial(_async.create_array, **args)
     # without data, only metadata is written: in this thread where the store allows
     return Array(run_blocking(make) if data is None else sync(make()))
 
@@ -188,6 +170,7 @@ def empty_like(a: Any, store: Any = None, **kwargs: Any) -> Array:
     return empty(kw.pop("shape"), store, **kw)
 
 
+# zarr-python's signature in its order, a few parameters per line (as create_array)
 def create(
     shape: Any,
     *,
@@ -202,8 +185,7 @@ def create(
     path: str | None = None,
     chunk_store: Any = None,
     filters: Any = None,
-    cache_metadata: bool | None = None,
-    cache_attrs: bool | None = None,
+    cache_metadata: bool | None = None, cache_attrs: bool | None = None,
     read_only: bool | None = None,
     object_codec: Any = None,
     dimension_separator: str | None = None,
@@ -211,40 +193,33 @@ def create(
     zarr_format: int | None = None,
     meta_array: Any = None,
     attributes: dict[str, Any] | None = None,
-    chunk_shape: Any = None,
-    chunk_key_encoding: Any = None,
-    codecs: Any = None,
+    chunk_shape: Any = None, chunk_key_encoding: Any = None, codecs: Any = None,
     dimension_names: Any = None,
     storage_options: dict[str, Any] | None = None,
-    config: Any = None,
-    mode: str | None = None,
-    data: Any = None,
-) -> Array:
+    config: Any = None, mode: str | None = None, data: Any = None,
+) -> Array:  # fmt: skip
     """Create an array: zarr-python's legacy ``zarr.create``.
 
-    Prefer :func:`create_array`; this keeps the zarr-python 2 style arguments.
+    Prefer ``create_array``; this keeps the zarr-python 2 style arguments. Those the
+    two share mean the same in both, and are documented there.
 
     Parameters
     ----------
     shape : int or tuple of int
         Array shape.
-    chunks : int, tuple of int, False or None
-        Chunk shape: None guesses one, False makes one chunk of the whole array, an
-        int is the size in every dimension. ``True`` raises ``ValueError``, as in
-        zarr-python 3.
+    chunks, chunk_shape : int, tuple of int, False or None
+        Chunk shape (give one of the two): None guesses one, False makes one chunk of the
+        whole array, an int is the size in every dimension. ``True`` raises ``ValueError``,
+        as in zarr-python 3.
     dtype : dtype, optional
         Element type (default float64).
     compressor : numcodecs codec, dict, None or "auto"
         The compressor (Zarr v2 only; for v3 use ``codecs``). "auto" is zstd level 0,
         None none.
-    fill_value : scalar, optional
-        Value of unwritten elements (default: zero or empty).
-    order : {"C", "F"}, optional
-        Memory order (stored for v2, runtime for v3).
-    store : str, pathlib.Path, dict, Store or None
-        Where the array lives (``None``: a new in-memory store).
-    overwrite : bool
-        Replace whatever node is at ``path``.
+    store, fill_value, order, overwrite, write_empty_chunks, zarr_format
+        As in ``create_array``; ``overwrite`` replaces whatever node is at ``path``.
+    meta_array, attributes, storage_options, config
+        As in ``create_array``.
     path : str, optional
         Path of the array inside the store.
     filters : list of numcodecs codecs, optional
@@ -256,26 +231,12 @@ def create(
         Accepted for compatibility; a value other than None warns and has no effect.
     dimension_separator : {".", "/"}, optional
         Chunk key separator (Zarr v2 only; for v3 use ``chunk_key_encoding``).
-    write_empty_chunks : bool, optional
-        Store chunks equal to the fill value.
-    zarr_format : {2, 3}, optional
-        Format (default 3).
-    meta_array : array, optional
-        A numpy or CuPy array choosing where outputs live.
-    attributes : dict, optional
-        User attributes.
-    chunk_shape : tuple of int, optional
-        Same as ``chunks`` (give one of the two).
     chunk_key_encoding : dict or tuple, optional
         e.g. ``{"name": "default", "separator": "."}`` or ``("default", ".")`` (v3 only).
     codecs : list of codecs or dicts, optional
         The v3 codec chain: filters, one serializer, then compressors (v3 only).
     dimension_names : sequence of str, optional
         Dimension names (v3 only).
-    storage_options : dict, optional
-        Options for URL stores (fsspec).
-    config : dict or ArrayConfig, optional
-        Runtime settings ``{"order", "write_empty_chunks"}``.
     mode : {"r", "r+", "a", "w", "w-"}, optional
         Legacy: ``w`` replaces what is stored at ``path``, ``w-`` refuses to replace
         anything, ``r`` fails; default ``a``.
@@ -324,7 +285,7 @@ def from_array(
     name : str, optional
         Path of the new array in the store.
     chunks, shards, filters, compressors, serializer
-        As in :func:`create_array`, or ``"keep"`` (the default): those of ``data``
+        As in ``create_array``, or ``"keep"`` (the default): those of ``data``
         when it is a cuzarr or zarr-python array (codecs only when ``zarr_format`` is
         the source's), otherwise the ``create_array`` defaults.
     fill_value : scalar, optional

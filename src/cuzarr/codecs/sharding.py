@@ -315,8 +315,7 @@ class ShardingCodec(ArrayBytesCodec):
 
         inner = self.inner_pipeline(spec)
         fill = spec.fill_value
-        cps = self.chunks_per_shard(spec.shape)
-        order = list(map(tuple, morton_order(cps).tolist()))
+        order = self.inner_order(spec.shape)
 
         def one(k: int) -> bytes | None:
             part = arr[self._inner_sel(order[k])]
@@ -328,8 +327,19 @@ class ShardingCodec(ArrayBytesCodec):
         encoded = {c: r for c, r in zip(order, results, strict=True) if r is not None}
         return self.assemble(encoded, spec.shape)
 
+    def inner_order(self, shard_shape: tuple[int, ...]) -> list[tuple[int, ...]]:
+        """The inner chunks' coordinates in the order a shard stores them
+        (Morton order), as the encode and the device writer
+        (``cuzarr.gpu.shardwriter``) both lay them out."""
+        cps = self.chunks_per_shard(shard_shape)
+        return self._cached(("order", cps), lambda: list(map(tuple, morton_order(cps).tolist())))
+
     def assemble(self, encoded: dict[tuple[int, ...], Any], shard_shape: tuple[int, ...]) -> Concat:
-        """Lay out encoded inner chunks (in the dict's order) plus their index."""
+        """Lay out encoded inner chunks (in the dict's order; those left out
+        are empty) plus their index: the shard, or ``b""`` when no inner chunk
+        is left (the shard is then deleted). The whole-shard encode and the
+        device writer of whole shards (``cuzarr.gpu.shardwriter``, inner
+        chunks encoded there) both end here."""
         cps = self.chunks_per_shard(shard_shape)
         index = np.full((*cps, 2), EMPTY, dtype=np.uint64)
         if not encoded:

@@ -190,9 +190,11 @@ class Array(SyncNode, Shaped):
 
     # -- indexing ------------------------------------------------------------------
     def __getitem__(self, selection: Any) -> Any:
-        result = getitem_inline(self._async_array, selection)
+        planned: list[Any] = []
+        result = getitem_inline(self._async_array, selection, planned=planned)
         if result is NotImplemented:
-            result = sync(self._async_array.getitem(selection))
+            aa = self._async_array
+            result = sync(aa.getitem_planned(planned[0]) if planned else aa.getitem(selection))
         return result
 
     def __setitem__(self, selection: Any, value: Any) -> None:

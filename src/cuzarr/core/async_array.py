@@ -332,6 +332,13 @@ class AsyncArray(ArrayProperties):
         if out is not None:
             _refuse_read_only_out(out)
         plan = normalize_numpy(host_selection(selection), self.shape, self._dims())
+        return await self.getitem_planned(plan, out=out, prototype=prototype)
+
+    async def getitem_planned(
+        self, plan: Any, *, out: np.ndarray | None = None, prototype: Any = None
+    ) -> Any:
+        """:meth:`getitem` of a selection already planned by ``normalize_numpy``
+        against this array (the sync ``Array``, whose inline attempt planned it)."""
         if isinstance(plan, BasicPlan):
             buf = await self._read_projections(
                 plan.projections,

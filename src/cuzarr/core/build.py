@@ -425,7 +425,9 @@ def _v3_metadata(
                 "edges as shards=[[...], ...] instead"
             )
         grid_shape = _normalize_shards(shards, chunk_shape, common["shape"])
-        codecs = (ShardingCodec(chunk_shape, codecs),)
+        # shards={"shape": ..., "index_location": "start"}: as zarr-python
+        loc = (shards.get("index_location") if isinstance(shards, dict) else None) or "end"
+        codecs = (ShardingCodec(chunk_shape, codecs, index_location=loc),)
     meta = ArrayMetadata(
         zarr_format=3, chunk_grid=_grid(grid_shape), chunk_key_encoding=cke, codecs=codecs, **common
     )

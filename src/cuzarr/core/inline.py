@@ -43,15 +43,22 @@ class Converted:
         self.value = value
 
 
-def getitem_inline(arr: Any, selection: Any, prototype: Any = None) -> Any:
+def getitem_inline(arr: Any, selection: Any, prototype: Any = None,
+                   planned: list[Any] | None = None) -> Any:
     """``arr.getitem(selection)`` (``arr`` an ``AsyncArray``) for a small basic
-    selection, in the calling thread; ``NotImplemented`` otherwise."""
+    selection, in the calling thread; ``NotImplemented`` otherwise. A basic
+    selection's plan, once made, is appended to ``planned`` (the caller's
+    ``AsyncArray.getitem_planned`` takes it instead of planning again)."""
     sio = arr.store_path.store.sync_io()
     if sio is None or pop_fields(selection)[0] is not None:
         return NotImplemented
     plan = normalize_numpy(host_selection(selection), arr.shape, arr._dims())
     if not isinstance(plan, BasicPlan):
         return NotImplemented
+    if planned is not None:
+        planned.append(plan)
+    if math.prod(len(p.chunks) for p in plan.projections) > engine.SMALL_READ_MAX:
+        return NotImplemented  # never small: no items made for nothing
     items = engine.chunk_items(plan.projections)
     result = _read(arr, items, plan.buffer_shape, plan.result_shape, prototype, sio)
     if result is NotImplemented:

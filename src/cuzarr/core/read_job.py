@@ -19,6 +19,7 @@ from cuzarr.core.blocks import BlockDecoder
 from cuzarr.core.plans import Compute, Get, Plan
 from cuzarr.errors import ChunkNotFoundError, CodecError, keyed
 from cuzarr.gpu.dispatch import device_reader_for
+from cuzarr.indexing.items import window
 from cuzarr.metadata.array import ArrayMetadata
 from cuzarr.storage.common import StorePath
 
@@ -127,7 +128,7 @@ class ReadJob:
         datas = None
         if self.device is not None and self.sio is not None:
             # file references or chunks read straight into a staging buffer
-            datas = self.device.fetch(self.keys[lo:hi], self.items[lo:hi])
+            datas = self.device.fetch(self.keys[lo:hi], window(self.items, lo, hi))
         if datas is None:
             datas = yield Get(self.keys[lo:hi], reuse=self.one_by_one)
         yield Compute(self.decode_batch, lo, datas)
@@ -146,7 +147,7 @@ class ReadJob:
             refuse_missing(self.store_path, missing)
         if self.device is not None:
             hi = lo + len(datas)
-            self.device(self.items[lo:hi], datas, self.keys[lo:hi])
+            self.device(window(self.items, lo, hi), datas, self.keys[lo:hi])
             return
         done = self.blocks.run(lo, datas) if self.blocks is not None else None
         for j, data in enumerate(datas):

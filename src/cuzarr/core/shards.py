@@ -5,12 +5,17 @@ most of whose inner chunks are wanted is fetched whole (one request), otherwise
 its index is fetched with one byte-range request and the wanted inner chunks with
 further ranges, neighbours closer than ``sharding.coalesce_max_gap`` bytes merged
 into one request (up to ``sharding.coalesce_max_size``).
+
+:class:`ShardReader` is that plan for any list of shards and wanted inner
+chunks: the engine's :class:`ShardReadJob` (items on the array's inner-chunk
+grid) and the zarr-python pipeline's reads of shards
+(:mod:`cuzarr.zarr_pipeline.shards`) both run their shards through it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -22,13 +27,25 @@ from cuzarr.core.plans import Compute, Get, GetRanges, Plan, execute, try_inline
 from cuzarr.core.read_job import missing_chunks_refused, refuse_missing
 from cuzarr.errors import CodecError, keyed
 from cuzarr.gpu.dispatch import device_reader_for
+from cuzarr.gpu.plan import is_slice_only
+from cuzarr.indexing.items import ChunkItems, subset
 from cuzarr.metadata.array import ArrayMetadata
+from cuzarr.metadata.chunk_grid import RegularChunkGrid
 from cuzarr.runtime.sync import device_read_workers, max_workers
 from cuzarr.runtime.workers import share
 from cuzarr.storage.base import RangeByteRequest, SuffixByteRequest
 from cuzarr.storage.common import StorePath
 
-__all__ = ["ShardReadJob", "coalesce", "read_sharded", "sharding_codec", "try_read_sharded_inline"]
+__all__ = [
+    "ShardReadJob",
+    "ShardReader",
+    "ShardWant",
+    "coalesce",
+    "read_sharded",
+    "reads_whole",
+    "sharding_codec",
+    "try_read_sharded_inline",
+]
 
 # Largest byte range read at once from a shard in a local file.
 LOCAL_RANGE_MAX = 1 << 20
@@ -40,15 +57,235 @@ def coalesce(
     """Merge (start, end) ranges closer than ``max_gap``; returns (start, end, members)."""
     order = sorted(range(len(ranges)), key=lambda i: ranges[i][0])
     groups: list[tuple[int, int, list[int]]] = []
+    gs = ge = 0
+    members: list[int] = []
     for i in order:
         s, e = ranges[i]
-        if groups:
-            gs, ge, members = groups[-1]
-            if s - ge <= max_gap and max(e, ge) - gs <= max_size:
-                groups[-1] = (gs, max(e, ge), [*members, i])
-                continue
-        groups.append((s, e, [i]))
+        if members and s - ge <= max_gap and max(e, ge) - gs <= max_size:
+            ge = max(e, ge)
+            members.append(i)  # in place: a group of k ranges costs O(k), not O(k^2)
+            continue
+        if members:
+            groups.append((gs, ge, members))
+        gs, ge, members = s, e, [i]
+    if members:
+        groups.append((gs, ge, members))
     return groups
+
+
+class ShardWant(NamedTuple):
+    """A shard to read and the inner chunks wanted of it."""
+
+    key: str
+    #: the reader's ids of the wanted inner chunks (answered as ``(id, bytes)``)
+    members: list[int]
+    #: their positions in the shard's inner-chunk grid, flattened (C order)
+    flat: np.ndarray
+    #: most of it is wanted: fetched in one piece (``reads_whole``)
+    whole: bool
+
+
+def reads_whole(wanted: int, inner: int) -> bool:
+    """Whether a shard ``wanted`` of whose ``inner`` chunks (those inside the
+    array) are read is fetched whole rather than index first."""
+    return wanted * 2 >= inner
+
+
+class ShardReader:
+    """The engine's plan for reading shards: whole ones with one request, the
+    others index first, then their wanted inner chunks' byte ranges, neighbours
+    coalesced (see the module notes). Jobs give it :class:`ShardWant` lists and
+    a ``consume`` step that decodes ``(member, bytes or None)`` pairs."""
+
+    def __init__(self, codec: ShardingCodec, shard_shape: tuple[int, ...], sio: Any, device: bool):
+        self.codec, self.shard_shape = codec, shard_shape
+        self.n_index = codec.index_nbytes(shard_shape)
+        self.max_gap = int(config.get("sharding.coalesce_max_gap"))
+        self.max_size = int(config.get("sharding.coalesce_max_size"))
+        # Shards in local files are read at most LOCAL_RANGE_MAX bytes at a time,
+        # even when wholly wanted, and each part is decoded before the next is read:
+        # a worker holds one part, not a whole compressed shard (which raised the
+        # peak memory of a full read by ~9% of the output), for a few more read
+        # calls per shard.
+        self.in_parts = not device and sio is not None and sio.get_ranges_reused is not None
+        if self.in_parts:
+            self.max_size = min(self.max_size, LOCAL_RANGE_MAX)
+        # A store that pins descriptors: a shard's index and inner chunks are read
+        # from one open file, so a writer replacing the shard cannot tear the read.
+        self.pinned = getattr(sio, "pinned", None) if sio is not None else None
+
+    def plan(
+        self,
+        wants: Sequence[ShardWant],
+        consume: Callable[[list[Any]], None],
+        on_missing: Callable[[ShardWant], list[tuple[int, Any]]],
+        whole_into: Callable[[list[ShardWant]], list[Any]] | None = None,
+    ) -> Plan:
+        """Read ``wants`` and ``consume`` their pairs (part by part when local
+        shards are read in parts). A shard not stored: ``on_missing`` raises or
+        gives its pairs. ``whole_into``: reads whole shards itself (a device
+        reader's staging buffer). With descriptors pinned, at most
+        PINNED_SHARDS_MAX shards at a time."""
+        if self.pinned is None:
+            yield from self._plan(wants, consume, on_missing, whole_into)
+            return
+        for s in range(0, len(wants), PINNED_SHARDS_MAX):
+            with self.pinned():
+                part = wants[s : s + PINNED_SHARDS_MAX]
+                yield from self._plan(part, consume, on_missing, whole_into)
+
+    def direct_plan(self, wants: Sequence[ShardWant], consume: Callable[[list[Any]], None],
+                    on_missing: Callable[[ShardWant], list[tuple[int, Any]]],
+                    file_ref: Callable[[str], Any]) -> Plan:
+        """Read only the indexes of ``wants``; ``consume`` each wanted inner chunk
+        as a reference to its byte range in the shard's file (``file_ref(key)``:
+        a local store's ``LocalFile``), for a device reader that reads the files
+        itself (GPUDirect Storage)."""
+        pairs: list[tuple[int, Any]] = []
+        for w, index in (yield from self._indexes(list(wants), pairs, on_missing)):
+            file = file_ref(w.key)
+            if file is None:  # removed since its index was read
+                pairs.extend(on_missing(w))
+                continue
+            for i, e, o, n in zip(w.members, *self.row_lists(w, index), strict=True):
+                pairs.append((i, None if e else file._replace(size=n, offset=file.offset + o)))
+        if pairs:
+            yield Compute(consume, pairs)
+
+    def _plan(self, wants: Sequence[ShardWant], consume: Any, on_missing: Any, into: Any) -> Plan:
+        parts = self.in_parts
+        whole = [w for w in wants if w.whole and not parts]
+        partial = [w for w in wants if parts or not w.whole]
+        pairs: list[tuple[int, Any]] = []
+        if whole and into is not None:
+            pairs = into(whole)
+        elif whole:
+            datas = yield Get([w.key for w in whole])
+            for w, data in zip(whole, datas, strict=True):
+                pairs.extend(self.from_whole(w, data, on_missing))
+        if partial:
+            reqs, groups = yield from self._range_requests(partial, pairs, on_missing)
+            pairs = yield from self._read_ranges(reqs, groups, pairs, consume)
+        if pairs:
+            yield Compute(consume, pairs)
+
+    def rows(self, w: ShardWant, index: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The index rows of ``w``'s inner chunks: whether each is empty (not
+        stored), its offset and size (picked with numpy; 0 where empty)."""
+        rows = index.reshape(-1, 2)[w.flat]
+        empty = rows[:, 0] == EMPTY
+        # the index is checked against the shard's size: present rows fit int64
+        offs = np.where(empty, np.uint64(0), rows[:, 0]).astype(np.int64)
+        ns = np.where(empty, np.uint64(0), rows[:, 1]).astype(np.int64)
+        return empty, offs, ns
+
+    def row_lists(self, w: ShardWant, index: np.ndarray) -> tuple[list[bool], list[int], list[int]]:
+        """:meth:`rows` as Python lists (for loops over the members)."""
+        return tuple(a.tolist() for a in self.rows(w, index))  # type: ignore[return-value]
+
+    def from_whole(self, w: ShardWant, data: Any, on_missing: Any) -> list[tuple[int, Any]]:
+        """``w``'s pairs from the whole shard ``data`` (None: not stored)."""
+        if data is None:
+            return on_missing(w)
+        try:
+            index, mv = self.codec.split(data, self.shard_shape)
+        except CodecError as e:
+            raise keyed(e, w.key) from e
+        empty, offs, ns = self.row_lists(w, index)
+        return [
+            (i, None if e else mv[o : o + n])
+            for i, e, o, n in zip(w.members, empty, offs, ns, strict=True)
+        ]
+
+    def _indexes(
+        self, partial: list[ShardWant], pairs: list[tuple[int, Any]], on_missing: Any
+    ) -> Plan:
+        """Read the indexes of ``partial`` shards: (want, index) of the stored ones
+        (shards not stored go to ``pairs`` through ``on_missing``)."""
+        codec = self.codec
+        rng = (
+            RangeByteRequest(0, self.n_index)
+            if codec.index_location == "start"
+            else SuffixByteRequest(self.n_index)
+        )
+        index_reqs = [(w.key, rng) for w in partial]
+        if codec.index_location == "end":
+            # with the shards' sizes, where the store tells them cheaply: an entry
+            # pointing into an index at the end reads the index's own bytes, which
+            # no short read shows
+            raw_indexes, sizes = yield GetRanges(index_reqs, sizes=True)
+        else:
+            raw_indexes = yield GetRanges(index_reqs)
+            sizes = [None] * len(partial)
+        found = []
+        for w, raw, size in zip(partial, raw_indexes, sizes, strict=True):
+            if raw is None:
+                pairs.extend(on_missing(w))
+                continue
+            try:
+                found.append((w, codec.decode_index(raw, self.shard_shape, size)))
+            except CodecError as e:
+                raise keyed(e, w.key) from e
+        return found
+
+    def _range_requests(
+        self, partial: list[ShardWant], pairs: list[tuple[int, Any]], on_missing: Any
+    ) -> Plan:
+        """Read the indexes of ``partial`` shards; the coalesced ranges of their
+        wanted inner chunks (empty ones go to ``pairs`` as None)."""
+        reqs: list[tuple[str, RangeByteRequest]] = []
+        groups: list[tuple[list[int], list[tuple[int, int]], int, int]] = []
+        for w, index in (yield from self._indexes(partial, pairs, on_missing)):
+            wanted: list[int] = []
+            ranges: list[tuple[int, int]] = []
+            for i, e, o, n in zip(w.members, *self.row_lists(w, index), strict=True):
+                if e:
+                    pairs.append((i, None))
+                else:
+                    wanted.append(i)
+                    ranges.append((o, o + n))
+            for gs, ge, members in coalesce(ranges, self.max_gap, self.max_size):
+                groups.append(([wanted[j] for j in members], [ranges[j] for j in members], gs, ge))
+                reqs.append((w.key, RangeByteRequest(gs, ge)))
+        return reqs, groups
+
+    def _read_ranges(
+        self, reqs: list[Any], groups: list[Any], pairs: list[tuple[int, Any]], consume: Any
+    ) -> Plan:
+        """Read the coalesced ranges: all in one request, or (in parts) about
+        ``max_size`` bytes a request into a reused buffer, each part consumed
+        before the next is read (one part held at a time)."""
+        parts = self.in_parts
+        k = 0
+        while k < len(reqs):
+            j, size = k, 0
+            while j < len(reqs) and (
+                not parts or j == k or size + groups[j][3] - groups[j][2] <= self.max_size
+            ):
+                size += groups[j][3] - groups[j][2]
+                j += 1
+            blobs = yield GetRanges(reqs[k:j], reuse=parts)
+            for (key, _), (members, ranges, gs, ge), blob in zip(
+                reqs[k:j], groups[k:j], blobs, strict=True
+            ):
+                if blob is None or len(blob) != ge - gs:
+                    raise keyed(
+                        CodecError(
+                            f"shard range {gs}-{ge} could not be read in full: the shard "
+                            "is truncated or its index is corrupt"
+                        ),
+                        key,
+                    )
+                mv = memoryview(blob)
+                for i, (s, e) in zip(members, ranges, strict=True):
+                    pairs.append((i, mv[s - gs : e - gs]))
+            if parts:
+                yield Compute(consume, pairs)
+                # drop this part before the next is read: one part held at a time
+                pairs = []
+                blobs = blob = mv = None  # type: ignore[assignment]
+            k = j
+        return pairs
 
 
 class ShardReadJob:
@@ -82,31 +319,19 @@ class ShardReadJob:
         self.encode_key = meta.chunk_key_encoding.make_encoder(
             store_path.path + "/" if store_path.path else ""
         )
-        self.n_index = codec.index_nbytes(self.shard_shape)
-        self.max_gap = int(config.get("sharding.coalesce_max_gap"))
-        self.max_size = int(config.get("sharding.coalesce_max_size"))
+        self.coords = items.coords() if isinstance(items, ChunkItems) else None
         self.shards = self._group_by_shard()
         self.n = len(self.shards)
         # Inner chunks per shard that lie inside the array (edge shards overhang).
         self.inner_grid = tuple(
             -(-s // c) for s, c in zip(meta.shape, self.inner_shape, strict=True)
         )
-        inner_shape = self.inner_shape
-        self.device = device_reader_for(self.inner, out, self.fill, lambda _c: inner_shape)
+        # (a regular grid's method: device plans see every inner chunk alike)
+        self.device = device_reader_for(self.inner, out, self.fill,
+                                        RegularChunkGrid(self.inner_shape).stored_chunk_shape,
+                                        store_path.store)
         self.sio = sio = store_path.store.sync_io()
-        # Shards in local files are read at most LOCAL_RANGE_MAX bytes at a time,
-        # even when wholly wanted, and each part is decoded before the next is read:
-        # a worker holds one part, not a whole compressed shard (which raised the
-        # peak memory of a full read by ~9% of the output), for a few more read
-        # calls per shard.
-        self.in_parts = (
-            self.device is None and sio is not None and sio.get_ranges_reused is not None
-        )
-        if self.in_parts:
-            self.max_size = min(self.max_size, LOCAL_RANGE_MAX)
-        # A store that pins descriptors: a shard's index and inner chunks are read
-        # from one open file, so a writer replacing the shard cannot tear the read.
-        self.pinned = getattr(sio, "pinned", None) if sio is not None else None
+        self.reader = ShardReader(codec, self.shard_shape, sio, self.device is not None)
         # Idle worker loops decode a part's inner chunks too (workers.share): large
         # inner chunks only (see ShardingCodec.shares).
         self.share_inner = share_parts and codec.shares(meta.dtype.item_size)
@@ -114,9 +339,19 @@ class ShardReadJob:
         # buffer of the device reader (pinned on a GPU) and their inner chunks
         # decoded where they lie, the index rows picked with numpy.
         self.into = getattr(sio, "get_into", None) if self.device is not None and sio else None
+        # Device reads of files read to the device by the executor (GPUDirect):
+        # slice selections only (integer arrays decode on the host, from bytes)
+        self.direct = None
+        if self.device is not None and self.device.direct_store is not None and is_slice_only(
+            items
+        ):
+            self.direct = self.device.direct_store
         self.cps_arr = np.asarray(self.cps, np.int64)
 
     def _group_by_shard(self) -> list[tuple[tuple[int, ...], list[int]]]:
+        """(shard coordinates, the indices of its items) in order of first item."""
+        if self.coords is not None and len(self.coords) and self.coords.shape[1]:
+            return _group_rows(self.coords // np.asarray(self.cps, np.int64))
         groups: dict[tuple[int, ...], list[int]] = {}
         cps = self.cps
         for i, it in enumerate(self.items):
@@ -136,9 +371,6 @@ class ShardReadJob:
             tuple(c // n for c, n in zip(self.items[i][0], self.cps, strict=True))
         )
 
-    def _local(self, i: int) -> tuple[int, ...]:
-        return tuple(c % n for c, n in zip(self.items[i][0], self.cps, strict=True))
-
     def lock_keys(self, lo: int, hi: int) -> None:
         return None
 
@@ -148,168 +380,72 @@ class ShardReadJob:
 
     # -- the plan ----------------------------------------------------------------------
     def plan(self, lo: int, hi: int) -> Plan:
-        """Shards ``lo:hi``: their I/O, then the scatter of their inner chunks
-        (part by part when local shards are read in parts). With descriptors
-        pinned, at most PINNED_SHARDS_MAX shards at a time."""
-        if self.pinned is None:
-            yield from self._shards_plan(lo, hi)
+        """Shards ``lo:hi``: their I/O (the engine's ``ShardReader``), then the
+        scatter of their inner chunks."""
+        direct = self.direct
+        if direct is not None:
+            yield from self.reader.direct_plan(self.wants(lo, hi), self.scatter, self._missing,
+                                               direct.file_ref)
             return
-        for s in range(lo, hi, PINNED_SHARDS_MAX):
-            with self.pinned():
-                yield from self._shards_plan(s, min(s + PINNED_SHARDS_MAX, hi))
+        into = self._whole_into if self.into is not None else None
+        yield from self.reader.plan(self.wants(lo, hi), self.scatter, self._missing, into)
 
-    def _shards_plan(self, lo: int, hi: int) -> Plan:
-        batch = self.shards[lo:hi]
-        parts = self.in_parts
-        whole = [(sc, m) for sc, m in batch if not parts and len(m) * 2 >= self._inner_in_array(sc)]
-        partial = [(sc, m) for sc, m in batch if parts or len(m) * 2 < self._inner_in_array(sc)]
-        pairs: list[tuple[int, Any]] = []
-        if whole and self.into is not None:
-            pairs = self._whole_into(whole)
-        elif whole:
-            datas = yield Get([self.encode_key(sc) for sc, _ in whole])
-            for (_, m), data in zip(whole, datas, strict=True):
-                pairs.extend(self._from_whole(m, data))
-        if partial:
-            reqs, plan = yield from self._range_requests(partial, pairs)
-            pairs = yield from self._read_ranges(reqs, plan, pairs)
-        if isinstance(pairs, _Placed):
-            pairs.finish()
-        if pairs:
-            yield Compute(self.scatter, pairs)
+    def wants(self, lo: int, hi: int) -> list[ShardWant]:
+        """What the reader reads of shards ``lo:hi``: each one's items, by their
+        positions in it."""
+        cps_arr, wants = self.cps_arr, []
+        for sc, m in self.shards[lo:hi]:
+            if self.coords is not None:
+                coords = self.coords[m]
+            else:
+                coords = np.array([self.items[i][0] for i in m], np.int64)
+            coords = coords.reshape(len(m), -1)
+            flat = np.ravel_multi_index(tuple((coords % cps_arr).T), self.cps)
+            whole = reads_whole(len(m), self._inner_in_array(sc))
+            wants.append(ShardWant(self.encode_key(sc), m, flat, whole))
+        return wants
 
-    def _whole_into(self, whole: list[Any]) -> _Placed:
+    def _missing(self, w: ShardWant) -> list[tuple[int, Any]]:
+        """A shard not stored: an error with ``read_missing_chunks`` off, else
+        its items read as the fill value."""
+        if missing_chunks_refused(self.meta):
+            refuse_missing(self.store_path, [w.key])
+        return [(i, None) for i in w.members]
+
+    def _whole_into(self, whole: list[ShardWant]) -> _Placed:
         """Whole shards read into one staging buffer of the device reader (here,
         in the plan's thread, inside its pinned descriptors, as ``ReadJob``'s
         device fetches), their inner chunks described where they lie."""
-        blobs = self.device.fetch_into(self.into, [self.encode_key(sc) for sc, _ in whole], "none")
+        blobs = self.device.fetch_into(self.into, [w.key for w in whole], "none")
         pairs = _Placed(blobs.base)
-        for (_, m), data, at in zip(whole, blobs, blobs.offsets, strict=True):
-            got, where, ns = self._from_buffer(m, data, at)
+        for w, data, at in zip(whole, blobs, blobs.offsets, strict=True):
+            got, where, ns = self._from_buffer(w, data, at)
             pairs.extend(got)
             pairs.place(where, ns)
         return pairs
 
     def _from_buffer(
-        self, members: list[int], data: Any, at: int
+        self, w: ShardWant, data: Any, at: int
     ) -> tuple[list[tuple[int, Any]], np.ndarray, np.ndarray]:
-        """Like ``_from_whole`` for a shard read into a host buffer at ``at``:
-        also where each inner chunk lies in that buffer and its size (index rows
-        picked with numpy; -1: missing, or the shard lies elsewhere)."""
+        """``w``'s pairs from a shard read into a host buffer at ``at``, with
+        where each inner chunk lies in that buffer and its size (-1: missing, or
+        the shard lies elsewhere)."""
         if data is None:
-            none = np.full(len(members), -1, np.int64)
-            return self._from_whole(members, None), none, none
+            none = np.full(len(w.members), -1, np.int64)
+            return self._missing(w), none, none
         try:
             index, mv = self.codec.split(data, self.shard_shape)
         except CodecError as e:
-            raise keyed(e, self.shard_key(members[0])) from e
-        coords = np.array([self.items[i][0] for i in members], np.int64).reshape(len(members), -1)
-        flat = np.ravel_multi_index(tuple((coords % self.cps_arr).T), self.cps)
-        rows = index.reshape(-1, 2)[flat]
-        empty = rows[:, 0] == EMPTY
-        # the index is checked against the shard's size: present rows fit int64
-        offs = np.where(empty, np.uint64(0), rows[:, 0]).astype(np.int64)
-        ns = np.where(empty, np.uint64(0), rows[:, 1]).astype(np.int64)
-        ns[empty] = -1
+            raise keyed(e, w.key) from e
+        e_arr, o_arr, n_arr = self.reader.rows(w, index)
         pairs = [
             (i, None if e else mv[o : o + n])
-            for i, e, o, n in zip(members, empty.tolist(), offs.tolist(), ns.tolist(), strict=True)
+            for i, e, o, n in zip(w.members, e_arr.tolist(), o_arr.tolist(), n_arr.tolist(),
+                                  strict=True)
         ]
-        where = np.where(empty | (at < 0), -1, offs + at)
-        return pairs, where, ns
-
-    def _from_whole(self, members: list[int], data: Any) -> list[tuple[int, Any]]:
-        if data is None:
-            if missing_chunks_refused(self.meta):
-                refuse_missing(self.store_path, [self.shard_key(members[0])])
-            return [(i, None) for i in members]
-        try:
-            index, mv = self.codec.split(data, self.shard_shape)
-        except CodecError as e:
-            raise keyed(e, self.shard_key(members[0])) from e
-        res: list[tuple[int, Any]] = []
-        for i in members:
-            off, n = index[self._local(i)]
-            res.append((i, None if off == EMPTY else mv[int(off) : int(off) + int(n)]))
-        return res
-
-    def _range_requests(self, partial: list[Any], pairs: list[tuple[int, Any]]) -> Plan:
-        """Read the indexes of ``partial`` shards; the coalesced ranges of their
-        wanted inner chunks (missing ones go to ``pairs`` as None)."""
-        codec = self.codec
-        rng = (
-            RangeByteRequest(0, self.n_index)
-            if codec.index_location == "start"
-            else SuffixByteRequest(self.n_index)
-        )
-        index_reqs = [(self.encode_key(sc), rng) for sc, _ in partial]
-        if codec.index_location == "end":
-            # with the shards' sizes, where the store tells them cheaply: an entry
-            # pointing into an index at the end reads the index's own bytes, which
-            # no short read shows
-            raw_indexes, sizes = yield GetRanges(index_reqs, sizes=True)
-        else:
-            raw_indexes = yield GetRanges(index_reqs)
-            sizes = [None] * len(partial)
-        reqs: list[tuple[str, RangeByteRequest]] = []
-        plan: list[tuple[list[int], list[tuple[int, int]], int, int]] = []
-        for (sc, m), raw, size in zip(partial, raw_indexes, sizes, strict=True):
-            if raw is None:
-                if missing_chunks_refused(self.meta):
-                    refuse_missing(self.store_path, [self.encode_key(sc)])
-                pairs.extend((i, None) for i in m)
-                continue
-            try:
-                index = codec.decode_index(raw, self.shard_shape, size)
-            except CodecError as e:
-                raise keyed(e, self.encode_key(sc)) from e
-            wanted: list[int] = []
-            ranges: list[tuple[int, int]] = []
-            for i in m:
-                off, n = index[self._local(i)]
-                if off == EMPTY:
-                    pairs.append((i, None))
-                else:
-                    wanted.append(i)
-                    ranges.append((int(off), int(off) + int(n)))
-            for gs, ge, members in coalesce(ranges, self.max_gap, self.max_size):
-                plan.append(([wanted[j] for j in members], [ranges[j] for j in members], gs, ge))
-                reqs.append((self.encode_key(sc), RangeByteRequest(gs, ge)))
-        return reqs, plan
-
-    def _read_ranges(self, reqs: list[Any], plan: list[Any], pairs: list[tuple[int, Any]]) -> Plan:
-        """Read the coalesced ranges: all in one request, or (in parts) about
-        ``max_size`` bytes a request into a reused buffer, each part scattered
-        before the next is read (one part held at a time)."""
-        parts = self.in_parts
-        k = 0
-        while k < len(reqs):
-            j, size = k, 0
-            while j < len(reqs) and (
-                not parts or j == k or size + plan[j][3] - plan[j][2] <= self.max_size
-            ):
-                size += plan[j][3] - plan[j][2]
-                j += 1
-            blobs = yield GetRanges(reqs[k:j], reuse=parts)
-            for (members, ranges, gs, ge), blob in zip(plan[k:j], blobs, strict=True):
-                if blob is None or len(blob) != ge - gs:
-                    raise keyed(
-                        CodecError(
-                            f"shard range {gs}-{ge} could not be read in full: the shard "
-                            "is truncated or its index is corrupt"
-                        ),
-                        self.shard_key(members[0]),
-                    )
-                mv = memoryview(blob)
-                for i, (s, e) in zip(members, ranges, strict=True):
-                    pairs.append((i, mv[s - gs : e - gs]))
-            if parts:
-                yield Compute(self.scatter, pairs)
-                # drop this part before the next is read: one part held at a time
-                pairs = []
-                blobs = blob = mv = None  # type: ignore[assignment]
-            k = j
-        return pairs
+        n_arr[e_arr] = -1
+        where = np.where(e_arr | (at < 0), -1, o_arr + at)
+        return pairs, where, n_arr
 
     # -- compute -----------------------------------------------------------------------
     def scatter(self, pairs: list[tuple[int, Any]]) -> None:
@@ -317,10 +453,11 @@ class ShardReadJob:
         if self.device is not None:
             datas: list[Any] = [data for _, data in pairs]
             if isinstance(pairs, _Placed):
+                pairs.finish()  # pairs of byte ranges after the placed ones lie elsewhere
                 datas = self.device.buffered(datas, pairs.base, pairs.at, pairs.sizes)
             ids = [i for i, _ in pairs]
             # the shard keys name a chunk in an error only: made when one is raised
-            self.device([self.items[i] for i in ids], datas, _ShardKeys(self, ids))
+            self.device(subset(self.items, ids), datas, _ShardKeys(self, ids))
             return
         if self.share_inner:
             share(lambda k: self._decode_one(*pairs[k]), len(pairs))
@@ -338,6 +475,24 @@ class ShardReadJob:
         except CodecError as e:
             raise keyed(e, self.shard_key(i)) from e
         self.out[osel] = chunk[csel]
+
+
+def _group_rows(shard: np.ndarray) -> list[tuple[tuple[int, ...], list[int]]]:
+    """Rows of ``shard`` (items x dimensions) grouped: (row, indices of the items
+    with it), groups in order of their first item, items ascending."""
+    # one integer per row (a mixed-radix number), not a sort of row records
+    span = tuple((shard.max(axis=0) + 1).tolist())
+    try:
+        keys = np.ravel_multi_index(tuple(shard.T), span)
+    except ValueError:  # a grid too large for one int64 per row
+        keys = shard
+    _uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    order = np.argsort(inverse, kind="stable")
+    bounds = np.flatnonzero(np.diff(inverse[order])) + 1
+    members = np.split(order, bounds)
+    members.sort(key=lambda m: int(m[0]))
+    return [(tuple(shard[int(m[0])].tolist()), m.tolist()) for m in members]
 
 
 class _Placed(list):  # type: ignore[type-arg]

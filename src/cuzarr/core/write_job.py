@@ -6,12 +6,16 @@ the batch in one compute step, then stores and deletes with one request each.
 Whole chunks are encoded from the value directly (small ones a batch at a time,
 :mod:`cuzarr.core.blocks`); partial ones are read, merged and re-encoded; a
 sharded array's partial shards are updated inner chunk by inner chunk by the
-sharding codec. The drivers hold the store's key locks around each batch.
+sharding codec. A device value (or ``gpu.emulate``) goes to the device writer
+(:mod:`cuzarr.gpu.writer`); for a sharded array, only its whole shards do
+(:mod:`cuzarr.gpu.shardwriter`), the others are encoded here. The drivers
+hold the store's key locks around each batch.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -25,11 +29,66 @@ from cuzarr.core.blocks import BlockEncoder
 from cuzarr.core.plans import Compute, Delete, Get, Plan, Put
 from cuzarr.errors import CodecError, keyed
 from cuzarr.gpu.dispatch import device_writer_for
+from cuzarr.indexing.items import window
 from cuzarr.metadata.array import ArrayMetadata
 from cuzarr.runtime.workers import raise_mmap_threshold
 from cuzarr.storage.common import StorePath
 
-__all__ = ["WriteJob"]
+__all__ = ["WriteJob", "encode_chunk", "write_plan"]
+
+
+def write_plan(job: Any, lo: int, hi: int) -> Plan:
+    """The write of items ``lo:hi`` of ``job``: read what they keep of their old
+    chunks (one request), encode the batch (one compute step), store and delete
+    (one request each). ``job`` has ``keys``, ``need_old(lo, hi)``,
+    ``encode_batch(lo, olds)`` and ``joins`` (shards' parts joined for the store).
+    The engine's :class:`WriteJob` and the zarr-python pipeline's write job
+    (``cuzarr.zarr_pipeline.jobs``) both run this plan."""
+    need = job.need_old(lo, hi)
+    olds: list[Any] = [None] * (hi - lo)
+    if need:
+        fetched = yield Get([job.keys[i] for i in need])
+        for i, data in zip(need, fetched, strict=True):
+            olds[i - lo] = data
+    to_set, to_delete = yield Compute(job.encode_batch, lo, olds)
+    if to_set:
+        yield Put([(k, joined(v)) for k, v in to_set] if job.joins else to_set)
+    if to_delete:
+        yield Delete(to_delete)
+
+
+def encode_chunk(
+    pipeline: Any,
+    shard_codec: Any,
+    sharded: bool,
+    old: Any,
+    complete: bool,
+    csel: Any,
+    part: Any,
+    spec: ChunkSpec,
+    write_empty: bool,
+    merged: Callable[[], np.ndarray],
+    **update: Any,
+) -> Any:
+    """One chunk's new stored value; None where it is to be deleted (all fill).
+
+    A shard written in part (``shard_codec``: the sharding codec, alone) is
+    updated inner chunk by inner chunk: only those the write touches are
+    re-encoded (zarr-python too; ``update``: the codec's ``fields``/``where``).
+    Other chunks are ``merged()`` (the job's merge of the value into the old
+    chunk or the fill) and encoded, unless all fill and ``write_empty`` is off."""
+    if shard_codec is not None and not complete and (old is not None or write_empty):
+        # with write_empty_chunks, a new or cut shard gets no fill-valued inner
+        # chunks the write does not reach (such as those past the array end). A
+        # new shard without it: the whole-shard encode below leaves the untouched
+        # (fill) inner chunks out too, and batches the others.
+        return shard_codec.update(old, csel, part, spec, write_empty, **update)
+    chunk = merged()
+    if not write_empty and is_fill(chunk, spec.fill_value, spec.dtype):
+        return None
+    if write_empty and sharded:
+        return pipeline.encode(chunk, spec.shape, write_empty_chunks=True)
+    return pipeline.encode(chunk, spec.shape)
 
 
 class WriteJob:
@@ -69,9 +128,14 @@ class WriteJob:
         )
         self.device = None
         if not self.merging:
+            inner = None
+            if self.shard_codec is not None:
+                spec = ChunkSpec(tuple(meta.chunk_shape), self.dtype, self.fill)
+                inner = self.shard_codec.inner_pipeline(spec)
+            # sharded: whole shards on the device, the others here (encode_batch)
             self.device = device_writer_for(
                 pipeline, value, self.fill, self.grid.stored_chunk_shape, items,
-                write_empty_chunks, self.shard_codec is not None,
+                write_empty_chunks, self.sharded, self.shard_codec, inner,
             )  # fmt: skip
         if self.device is None and is_device_array(value):
             value = cpu_prototype.to_host(value)  # a write the device path does not take
@@ -128,17 +192,7 @@ class WriteJob:
     # -- the plan ----------------------------------------------------------------------
     def plan(self, lo: int, hi: int) -> Plan:
         """Read what items ``lo:hi`` keep of their old chunks, encode, store."""
-        need = self.need_old(lo, hi)
-        olds: list[Any] = [None] * (hi - lo)
-        if need:
-            fetched = yield Get([self.keys[i] for i in need])
-            for i, data in zip(need, fetched, strict=True):
-                olds[i - lo] = data
-        to_set, to_delete = yield Compute(self.encode_batch, lo, olds)
-        if to_set:
-            yield Put([(k, joined(v)) for k, v in to_set] if self.joins else to_set)
-        if to_delete:
-            yield Delete(to_delete)
+        return write_plan(self, lo, hi)
 
     def need_old(self, lo: int, hi: int) -> list[int]:
         """Items of ``lo:hi`` whose old chunk must be read first."""
@@ -160,13 +214,16 @@ class WriteJob:
     # -- compute -----------------------------------------------------------------------
     def encode_batch(self, lo: int, olds: list[Any]) -> tuple[list[tuple[str, Any]], list[str]]:
         """Encoded chunks to store, and keys to delete, for items ``lo:lo + len(olds)``."""
-        if self.device is not None:
-            hi = lo + len(olds)
-            return self.device(self.items[lo:hi], olds, self.keys[lo:hi])
+        n = len(olds)
+        if self.device is not None and self.shard_codec is None:
+            return self.device(window(self.items, lo, lo + n), olds, self.keys[lo : lo + n])
         to_set: list[tuple[str, Any]] = []
         to_delete: list[str] = []
-        n = len(olds)
-        done = self.blocks.run(lo, n, self.keys, to_set, to_delete) if self.blocks and n else None
+        done = None
+        if self.device is not None and n:
+            done = self._device_shards(lo, n, to_set, to_delete)
+        elif self.blocks and n:
+            done = self.blocks.run(lo, n, self.keys, to_set, to_delete)
         for j in range(n):
             if done is None or not done[j]:
                 encoded = self._encode_one(lo + j, olds[j])
@@ -176,6 +233,24 @@ class WriteJob:
                     to_set.append((self.keys[lo + j], encoded))
         return to_set, to_delete
 
+    def _device_shards(
+        self, lo: int, n: int, to_set: list[tuple[str, Any]], to_delete: list[str]
+    ) -> list[bool]:
+        """Encode the whole shards of items ``lo:lo + n`` with the device writer
+        (one batch); which items it did. Shards written in part or cut by the
+        array's end are left to ``_encode_one``."""
+        items = self.items
+        whole = [i for i in range(lo, lo + n) if items[i][3] and i not in self.cut_shards]
+        if whole:
+            keys = [self.keys[i] for i in whole]
+            s, d = self.device([items[i] for i in whole], [None] * len(whole), keys)
+            to_set.extend(s)
+            to_delete.extend(d)
+        done = [False] * n
+        for i in whole:
+            done[i - lo] = True
+        return done
+
     def _encode_one(self, i: int, old: Any) -> Any:
         """Item ``i``'s new encoded chunk; None when it is all fill (and left out)."""
         coords, csel, osel, complete = self.items[i]
@@ -183,30 +258,18 @@ class WriteJob:
             complete = False
         shape = self.grid.stored_chunk_shape(coords)
         part = self.value[osel] if osel else self.value
+        if self.device is not None and is_device_array(part):
+            part = self.device.to_host(part)  # a shard in part: the host encodes it
         mask = None if self.where is None else (self.where[osel] if osel else self.where)
+        spec = ChunkSpec(shape, self.dtype, self.fill)
         try:
-            if (
-                self.shard_codec is not None
-                and not complete
-                and (old is not None or self.write_empty)
-            ):
-                # only the inner chunks the write touches (zarr-python too): with
-                # write_empty_chunks, a new or cut shard gets no fill-valued inner
-                # chunks the write does not reach (such as those past the array end).
-                # A new shard without it: the whole-shard encode below leaves the
-                # untouched (fill) inner chunks out too, and batches the others.
-                spec = ChunkSpec(shape, self.dtype, self.fill)
-                return self.shard_codec.update(
-                    old, csel, part, spec, self.write_empty, fields=self.fields, where=mask
-                )
-            chunk = self._merged(old, complete, csel, part, mask, shape)
+            return encode_chunk(
+                self.pipeline, self.shard_codec, self.sharded, old, complete, csel, part, spec,
+                self.write_empty, lambda: self._merged(old, complete, csel, part, mask, shape),
+                fields=self.fields, where=mask,
+            )  # fmt: skip
         except CodecError as e:
             raise keyed(e, self.keys[i]) from e
-        if not self.write_empty and is_fill(chunk, self.fill, self.dtype):
-            return None
-        if self.write_empty and self.sharded:
-            return self.pipeline.encode(chunk, shape, write_empty_chunks=True)
-        return self.pipeline.encode(chunk, shape)
 
     def _merged(
         self, old: Any, complete: bool, csel: Any, part: Any, mask: Any, shape: Any

@@ -14,6 +14,9 @@ host decoder.
 
 from __future__ import annotations
 
+import itertools
+import operator
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +29,7 @@ from cuzarr.gpu.plan import FLAG_MISSING, STAGING_ALIGN, ScatterPlan, build_plan
 from cuzarr.storage.local import LocalFile
 
 __all__ = [
+    "DIRECT_KINDS",
     "INPUT_ALIGN",
     "MAX_DEVICE_STREAM",
     "NVCOMP_ALGORITHMS",
@@ -138,6 +142,12 @@ class GpuBatch:
     # uncompressed chunks read from files straight into their slots (GPUDirect
     # Storage): (staging offset, path, file offset, bytes)
     direct: list[tuple[int, str, int, int]] = field(default_factory=list)
+    # compressed chunks read from their files straight into device memory
+    # (GPUDirect Storage, trusted stores only): (chunk index, offset in the
+    # batch's direct area, path, file offset, bytes); their stream rows' ``src``
+    # address that area, which replaces the packed buffer (a direct batch packs
+    # nothing)
+    direct_src: list[tuple[int, int, str, int, int]] = field(default_factory=list)
     # per row of ``streams[codec]``: the index of the chunk it belongs to
     owners: dict[str, np.ndarray] = field(default_factory=dict)
     # zlib / gzip chunks whose decoded bytes are checked against their stored
@@ -147,6 +157,8 @@ class GpuBatch:
     names: Sequence[str] | None = None
     # streams decoded where they were read (in ``prepare_batch``'s ``base``)
     in_place: int = 0
+    # bytes of the direct area (``direct_src``)
+    direct_bytes: int = 0
 
 
 class _Rows:
@@ -224,7 +236,7 @@ def prepare_batch(
     for nvCOMP) are decoded straight into it: their streams' ``out`` is set and
     their plan rows copy nothing (``count`` 0). ``None``: everything goes
     through staging."""
-    present = np.fromiter((d is not None for d in datas), bool, len(datas))
+    present = np.fromiter(map(operator.is_not, datas, itertools.repeat(None)), bool, len(datas))
     plan = build_plan(items, chunk_shape, out_shape, out_strides, dtype.itemsize,
                       present=present, chunk_order=chunk_order, swap=swap)
     batch = GpuBatch(plan, np.zeros(0, np.uint8), names=names)
@@ -312,14 +324,12 @@ def _per_chunk(batch: GpuBatch, rows: _Rows, datas: Sequence[Any], todo: np.ndar
         data = datas[i]
         slot = int(plan.slots[i])
         nbytes = int(plan.slot_nbytes[i])
-        if isinstance(data, LocalFile):  # read by the executor, from disk to the slot
-            if kind != "none" or data.size != nbytes:
-                raise _named(
-                    CodecError(f"uncompressed chunk has {data.size} bytes, expected {nbytes}"),
-                    names, i,
-                )
-            batch.direct.append((slot, data.path, 0, nbytes))
-            continue
+        if isinstance(data, LocalFile):  # read by the executor, from disk
+            if kind not in DIRECT_KINDS or nbytes <= MAX_DEVICE_STREAM:
+                _direct_chunk(batch, rows, i, data, kind, slot, nbytes)
+                continue
+            # too large for one nvCOMP stream: read here, decoded on the host
+            data = read_file(data.path, data.offset, data.size)
         try:
             streams, blosc = _device_streams(kind, data, nbytes)
         except formats.UnsupportedStream:
@@ -355,6 +365,44 @@ def _per_chunk(batch: GpuBatch, rows: _Rows, datas: Sequence[Any], todo: np.ndar
     return pieces, ext0, pos
 
 
+def read_file(path: str, offset: int, n: int) -> bytes:
+    """``n`` bytes of the file ``path`` at ``offset`` (all of them, or ``CodecError``)."""
+    with open(path, "rb", buffering=0) as f:
+        data = os.pread(f.fileno(), n, offset)
+    if len(data) != n:
+        raise CodecError(f"{path}: read {len(data)} bytes, expected {n} (file changed?)")
+    return data
+
+
+def _direct_chunk(batch: GpuBatch, rows: _Rows, i: int, file: LocalFile, kind: str | None,
+                  slot: int, nbytes: int) -> None:
+    """Chunk ``i`` read by the executor from ``file``: uncompressed, straight into
+    its staging slot; zstd or LZ4, into the batch's direct area, its one raw
+    stream decoded from there (no host sees its bytes: nvCOMP's statuses and
+    decoded sizes are its checks, as ``gpu.untrusted`` stores never get here)."""
+    if kind == "none":
+        if file.size != nbytes:
+            raise _named(
+                CodecError(f"uncompressed chunk has {file.size} bytes, expected {nbytes}"),
+                batch.names, i,
+            )
+        batch.direct.append((slot, file.path, file.offset, nbytes))
+        return
+    head = STREAM_HEAD[kind] if kind in DIRECT_KINDS else -1
+    if head < 0 or file.size <= head:
+        raise _named(CodecError(f"{kind} chunk of {file.size} bytes cannot be read directly"),
+                     batch.names, i)
+    at = batch.direct_bytes
+    batch.direct_src.append((i, at, file.path, file.offset, file.size))
+    batch.direct_bytes = at + -(-file.size // STAGING_ALIGN) * STAGING_ALIGN
+    rows.add_one(DIRECT_KINDS[kind], (at + head, file.size - head, slot, nbytes, False), i)
+
+
+# stream kinds whose chunk files nvCOMP decodes where they are read (one raw
+# stream at STREAM_HEAD) -> the raw stream's codec
+DIRECT_KINDS = {"zstd": "zstd", "lz4": "lz4"}
+
+
 def _device_streams(kind: str | None, data: Any, nbytes: int) -> tuple[list[Any], Any]:
     """A chunk's raw streams, or ``UnsupportedStream`` when nvCOMP cannot take it."""
     if kind is None:
@@ -388,6 +436,8 @@ def _finish_packed(batch: GpuBatch, rows: _Rows, pieces: list[Any], base: np.nda
     """The stream table and the buffer uploaded: ``base`` itself when every stream
     lies in it, the copied streams alone when none does, else both."""
     rows.finish(batch)
+    if batch.direct_src and (pieces or base is not None):
+        raise ValueError("a batch read directly to the device packs no host bytes")
     if base is not None and batch.in_place == 0:
         # nothing decodes from the base buffer: upload the copied streams alone
         for arr in batch.streams.values():
@@ -430,15 +480,14 @@ def place_chunks(sizes: Sequence[int | None], kind: str | None,
     goes: every chunk's first raw stream (``STREAM_HEAD`` of ``kind``) lands
     16-byte aligned, so nvCOMP can decode it in place."""
     head = STREAM_HEAD.get(kind or "", 0)
-    offsets = []
-    p = 0
-    for n in sizes:
-        if n is None:
-            offsets.append(-1)
-            continue
-        p += (-(p + head)) % STAGING_ALIGN
-        offsets.append(p)
-        p += n
-    return (alloc or _empty_bytes)(max(p, 1)), offsets
-
-
+    n = np.array([-1 if x is None else x for x in sizes], np.int64)
+    present = n >= 0
+    # the first start is aligned for its stream; each next one follows the
+    # previous chunk rounded up to the alignment, which keeps it aligned
+    step = np.where(present, -(-n // STAGING_ALIGN) * STAGING_ALIGN, 0)
+    first = (-head) % STAGING_ALIGN
+    starts = first + np.cumsum(step) - step
+    ends = starts + np.where(present, n, 0)
+    total = int(ends[present].max()) if present.any() else 0
+    offsets = np.where(present, starts, -1).tolist()
+    return (alloc or _empty_bytes)(max(total, 1)), offsets

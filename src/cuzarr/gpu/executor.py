@@ -25,7 +25,6 @@ import atexit
 import contextlib
 import dataclasses
 import math
-import os
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -45,9 +44,11 @@ from cuzarr.gpu.batch import (
     _named,
     place_chunks,
     prepare_batch,
+    read_file,
     stream_kind,
 )
 from cuzarr.gpu.plan import STAGING_ALIGN, ScatterPlan, check_plan_bounds, fill_bytes
+from cuzarr.gpu.staging import pinned_staging
 from cuzarr.gpu.subbatch import Pending, SubBatch, split_batch, stream_count, sub_batch_bytes
 
 __all__ = [
@@ -68,12 +69,6 @@ __all__ = [
     "stream_kind",
 ]
 
-def _read_file(path: str, offset: int, n: int) -> bytes:
-    with open(path, "rb", buffering=0) as f:
-        data = os.pread(f.fileno(), n, offset)
-    if len(data) != n:
-        raise CodecError(f"{path}: read {len(data)} bytes, expected {n} (file changed?)")
-    return data
 
 
 def verify_checksums(batch: GpuBatch, staging: Any, compute: Callable[..., Any],
@@ -339,6 +334,11 @@ class HostExecutor(TwinStats):
 
         batch = sub.batch
         packed = sub.packed
+        if sub.direct_src:  # compressed files read "to the device": here, to memory
+            self._count(direct_src=len(sub.direct_src))
+            packed = np.zeros(sub.hi - sub.lo, np.uint8)
+            for at, path, offset, n in sub.direct_src:
+                packed[at : at + n] = np.frombuffer(read_file(path, offset, n), np.uint8)
         direct = out_bytes(sub, out, lambda a: a.reshape(-1).view(np.uint8))
         for codec, rows in sub.streams.items():
             for j, (src, n, dst, size, to_scratch, to_out) in enumerate(rows):
@@ -356,7 +356,7 @@ class HostExecutor(TwinStats):
         if sub.direct:
             self._count(direct=len(sub.direct))
             for slot, path, offset, n in sub.direct:
-                staging[slot : slot + n] = np.frombuffer(_read_file(path, offset, n), np.uint8)
+                staging[slot : slot + n] = np.frombuffer(read_file(path, offset, n), np.uint8)
         if sub.unshuffle is not None and len(sub.unshuffle):
             formats.unshuffle_numpy(sub.unshuffle, scratch, staging)
         if sub.checks:
@@ -436,14 +436,30 @@ class GpuExecutor(StreamCodecs):
         from cuzarr.buffer.gpu import import_cupy
 
         super().__init__(import_cupy(), stream)
-        # (host buffer, event after the copy that reads it)
+        # (host buffer, event after the copy that reads it); the lock: a read
+        # that ends drops finished entries from its thread (forget_finished)
         self._keep: list[tuple[Any, Any]] = []
+        self._keep_lock = threading.Lock()
 
     def _hold(self, host: Any, stream: Any = None) -> None:
         """Keep ``host`` until the work queued so far on ``stream`` is done."""
         stream = self.stream if stream is None else stream
-        self._keep = [(h, e) for h, e in self._keep if not e.done]
-        self._keep.append((host, stream.record()))
+        event = stream.record()
+        self.forget_finished()
+        with self._keep_lock:
+            self._keep.append((host, event))
+
+    def forget_finished(self) -> None:
+        """Drop the host buffers whose copies are done, giving staging buffers
+        back to their pool (others are freed with their last reference)."""
+        with self._keep_lock:
+            state = [(h, e, e.done) for h, e in self._keep]
+            self._keep = [(h, e) for h, e, done in state if not done]
+            # a buffer uploaded by several sub-batches goes back after the last
+            busy = {id(h) for h, _e in self._keep}
+            free = {id(h): h for h, _e, done in state if done and id(h) not in busy}
+        for h in free.values():
+            pinned_staging.give(h)
 
     def run(self, batch: GpuBatch, out: Any, fill: Any) -> Pending:
         """Decode and scatter ``batch`` into the CuPy array ``out``: sub-batches
@@ -455,7 +471,7 @@ class GpuExecutor(StreamCodecs):
 
         cp = self.cp
         plan = batch.plan
-        self._keep = [(h, e) for h, e in self._keep if not e.done]  # copies finished
+        self.forget_finished()
         wait_for_user_stream(self.stream)
         subs = split_batch(batch, sub_batch_bytes())
         streams = self.streams(min(stream_count(), max(1, len(subs))))
@@ -484,7 +500,12 @@ class GpuExecutor(StreamCodecs):
         """One sub-batch on stream ``st`` (current)."""
         batch = sub.batch
         packed = sub.packed
-        if packed.size:
+        if sub.direct_src:
+            # compressed chunk files read into device memory (kvikio), decoded there
+            comp = self.cp.empty(sub.hi - sub.lo, dtype=self.cp.uint8)
+            self._read_direct(sub.direct_src, comp, st)
+            self._decode_streams(sub, comp, staging, scratch, st, pending, out)
+        elif packed.size:
             # one asynchronous host-to-device copy of the bytes its streams use,
             # from pinned memory; the host buffer is kept until it is done
             comp = self.cp.empty(packed.size, dtype=self.cp.uint8)
@@ -532,7 +553,10 @@ class GpuExecutor(StreamCodecs):
         """Wait for everything queued on this executor's stream (by whoever holds
         it, see :func:`leased`)."""
         self.stream.synchronize()
-        self._keep = []
+        with self._keep_lock:
+            done, self._keep = [h for h, _e in self._keep], []
+        for h in done:
+            pinned_staging.give(h)
 
     def _decode_streams(self, sub: SubBatch, comp: Any, staging: Any, scratch: Any, st: Any,
                         pending: Pending, out: Any = None) -> None:
@@ -581,20 +605,21 @@ class GpuExecutor(StreamCodecs):
         try:
             import kvikio
         except Exception:  # not installed, or its libraries (cuFile) do not load
-            chunks = [(slot, np.frombuffer(_read_file(p, off, n), np.uint8))
+            chunks = [(slot, np.frombuffer(read_file(p, off, n), np.uint8))
                       for slot, p, off, n in reads]
             self._hold(upload_to_slots(self.cp, st, chunks, staging), st)
             return
         # kvikio reads on its own threads; the slots must not be used before the
         # stream's earlier work (staging allocation) is done.
         st.synchronize()
-        files = []
+        files: dict[str, Any] = {}  # one handle per file (a shard's ranges share it)
         futures = []
         error: BaseException | None = None
         try:
             for slot, path, off, n in reads:
-                f = kvikio.CuFile(path, "r")
-                files.append(f)
+                f = files.get(path)
+                if f is None:
+                    f = files[path] = kvikio.CuFile(path, "r")
                 futures.append((f.pread(staging[slot : slot + n], n, off), n, path))
         except Exception as e:
             error = CodecError(f"GPUDirect read failed: {e}")
@@ -607,7 +632,7 @@ class GpuExecutor(StreamCodecs):
                 continue
             if got != n and error is None:
                 error = CodecError(f"{path}: read {got} bytes, expected {n}")
-        for f in files:
+        for f in files.values():
             f.close()
         if error is not None:
             raise error

@@ -37,6 +37,9 @@ from typing import Any
 
 import numpy as np
 
+from cuzarr.indexing.items import ChunkItems
+from cuzarr.metadata.chunk_grid import RegularChunkGrid
+
 __all__ = [
     "FLAG_MISSING",
     "FLAG_PAD",
@@ -105,6 +108,9 @@ class ScatterPlan:
 def is_slice_only(items: Sequence[Any]) -> bool:
     """True when every in-chunk and output selection is a tuple of slices (the
     case the table handles); false when any holds an integer array."""
+    known = items.slices_only() if isinstance(items, ChunkItems) else None
+    if known is not None:
+        return known  # from the per-dimension lists, not per item
     for it in items:
         for s in it[1]:
             if not isinstance(s, slice):
@@ -161,6 +167,10 @@ def build_plan(
     shapes_fn = chunk_shape if callable(chunk_shape) else None
     out_shape = [int(s) for s in out_shape]
     out_strides = [int(s) for s in out_strides]
+    if shapes_fn is not None and isinstance(items, ChunkItems) and items.slices_only():
+        dims = _product_rows(items, shapes_fn, out_shape, out_strides)
+        return _fill_table(table, dims, np.asarray(present, bool), itemsize, chunk_order, swap,
+                           pad)
     # Items share their per-dimension selections (a chunk row, a chunk column):
     # each (dimension, chunk extent, chunk selection, output selection) is
     # worked out once, and the table's columns are filled from arrays.
@@ -186,6 +196,74 @@ def build_plan(
     # per item and dimension: start stop step n dst_stride d_off extent
     dims = np.array(rows, np.int64).reshape(n_items, ndim, 7)
     return _fill_table(table, dims, np.asarray(present, bool), itemsize, chunk_order, swap, pad)
+
+
+def _product_rows(items: ChunkItems, chunk_shape: Callable[[tuple[int, ...]], tuple[int, ...]],
+                  out_shape: list[int], out_strides: list[int]) -> np.ndarray:
+    """``build_plan``'s (items x dimensions x 7) rows for items that are a window
+    of the product of their per-dimension projections: each dimension's rows
+    worked out once per read (kept in ``items.shared``, which the windows of
+    one read share), then gathered by each item's index in the product
+    (``np.unravel_index``), no Python step per item. Stored chunk shapes are
+    per dimension (regular and rectilinear grids)."""
+    dims = items.dims
+    assert dims is not None
+    ndim = len(dims)
+    if ndim != len(out_shape):
+        raise ValueError(
+            f"chunk selections have {ndim} dimensions, the output {len(out_shape)} "
+            "(slice-only plans keep every dimension)"
+        )
+    key = ("plan-rows", chunk_shape, tuple(out_shape), tuple(out_strides))
+    per_dim = items.shared.get(key)
+    if per_dim is None:
+        per_dim = items.shared[key] = [
+            _dim_rows(d, p, _extents(chunk_shape, dims, d), out_shape[d], out_strides[d])
+            for d, p in enumerate(dims)
+        ]
+    at = np.unravel_index(items.positions(), [len(p.chunks) for p in dims]) if ndim else ()
+    out = np.empty((len(items), ndim, 7), np.int64)
+    for d in range(ndim):
+        out[:, d] = per_dim[d][at[d]]
+    return out
+
+
+def _extents(chunk_shape: Callable[[tuple[int, ...]], tuple[int, ...]], dims: list[Any],
+             d: int) -> list[int]:
+    """Stored extents along dimension ``d`` of the chunks of its projection."""
+    grid = getattr(chunk_shape, "__self__", None)
+    if type(grid) is RegularChunkGrid and chunk_shape == grid.stored_chunk_shape:
+        return [int(grid.chunk_shape[d])] * len(dims[d].chunks)  # one shape for all
+    first = [p.chunks[0] for p in dims]
+    return [int(chunk_shape((*first[:d], c, *first[d + 1 :]))[d]) for c in dims[d].chunks]
+
+
+def _dim_rows(d: int, p: Any, extents: list[int], out_len: int, out_stride: int) -> np.ndarray:
+    """The rows of :func:`_dim_row` for every chunk of one dimension's projection:
+    with numpy where every selection is a forward step-1 slice inside its chunk
+    and its output (as ``project_slice`` makes them), else one by one."""
+    cs, os_ = p.chunk_sels, p.out_sels
+    ok = set(map(type, cs)) | set(map(type, os_)) <= {slice}
+    ok = ok and {s.step for s in cs} | {s.step for s in os_} <= {None, 1}
+    if ok:
+        cols = [[s.start for s in cs], [s.stop for s in cs], [s.start for s in os_],
+                [s.stop for s in os_]]
+        ok = not any(None in col for col in cols)
+    if ok:
+        c = np.array(cols[:2], np.int64).T
+        o = np.array(cols[2:], np.int64).T
+        ext = np.asarray(extents, np.int64)
+        n = c[:, 1] - c[:, 0]
+        ok = bool((c >= 0).all() and (c[:, 1] <= ext).all() and (n >= 0).all()
+                   and (o >= 0).all() and (o[:, 1] <= out_len).all()
+                   and (o[:, 1] - o[:, 0] == n).all())
+    if not ok:
+        rows = [_dim_row(j, d, e, a, b, out_len, out_stride)
+                for j, (e, a, b) in enumerate(zip(extents, cs, os_, strict=True))]
+        return np.array(rows, np.int64).reshape(len(rows), 7)
+    stop = np.where(n > 0, c[:, 1], c[:, 0])
+    return np.stack([c[:, 0], stop, np.ones_like(n), n, np.full_like(n, out_stride),
+                     o[:, 0] * out_stride, ext], axis=1)
 
 
 def _fill_table(table: np.ndarray, dims: np.ndarray, present: np.ndarray, itemsize: int,

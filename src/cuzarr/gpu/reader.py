@@ -29,6 +29,9 @@ from typing import Any
 
 import numpy as np
 
+from cuzarr.buffer.gpu import import_cupy
+from cuzarr.codecs.pipeline import V2Pipeline, V3Pipeline
+from cuzarr.config import config, flag
 from cuzarr.errors import CodecError, keyed
 from cuzarr.gpu.dispatch import emulating
 from cuzarr.gpu.executor import (
@@ -40,7 +43,7 @@ from cuzarr.gpu.executor import (
     stream_kind,
 )
 from cuzarr.gpu.plan import is_slice_only
-from cuzarr.gpu.staging import host_staging
+from cuzarr.gpu.staging import host_staging, pinned_staging
 
 __all__ = [
     "DeviceReader",
@@ -60,13 +63,9 @@ def wait_for_user_stream(stream: Any) -> None:
     (``cuzarr.config`` key ``gpu.stream``: a CuPy or PyTorch stream, or a raw
     ``cudaStream_t``). Our streams are blocking streams, which already order
     after the legacy default stream."""
-    from cuzarr.config import config
-
     user = config.get("gpu.stream", None)
     if user is None:
         return
-    from cuzarr.buffer.gpu import import_cupy
-
     cp = import_cupy()
     device = _stream_device(user)
     if not isinstance(user, cp.cuda.Stream):
@@ -128,8 +127,6 @@ def device_codec(pipeline: Any) -> tuple[str | None, np.dtype | None, str]:
     stores, when the GPU can decode them: ``kind`` is
     :func:`~cuzarr.gpu.executor.stream_kind` of the one compressor (``"none"``
     without one); ``kind`` is ``None`` when chunks must be decoded on the host."""
-    from cuzarr.codecs.pipeline import V2Pipeline, V3Pipeline
-
     if isinstance(pipeline, V3Pipeline):
         stored = getattr(pipeline, "_stored_dtype", None)
         if getattr(pipeline, "_plain", False) and stored is not None and len(
@@ -169,8 +166,6 @@ def decode_route(kind: str | None, device: bool) -> str | None:
     (``"none"``) need no decoder. ``cuzarr.config`` key ``gpu.untrusted``
     sends the rest to the host; so does a device without nvCOMP, with a
     warning (once per process)."""
-    from cuzarr.config import flag
-
     if kind in (None, "none"):
         return kind
     if flag("gpu.untrusted", False):
@@ -332,9 +327,9 @@ class DeviceReader:
             self.executor.run(batch, self.out, self.fill)
             # host staging goes back to its pool once the batch has run (device
             # buffers stay with the executor until their copies are done)
-            self.executor.release(batch.packed)
+            self.executor.release(batch.packed, uploaded=True)
             if buffered is not None and buffered.base is not batch.packed:
-                self.executor.release(buffered.base)
+                self.executor.release(buffered.base)  # copied into the packed buffer
             return
         chunks = []
         for i, (it, data) in enumerate(zip(items, datas, strict=True)):
@@ -358,8 +353,6 @@ def direct_reads(store: Any, device: bool) -> bool:
     uploads), ``False`` (never)."""
     if store is None or not callable(getattr(store, "file_ref", None)):
         return False
-    from cuzarr.config import config, flag
-
     mode = config.get("gpu.gds", "auto")
     if isinstance(mode, str) and mode.strip().lower() == "auto":
         if not device:
@@ -381,22 +374,21 @@ class _ThreadExecutor:
         self.device = device
         self.events: list[Any] = []
         self._lock = threading.Lock()
+        self.staging = pinned_staging if device else host_staging
+        self._used: set[Any] = set()  # executors this read queued work on
 
     def host_buffer(self, nbytes: int) -> np.ndarray:
-        """A uint8 host buffer for a batch's compressed bytes: pinned on a GPU, so
-        its upload is one asynchronous copy."""
-        if not self.device:
-            return host_staging.take(nbytes)
-        from cuzarr.buffer.gpu import pinned_prototype
+        """A uint8 host buffer for a batch's compressed bytes, from the staging
+        pool: pinned on a GPU, so its upload is one asynchronous copy."""
+        return self.staging.take(nbytes)
 
-        return pinned_prototype.empty((nbytes,), np.uint8)
-
-    def release(self, buf: Any) -> None:
-        """A host buffer from :meth:`host_buffer` is no longer used by the read
-        (host twin: back to the staging pool; pinned buffers go back to CuPy's
-        pool when the last reference, the executor's, is dropped)."""
-        if not self.device and isinstance(buf, np.ndarray):
-            host_staging.give(buf)
+    def release(self, buf: Any, uploaded: bool = False) -> None:
+        """A host buffer from :meth:`host_buffer` is no longer used by the read's
+        host side: back to the staging pool now, or, when ``uploaded`` on a GPU,
+        once the executor sees its upload done (at the latest when the read
+        ends, see :meth:`synchronize`)."""
+        if isinstance(buf, np.ndarray) and not (uploaded and self.device):
+            self.staging.give(buf)
 
     def _keep(self, ev: Any) -> None:
         if ev is not None:
@@ -408,9 +400,11 @@ class _ThreadExecutor:
         """An executor for ``out``'s device, with that device current."""
         if not self.device:
             with _executor(None) as ex:
+                self._used.add(ex)
                 yield ex
             return
         with out.device, _executor(out.device.id) as ex:
+            self._used.add(ex)
             yield ex
 
     def run(self, batch: Any, out: Any, fill: Any) -> None:
@@ -428,7 +422,18 @@ class _ThreadExecutor:
             events, self.events = self.events, []
         for ev in events:
             ev.synchronize()
+        self._forget()  # (not after a failed wait: a copy may still read them)
         for ev in events:
             settle = getattr(ev, "settle", None)  # a Pending (fancy scatters: events)
             if settle is not None:
                 settle()
+
+    def _forget(self) -> None:
+        """The read has ended (its copies are done): the executors it used give
+        back the staging buffers they held for its uploads."""
+        with self._lock:
+            used, self._used = self._used, set()
+        for ex in used:
+            forget = getattr(ex, "forget_finished", None)
+            if forget is not None:
+                forget()

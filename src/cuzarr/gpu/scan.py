@@ -21,20 +21,18 @@ ZSTD_MAGIC = 0xFD2FB528
 ZSTD_BLOCK_MAX = 128 << 10
 
 
-def _bytes_at(buf: np.ndarray, pos: np.ndarray, n: int | np.ndarray) -> np.ndarray:
-    """Little-endian unsigned integers of ``n`` bytes (at most 8; an array: per
-    position) at ``pos``; bytes past the buffer read as 0 (callers bound ``pos``)."""
-    width = (int(np.max(n, initial=0))) if np.ndim(n) else int(n)
-    val = np.zeros(len(pos), np.uint64)
-    last = len(buf) - 1
-    if last < 0:
-        return val
-    for k in range(width):
-        b = buf[np.minimum(pos + k, last)].astype(np.uint64)
-        if np.ndim(n):
-            b[k >= n] = 0
-        val |= b << np.uint64(8 * k)
-    return val
+def _gather(buf: np.ndarray, pos: np.ndarray, n: int) -> np.ndarray:
+    """``n`` bytes at each of ``pos`` as a (positions x n) array, bytes past the
+    buffer's end read as its last byte (callers bound what they use)."""
+    if len(buf) == 0:
+        return np.zeros((len(pos), n), np.uint8)
+    return buf[np.minimum(pos[:, None] + np.arange(n, dtype=np.int64), len(buf) - 1)]
+
+
+def _u32_at(buf: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """Little-endian ``uint32`` at each of ``pos`` (``int64``), bytes past the
+    buffer's end read as its last byte (callers bound what they use)."""
+    return _gather(buf, pos, 4).view("<u4")[:, 0].astype(np.int64)
 
 
 def scan_copy(offs: np.ndarray, lens: np.ndarray, expect: np.ndarray) -> np.ndarray:
@@ -47,7 +45,7 @@ def scan_lz4(buf: np.ndarray, offs: np.ndarray, lens: np.ndarray, expect: np.nda
     """numcodecs LZ4: ``<u4`` decoded size, then one raw LZ4 block (bounds as in
     :func:`cuzarr.gpu.formats.parse_lz4`)."""
     ok = lens >= 4
-    size = _bytes_at(buf, offs, 4).astype(np.int64)
+    size = _u32_at(buf, offs)
     clen = lens - 4
     ok &= size == expect
     ok &= ~((size > 0) & (clen == 0))
@@ -63,36 +61,44 @@ def scan_zstd(buf: np.ndarray, offs: np.ndarray, lens: np.ndarray, expect: np.nd
     (type, size at most 128 KiB, inside the chunk) up to the last block and the
     optional checksum, ending exactly at the chunk's end."""
     ok = lens >= 6
-    magic = _bytes_at(buf, offs, 4)
+    # the frame headers, 14 bytes each (magic, descriptor, window, content size
+    # up to 8 bytes), in one gather; bytes past a chunk are checked below
+    hdr = _gather(buf, offs, 14)
+    magic = hdr[:, :4].copy().view("<u4")[:, 0]
     ok &= magic == ZSTD_MAGIC
-    fhd = _bytes_at(buf, offs + 4, 1).astype(np.int64)
+    fhd = hdr[:, 4].astype(np.int64)
     fcs_flag, single, checksum, dict_flag = fhd >> 6, (fhd >> 5) & 1, (fhd >> 2) & 1, fhd & 3
     ok &= (fhd & 0x08) == 0
     ok &= dict_flag == 0  # a dictionary id (even 0 written out): the host decides
     fcs_size = np.array([0, 2, 4, 8])[fcs_flag]
     fcs_size = np.where((fcs_flag == 0) & (single == 1), 1, fcs_size)
     ok &= fcs_size > 0  # no content size: nvCOMP's RAW zstd needs one
-    fcs_at = offs + 5 + (1 - single)
-    header_end = fcs_at + fcs_size
+    rel = 5 + (1 - single)  # where the content size starts in the header
+    header_end = offs + rel + fcs_size
     ok &= header_end <= offs + lens
-    content = _bytes_at(buf, fcs_at, np.where(ok, fcs_size, 0)).astype(np.int64)
+    fcs = hdr[np.arange(len(hdr))[:, None], rel[:, None] + np.arange(8)]
+    content = fcs.copy().view("<u8")[:, 0]
+    width = np.where(ok, fcs_size, 0).astype(np.uint64)
+    mask = np.where(width >= 8, ~np.uint64(0), (np.uint64(1) << (8 * width)) - np.uint64(1))
+    content = (content & mask).astype(np.int64)
     content = np.where(fcs_size == 2, content + 256, content)
     ok &= (content == expect) & (content <= max_size)
     end = offs + lens
     pos = header_end.copy()
     active = np.flatnonzero(ok)
     while len(active):
+        # one 4-byte gather per block header (a 3-byte header and one byte more,
+        # bounded by the buffer's end): one pass over memory per block position
         p = pos[active]
         e = end[active]
-        bad = p + 3 > e
-        bh = _bytes_at(buf, p, 3).astype(np.int64)
-        last, btype, bsize = bh & 1, (bh >> 1) & 3, bh >> 3
-        bad |= (btype == 3) | (bsize > ZSTD_BLOCK_MAX)
-        p = p + 3 + np.where(btype == 1, 1, bsize)
-        bad |= p > e
-        pos[active] = p
+        bh = _u32_at(buf, p) & 0xFFFFFF
+        btype = (bh >> 1) & 3
+        bsize = bh >> 3
+        nxt = p + 3 + np.where(btype == 1, 1, bsize)
+        bad = (p + 3 > e) | (btype == 3) | (bsize > ZSTD_BLOCK_MAX) | (nxt > e)
+        pos[active] = nxt
         ok[active[bad]] = False
-        active = active[~bad & (last == 0)]
+        active = active[~bad & ((bh & 1) == 0)]
     pos += 4 * checksum
     ok &= pos == end  # shorter: more frames follow (host); longer: truncated
     return ok

@@ -1,32 +1,68 @@
-"""Reused host staging buffers for the host twin of the device read path.
+"""Reused host staging buffers of the device read path.
 
-On a GPU, a batch's compressed bytes are read into pinned memory from CuPy's
-pinned pool, which keeps blocks for reuse: pages stay mapped and locked from
-one batch to the next. The host twin (``gpu.emulate``) keeps ordinary buffers
-the same way here, so that it, and the host-only benchmark, stage into memory
-that is already faulted in, as the device path does, instead of paying a page
-fault per 4 KiB of every batch.
+A batch's compressed bytes are read into a host buffer and uploaded from it. On
+a GPU that buffer is pinned (page-locked) memory, whose allocation costs far
+more than the read itself (``cudaHostAlloc`` maps and locks every page); the
+host twin (``gpu.emulate``) uses ordinary memory, which still pays a page fault
+per 4 KiB on first touch. Both are therefore taken from a :class:`HostStaging`
+pool and given back *when the read that used them ends* (every copy from them
+done): the next read reuses them, and the pool keeps at most
+``cuzarr.config`` key ``gpu.staging_keep_bytes`` (default 1 GiB) of free blocks
+between reads; blocks beyond that are dropped, which frees (and unpins) them.
 """
 
 from __future__ import annotations
 
 import threading
+import weakref
+from collections.abc import Callable
 
 import numpy as np
 
-__all__ = ["HostStaging", "host_staging"]
+from cuzarr.buffer.gpu import import_cupy
+from cuzarr.config import config
+
+__all__ = ["HostStaging", "host_staging", "pinned_staging"]
+
+KEEP_BYTES = 1 << 30
+
+
+def _host_block(size: int) -> np.ndarray:
+    return np.empty(size, np.uint8)
+
+
+def _pinned_block(size: int) -> np.ndarray:
+    """``size`` bytes of pinned memory (freed when the array goes away), outside
+    CuPy's pinned pool: this pool alone decides what is kept."""
+    mem = import_cupy().cuda.PinnedMemory(size)
+    return np.frombuffer(mem, np.uint8, count=size)
+
+
+def _keep_bytes() -> int:
+    value = config.get("gpu.staging_keep_bytes", KEEP_BYTES)
+    return KEEP_BYTES if value is None else max(0, int(value))
 
 
 class HostStaging:
     """A pool of ``uint8`` blocks (sizes rounded up to powers of two, at least
-    1 MiB). :meth:`take` lends a view of a free block (or a new one),
-    :meth:`give` returns it; at most ``keep_bytes`` of free blocks are kept."""
+    1 MiB) made by ``alloc(size)``. :meth:`take` lends a view of a free block
+    (or a new one), :meth:`give` returns it; at most ``keep_bytes`` (default:
+    the ``gpu.staging_keep_bytes`` setting) of free blocks are kept."""
 
-    def __init__(self, keep_bytes: int = 1 << 30) -> None:
+    def __init__(self, keep_bytes: int | None = None,
+                 alloc: Callable[[int], np.ndarray] = _host_block) -> None:
         self.keep_bytes = keep_bytes
+        self._alloc = alloc
         self._free: dict[int, list[np.ndarray]] = {}
         self._held = 0
         self._lock = threading.Lock()
+        # blocks this pool made (weakly): only those are taken back
+        self._ours: weakref.WeakValueDictionary[int, np.ndarray] = weakref.WeakValueDictionary()
+
+    @property
+    def free_bytes(self) -> int:
+        """Bytes of free blocks kept for reuse."""
+        return self._held
 
     def take(self, nbytes: int) -> np.ndarray:
         """A buffer of ``nbytes`` (contents undefined)."""
@@ -37,20 +73,20 @@ class HostStaging:
             if block is not None:
                 self._held -= size
         if block is None:
-            block = np.empty(size, np.uint8)
+            block = self._alloc(size)
+            self._ours[id(block)] = block
         return block[:nbytes]
 
     def give(self, buf: np.ndarray) -> None:
         """Return a buffer :meth:`take` lent (anything else is ignored)."""
-        block = buf.base if isinstance(buf.base, np.ndarray) else None
-        if block is None or block.ndim != 1 or block.dtype != np.uint8 or block.base is not None:
+        block = buf.base if isinstance(buf, np.ndarray) else None
+        if not isinstance(block, np.ndarray) or self._ours.get(id(block)) is not block:
             return
         size = len(block)
-        if size & (size - 1) or size < (1 << 20):
-            return
+        keep = _keep_bytes() if self.keep_bytes is None else self.keep_bytes
         with self._lock:
-            if self._held + size > self.keep_bytes:
-                return
+            if self._held + size > keep:
+                return  # dropped: freed once the last view goes
             if any(b is block for b in self._free.get(size, ())):
                 return  # given twice
             self._free.setdefault(size, []).append(block)
@@ -64,3 +100,4 @@ class HostStaging:
 
 
 host_staging = HostStaging()
+pinned_staging = HostStaging(alloc=_pinned_block)

@@ -61,12 +61,17 @@ class SubBatch:
     rows: dict[str, np.ndarray] = field(default_factory=dict)
     host_decoded: list[tuple[int, np.ndarray]] = field(default_factory=list)
     direct: list[tuple[int, str, int, int]] = field(default_factory=list)
+    # compressed files read into this sub-batch's part of the direct area:
+    # (offset from ``lo``, path, file offset, bytes)
+    direct_src: list[tuple[int, str, int, int]] = field(default_factory=list)
     unshuffle: np.ndarray | None = None
     checks: list[tuple[int, int, int, str, int]] = field(default_factory=list)
 
     @property
     def packed(self) -> np.ndarray:
-        """The bytes this sub-batch uploads."""
+        """The bytes this sub-batch uploads (none when it reads ``direct_src``)."""
+        if self.direct_src:
+            return self.batch.packed[:0]
         return self.batch.packed[self.lo : self.hi]
 
 
@@ -82,7 +87,7 @@ def _stored_bytes(batch: GpuBatch, n: int) -> np.ndarray:
         per[present[np.searchsorted(slots[present], slot)]] += len(raw)
     for slot, _path, _off, nbytes in batch.direct:
         per[present[np.searchsorted(slots[present], slot)]] += nbytes
-    return per
+    return per  # (direct_src chunks: their streams' bytes, counted above)
 
 
 def _bounds(batch: GpuBatch, max_bytes: int) -> list[tuple[int, int]]:
@@ -119,10 +124,15 @@ def split_batch(batch: GpuBatch, max_bytes: int) -> list[SubBatch]:
                 sub.streams[codec] = rows[pick].copy()
                 los.append(int(rows["src"][pick].min()))
                 his.append(int((rows["src"][pick] + rows["n"][pick]).max()))
+        mine = [d for d in batch.direct_src if k0 <= d[0] < k1]
+        if mine:  # the streams lie in the direct area, after their file's head
+            los.append(min(d[1] for d in mine))
+            his.append(max(d[1] + d[4] for d in mine))
         if los:
             sub.lo, sub.hi = min(los), max(his)
             for r in sub.streams.values():
                 r["src"] -= sub.lo
+            sub.direct_src = [(at - sub.lo, path, off, n) for _k, at, path, off, n in mine]
         sub.host_decoded = [h for h in batch.host_decoded if s_lo <= h[0] < s_hi]
         sub.direct = [d for d in batch.direct if s_lo <= d[0] < s_hi]
         sub.checks = [c for c in batch.checks if k0 <= c[0] < k1]

@@ -23,6 +23,8 @@ limit take the host route:
 the gathered chunks come back in one copy per batch and the pipeline encodes
 them. :class:`HostEncoder` runs every step with numpy (``gpu.emulate``), so the
 CPU test suite checks the plans and the containers the GPU path produces.
+Whole shards of sharded arrays are built from their inner chunks by the same
+steps (:mod:`cuzarr.gpu.shardwriter`, through :meth:`DeviceWriter.encode_items`).
 """
 
 from __future__ import annotations
@@ -605,6 +607,34 @@ class DeviceWriter:
     ) -> tuple[list[tuple[str, bytes]], list[str]]:
         """``(to_set, to_delete)`` for one batch (``olds[i]``: the stored bytes of
         a partly overwritten chunk, else ``None``)."""
+        to_set: list[tuple[str, bytes]] = []
+        to_delete: list[str] = []
+        for key, res in zip(keys, self.encode_items(items, olds, keys), strict=True):
+            if res is None:
+                to_delete.append(key)
+            else:
+                to_set.append((key, res))
+        return to_set, to_delete
+
+    def to_host(self, part: Any) -> np.ndarray:
+        """``part`` of the value, on the host (chunks the host encodes, such as
+        shards written in part): on a device, copied on an encoder's stream
+        once the caller's stream (``gpu.stream``) has made the value."""
+        if not self.device:
+            return np.asarray(part)
+        from cuzarr.gpu.reader import wait_for_user_stream
+
+        with self.value.device, _encoder(self.value.device.id) as enc:
+            wait_for_user_stream(enc.stream)
+            return enc.cp.asnumpy(part, stream=enc.stream)  # blocking
+
+    def encode_items(
+        self, items: Sequence[Any], olds: Sequence[bytes | None], keys: Sequence[str]
+    ) -> list[bytes | None]:
+        """The stored bytes of each item's chunk, built and encoded as one batch
+        (``None``: all fill, to be left out); ``keys`` name the chunks in errors.
+        The device writer of whole shards (``cuzarr.gpu.shardwriter``) runs its
+        inner chunks through this too."""
         shapes = [tuple(self.chunk_shape(tuple(it[0]))) for it in items]
         host_old: list[tuple[int, np.ndarray]] = []
         rmw = [i for i, it in enumerate(items) if olds[i] is not None and not it[3]]
@@ -634,14 +664,9 @@ class DeviceWriter:
         else:
             with _encoder(None) as enc:
                 results = enc.encode(batch, self.value)
-        to_set: list[tuple[str, bytes]] = []
-        to_delete: list[str] = []
-        for i, res in enumerate(results):
-            if res is None:
-                to_delete.append(keys[i])
-                continue
-            if self.kind is None:
-                chunk = np.frombuffer(res, self.dtype).reshape(shapes[i], order=self.order)
-                res = self.pipeline.encode(chunk, shapes[i])
-            to_set.append((keys[i], res))
-        return to_set, to_delete
+        if self.kind is None:
+            for i, res in enumerate(results):
+                if res is not None:
+                    chunk = np.frombuffer(res, self.dtype).reshape(shapes[i], order=self.order)
+                    results[i] = self.pipeline.encode(chunk, shapes[i])
+        return results

@@ -19,7 +19,7 @@ from cuzarr.indexing.projection import (
     ortho_index,
 )
 
-__all__ = ["ChunkItem", "ChunkItems", "chunk_items", "coordinate_items"]
+__all__ = ["ChunkItem", "ChunkItems", "chunk_items", "coordinate_items", "subset", "window"]
 
 # (coords, chunk selection, output selection, chunk wholly covered)
 ChunkItem = tuple[tuple[int, ...], tuple[Any, ...], tuple[Any, ...], bool]
@@ -32,6 +32,84 @@ class ChunkItems(list):  # type: ignore[type-arg]
     (item ``i`` is ``np.unravel_index(i, lens)`` of them)."""
 
     dims: list[DimProjection] | None = None
+    #: the index of item 0 in the product of ``dims`` (a :meth:`window`'s first)
+    start: int = 0
+
+    @property
+    def shared(self) -> dict[Any, Any]:
+        """Work derived from ``dims`` once per read: one dict that every
+        :meth:`window` of these items shares."""
+        got = self.__dict__.get("_shared")
+        if got is None:
+            got = self.__dict__["_shared"] = {}
+        return got
+
+    #: explicit positions of the items in the product of ``dims`` (a
+    #: :meth:`subset`); ``None``: ``start``, ``start + 1``, ...
+    positions_: np.ndarray | None = None
+
+    def window(self, lo: int, hi: int) -> ChunkItems:
+        """Items ``lo:hi``, keeping ``dims`` (with ``start`` moved to ``lo``)."""
+        if self.positions_ is not None:
+            return self.subset(np.arange(lo, hi))
+        part = ChunkItems(self[lo:hi])
+        if self.dims is not None:
+            part.dims = self.dims
+            part.start = self.start + lo
+            part.__dict__["_shared"] = self.shared
+        return part
+
+    def subset(self, ids: Sequence[int] | np.ndarray) -> ChunkItems:
+        """Items ``ids`` (in that order), keeping ``dims``."""
+        ids = np.asarray(ids, np.int64)
+        part = ChunkItems(map(self.__getitem__, ids.tolist()))
+        if self.dims is not None:
+            part.dims = self.dims
+            part.positions_ = self.positions()[ids]
+            part.__dict__["_shared"] = self.shared
+        return part
+
+    def positions(self) -> np.ndarray:
+        """Each item's position in the product of ``dims``."""
+        if self.positions_ is not None:
+            return self.positions_
+        return np.arange(self.start, self.start + len(self), dtype=np.int64)
+
+    def coords(self) -> np.ndarray | None:
+        """The items' chunk coordinates as an (items x dimensions) array, from
+        ``dims`` (``None``: no ``dims``)."""
+        if self.dims is None:
+            return None
+        lens = [len(p.chunks) for p in self.dims]
+        at = np.unravel_index(self.positions(), lens) if lens else ()
+        out = np.empty((len(self), len(lens)), np.int64)
+        for d, p in enumerate(self.dims):
+            out[:, d] = np.asarray(p.chunks, np.int64)[at[d]]
+        return out
+
+    def slices_only(self) -> bool | None:
+        """Whether every selection is a slice, from ``dims`` (``None``: no ``dims``)."""
+        if self.dims is None:
+            return None
+        known = self.shared.get("slices-only")
+        if known is None:
+            kinds = set()
+            for p in self.dims:
+                kinds.update(map(type, p.chunk_sels), map(type, p.out_sels))
+            known = self.shared["slices-only"] = kinds <= {slice}
+        return known
+
+
+def window(items: Sequence[ChunkItem], lo: int, hi: int) -> Sequence[ChunkItem]:
+    """Items ``lo:hi`` of ``items``, keeping what :class:`ChunkItems` knows."""
+    return items.window(lo, hi) if isinstance(items, ChunkItems) else items[lo:hi]
+
+
+def subset(items: Sequence[ChunkItem], ids: Sequence[int]) -> Sequence[ChunkItem]:
+    """Items ``ids`` of ``items``, keeping what :class:`ChunkItems` knows."""
+    if isinstance(items, ChunkItems):
+        return items.subset(ids)
+    return [items[i] for i in ids]
 
 
 def chunk_items(projections: Sequence[DimProjection]) -> list[ChunkItem]:
@@ -58,13 +136,14 @@ def chunk_items(projections: Sequence[DimProjection]) -> list[ChunkItem]:
             return one
     if any(not p.chunks for p in projections):
         return []
-    n_arrays = sum(any(isinstance(s, np.ndarray) for s in p.chunk_sels) for p in projections)
+    # (the types of each side's selections, found in C: a few ns per chunk)
+    csel_arrays = [np.ndarray in set(map(type, p.chunk_sels)) for p in projections]
+    osel_arrays = [np.ndarray in set(map(type, p.out_sels)) for p in projections]
+    n_arrays = sum(csel_arrays)
     # Index arrays on two or more dimensions, on either side (a contiguous run of
     # a chunk can land on scattered output positions, and the reverse), broadcast
     # together unless made orthogonal.
-    array_dims = sum(
-        any(isinstance(s, np.ndarray) for s in (*p.chunk_sels, *p.out_sels)) for p in projections
-    )
+    array_dims = sum(c or o for c, o in zip(csel_arrays, osel_arrays, strict=True))
     needs_ortho = array_dims >= 2
     # itertools.product builds each tuple in C: a few hundred ns per chunk.
     prod = itertools.product

@@ -83,6 +83,8 @@ def project_slice(start: int, stop: int, step: int, dim: DimGrid) -> DimProjecti
     csels: list[Sel] = []
     osels: list[Sel] = []
     complete: list[bool] = []
+    if step == 1 and c1 - c0 >= _VECTOR_MIN:
+        return _project_run(start, last, c0, c1, dim)
     if step == 1:
         for ci in range(c0, c1 + 1):
             off = ci * chunk
@@ -102,6 +104,29 @@ def project_slice(start: int, stop: int, step: int, dim: DimGrid) -> DimProjecti
         if _add_strided(ci, off, end, start, step, chunks, csels, osels):
             complete.append(LOOSE if chunk == 1 else False)
     return DimProjection(chunks, csels, osels, complete, n)
+
+
+# Step-1 slices over at least this many chunks are projected with numpy.
+_VECTOR_MIN = 16
+_COMPLETE = (False, True, None, EDGE)
+
+
+def _project_run(start: int, last: int, c0: int, c1: int, dim: DimGrid) -> DimProjection:
+    """``project_slice`` of ``start:last + 1`` over chunks ``c0..c1`` of a regular
+    grid, with numpy: the same selections, no Python arithmetic per chunk."""
+    chunk = dim.chunk
+    ci = np.arange(c0, c1 + 1, dtype=np.int64)
+    off = ci * chunk
+    first = np.maximum(start, off)
+    cnt = np.minimum(last, off + chunk - 1) - first + 1
+    lo = first - off
+    o = first - start
+    dl = np.minimum(chunk, dim.size - off)
+    code = np.where((first == off) & (cnt == dl), np.where(dl < chunk, 3, 1), 0)
+    complete = [_COMPLETE[k] for k in code.tolist()]
+    csels = list(map(slice, lo.tolist(), (lo + cnt).tolist()))
+    osels = list(map(slice, o.tolist(), (o + cnt).tolist()))
+    return DimProjection(ci.tolist(), csels, osels, complete, last - start + 1)
 
 
 def _add_strided(
@@ -208,6 +233,10 @@ def project_array(idx: np.ndarray, dim: DimGrid) -> DimProjection:
                 and local.shape[0] == dim.data_len(ci) == dim.chunk_len(ci)
                 and isinstance(out, slice)
             )
+            # Output positions in a forward run of one step (one sample of a
+            # shuffled batch) read as a slice too: the item stays slices only,
+            # which batched and device reads take as a whole.
+            out = _as_slice(out)
         else:
             csel = local
             full = False
@@ -216,6 +245,19 @@ def project_array(idx: np.ndarray, dim: DimGrid) -> DimProjection:
         osels.append(out)
         complete.append(LOOSE if full else False)
     return DimProjection(chunks, csels, osels, complete, n)
+
+
+def _as_slice(out: Sel) -> Sel:
+    """``out`` (positions) as a slice when they step forward evenly, else as is."""
+    if isinstance(out, slice):
+        return out
+    first = int(out[0])
+    if len(out) == 1:
+        return slice(first, first + 1)
+    step = int(out[1]) - first
+    if step > 0 and bool(np.all(np.diff(out) == step)):
+        return slice(first, int(out[-1]) + 1, step)
+    return out
 
 
 def ortho_index(sel: tuple[Sel, ...]) -> tuple[Sel, ...]:

@@ -327,7 +327,12 @@ async def _settle(futures: set[concurrent.futures.Future[bool]]) -> None:
 # codec's bound (about the chunk's size) and shrinks it: a write of 1 MiB chunks
 # did an mmap, ~90 page faults, an mremap and an munmap per chunk (the munmap
 # with the GIL held), ~7% of its time.
-_MMAP_MAX = 32 << 20
+# glibc takes a freed block's size as the new threshold only if that size, its
+# header and page rounding included, is at most 32 MiB: a block of exactly
+# 32 MiB changed nothing (shard writes asked for it, and were left unprimed:
+# ~8,000-24,000 page faults per 256 MiB write in a process of their own). The
+# largest block that counts is a page short of it; 64 KiB short leaves room.
+_MMAP_MAX = (32 << 20) - (64 << 10)
 _primed = 0
 
 

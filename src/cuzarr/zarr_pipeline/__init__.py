@@ -15,9 +15,10 @@ What goes where:
   (:mod:`cuzarr.zarr_pipeline.jobs`) whose plans are run by cuzarr's drivers:
   zarr-python's ``LocalStore`` through cuzarr's own local store (blocking batch
   I/O in worker loops), any other store through its async API.
-- Sharded arrays (the sharding codec alone): shards whose selection touches few
-  inner chunks are read in part, index first (:mod:`cuzarr.zarr_pipeline.shards`),
-  and partial shard writes re-encode only the inner chunks they touch.
+- Sharded arrays (the sharding codec alone): shards are read by the engine's
+  shard reader (:mod:`cuzarr.zarr_pipeline.shards`), those whose selection
+  touches few inner chunks index first; partial shard writes re-encode only the
+  inner chunks they touch (the engine's write rule).
 - GPU (``zarr.config.enable_gpu()``): reads into a CuPy output decode through
   cuzarr's device reader (nvCOMP, the scatter kernel) where it takes them
   (unsharded arrays, no dropped axes); under cuzarr's ``gpu.emulate`` config its
@@ -135,7 +136,7 @@ class CuzarrCodecPipeline(CodecPipeline):
         if tr.shard_codec is not None:
             spec = batch[0][1]
             shards = (tr.shard_codec, ChunkSpec(spec.shape, tr.pipeline.dtype, _fill(spec)))
-        job = ZarrReadJob(tr.pipeline, items, target, drop_axes, shards)
+        job = ZarrReadJob(tr.pipeline, items, target, drop_axes, shards, store.sync_io())
         if type(target) is not np.ndarray and not job.on_device(store):
             return await self.fallback.read(batch, out, drop_axes)  # not for the device path
         if type(target) is np.ndarray and emulating():

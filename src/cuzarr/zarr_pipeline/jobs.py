@@ -6,7 +6,9 @@ already reduced to store keys and numpy selections, and run it as the engine
 runs its own reads and writes: each batch of chunks is a plan that fetches its
 keys with one request and decodes and scatters them (or merges, encodes and
 stores them) in one compute step, driven inline or async by
-:func:`cuzarr.core.plans.execute`. Their semantics are zarr-python's own
+:func:`cuzarr.core.plans.execute`. Shards are read by the engine's shard reader
+(:mod:`cuzarr.zarr_pipeline.shards`); writes run the engine's write plan and
+chunk rule (:func:`cuzarr.core.write_job.write_plan`, ``encode_chunk``). Their semantics are zarr-python's own
 (``zarr.core.chunk_utils``: ``scatter_chunk``, ``_merge_chunk_array``,
 ``chunk_is_empty``), so results match its default pipeline exactly.
 """
@@ -14,29 +16,20 @@ stores them) in one compute step, driven inline or async by
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from cuzarr.buffer.chunks import is_fill
-from cuzarr.buffer.concat import joined
 from cuzarr.codecs.base import ChunkSpec
 from cuzarr.codecs.sharding import ShardingCodec
-from cuzarr.core.plans import Compute, Delete, Get, Plan, Put
+from cuzarr.core.plans import Compute, Get, Plan
 from cuzarr.core.read_job import decode_in_place
+from cuzarr.core.write_job import encode_chunk, write_plan
 from cuzarr.errors import CodecError, keyed
 from cuzarr.gpu.dispatch import device_reader_for
 from cuzarr.runtime.sync import max_workers
-from cuzarr.zarr_pipeline.shards import (
-    PartialShard,
-    decode_box,
-    decode_whole_into,
-    partial_shard,
-    read_partial_shards,
-    select_box,
-)
+from cuzarr.zarr_pipeline.shards import ShardBox, ShardedReads, covers
 
 __all__ = ["ReadItem", "WriteItem", "ZarrReadJob", "ZarrWriteJob", "batch_size"]
 
@@ -52,8 +45,8 @@ class ReadItem:
     fill: Any
     #: the selection is the whole chunk (zarr-python's ``is_complete``)
     complete: bool = False
-    #: a shard read in part (see ``shards.partial_shard``); None: read whole
-    part: PartialShard | None = None
+    #: a shard's touched inner chunks and their box (``shards.ShardedReads``)
+    part: ShardBox | None = None
 
 
 @dataclass(slots=True)
@@ -78,16 +71,6 @@ def batch_size(n: int, chunk_nbytes: int) -> int:
     return max(1, min(256, by_bytes, by_count))
 
 
-def _covers(selection: Any, shape: tuple[int, ...]) -> bool:
-    """Whether ``selection`` (of a chunk of ``shape``) is all of it."""
-    if not isinstance(selection, tuple) or len(selection) != len(shape):
-        return False
-    return all(
-        isinstance(s, slice) and s.indices(n) == (0, n, 1)
-        for s, n in zip(selection, shape, strict=True)
-    )
-
-
 def chunk_nbytes(shape: tuple[int, ...], itemsize: int) -> int:
     return math.prod(shape) * max(1, itemsize)
 
@@ -107,17 +90,18 @@ class ZarrReadJob:
         out: np.ndarray,
         drop_axes: tuple[int, ...],
         shards: tuple[ShardingCodec, ChunkSpec] | None = None,
+        sio: Any = None,
     ) -> None:
         self.pipeline, self.items, self.out, self.drop_axes = pipeline, items, out, drop_axes
         self.n = len(items)
         self.status = [False] * self.n
         self.decode_into = getattr(pipeline, "decode_into", None)
-        #: a sharded array's codec and shard spec: shards whose selection
-        #: touches few inner chunks are read in part
+        #: a sharded array's codec and shard spec: its shards are read by the
+        #: engine's shard reader (``sio``: the store's blocking I/O, or None)
         self.shards = shards
+        self.sharded = None
         if shards is not None:
-            for it in items:
-                it.part = partial_shard(shards[0], it.chunk_selection, it.shape)
+            self.sharded = ShardedReads(*shards, items, out, drop_axes, sio, self.status)
         self.device = None
         self.device_items: list[Any] = []
 
@@ -145,26 +129,15 @@ class ZarrReadJob:
 
     def plan(self, lo: int, hi: int) -> Plan:
         """Fetch items ``lo:hi`` (one request), then decode and scatter them;
-        shards read in part: their indexes, then their touched inner chunks."""
+        shards: the engine's shard reader's plan (``shards.ShardedReads``)."""
+        if self.sharded is not None:
+            yield from self.sharded.plan(lo, hi)
+            return
+        datas = yield Get([it.key for it in self.items[lo:hi]])
         if self.device is not None:
-            datas = yield Get([it.key for it in self.items[lo:hi]])
             yield Compute(self.device_batch, lo, datas)
-            return
-        whole = [i for i in range(lo, hi) if self.items[i].part is None]
-        if len(whole) == hi - lo:
-            datas = yield Get([it.key for it in self.items[lo:hi]])
+        else:
             yield Compute(self.decode_batch, lo, datas)
-            return
-        if whole:
-            datas = yield Get([self.items[i].key for i in whole])
-            yield Compute(self.decode_some, whole, datas)
-        parts = [i for i in range(lo, hi) if self.items[i].part is not None]
-        codec, spec = self.shards  # type: ignore[misc]
-        keys = [self.items[i].key for i in parts]
-        found = yield from read_partial_shards(
-            codec, spec, keys, [self.items[i].part for i in parts]
-        )
-        yield Compute(self.scatter_parts, parts, found)
 
     def lock_keys(self, lo: int, hi: int) -> None:
         return None
@@ -183,11 +156,7 @@ class ZarrReadJob:
 
     def decode_batch(self, lo: int, datas: list[Any]) -> None:
         """Decode the chunks of items ``lo:lo + len(datas)`` into the output."""
-        self.decode_some(range(lo, lo + len(datas)), datas)
-
-    def decode_some(self, which: Sequence[int], datas: list[Any]) -> None:
-        """Decode the chunks of items ``which`` into the output."""
-        for i, data in zip(which, datas, strict=True):
+        for i, data in enumerate(datas, lo):
             it = self.items[i]
             if data is None:
                 self.out[it.out_selection] = it.fill
@@ -195,26 +164,10 @@ class ZarrReadJob:
             try:
                 if it.complete and self._decode_in_place(i, data):
                     continue
-                if it.complete and self.shards is not None and self._shard_in_place(i, data):
-                    continue
                 chunk = self.pipeline.decode(data, it.shape, scratch=True)
             except CodecError as e:
                 raise keyed(e, it.key) from e
             self._scatter(i, chunk[it.chunk_selection])
-
-    def _shard_in_place(self, i: int, data: Any) -> bool:
-        """A whole shard that is a part of the output: its inner chunks are
-        decoded straight into it (``shards.decode_whole_into``)."""
-        it = self.items[i]
-        if self.drop_axes or not self.out.ndim:
-            return False
-        target = self.out[it.out_selection]
-        if target.shape != tuple(it.shape) or not np.shares_memory(target, self.out):
-            return False
-        codec, spec = self.shards  # type: ignore[misc]
-        decode_whole_into(codec, spec, data, target, it.key)
-        self.status[i] = True
-        return True
 
     def _decode_in_place(self, i: int, data: Any) -> bool:
         """A whole chunk landing in a contiguous part of the output is
@@ -228,17 +181,6 @@ class ZarrReadJob:
             return False
         self.status[i] = True
         return True
-
-    def scatter_parts(self, which: list[int], found: list[Any]) -> None:
-        """Decode the inner chunks read of shards ``which`` into the output."""
-        codec, spec = self.shards  # type: ignore[misc]
-        for i, entries in zip(which, found, strict=True):
-            it = self.items[i]
-            if entries is None:
-                self.out[it.out_selection] = it.fill
-                continue
-            box, lo = decode_box(codec, spec, it.part, entries, it.key)  # type: ignore[arg-type]
-            self._scatter(i, select_box(box, lo, it.chunk_selection, it.shape))
 
     def _scatter(self, i: int, selected: np.ndarray) -> None:
         if self.drop_axes:
@@ -271,6 +213,8 @@ class ZarrWriteJob:
         self.pipeline, self.dtype, self.items = pipeline, dtype, items
         self.value, self.drop_axes, self.joins = value, drop_axes, joins
         self.n = len(items)
+        self.keys = [it.key for it in items]
+        self._spec: ChunkSpec | None = None
         #: a sharded array's codec and cuzarr data type: partial shard writes
         #: re-encode only the inner chunks they touch (zarr-python's rule)
         self.shards = shards
@@ -280,21 +224,16 @@ class ZarrWriteJob:
             # array's end keeps the inner chunks past it (a shrunk array's cells
             # come back when it grows again).
             for it in items:
-                it.complete = it.complete and _covers(it.chunk_selection, it.shape)
+                it.complete = it.complete and covers(it.chunk_selection, it.shape)
 
     def plan(self, lo: int, hi: int) -> Plan:
-        """Read what items ``lo:hi`` keep of their old chunks, encode, store."""
-        need = [i for i in range(lo, hi) if not self.items[i].complete]
-        olds: list[Any] = [None] * (hi - lo)
-        if need:
-            fetched = yield Get([self.items[i].key for i in need])
-            for i, data in zip(need, fetched, strict=True):
-                olds[i - lo] = data
-        to_set, to_delete = yield Compute(self.encode_batch, lo, olds)
-        if to_set:
-            yield Put([(k, joined(v)) for k, v in to_set] if self.joins else to_set)
-        if to_delete:
-            yield Delete(to_delete)
+        """Read what items ``lo:hi`` keep of their old chunks, encode, store
+        (the engine's write plan, ``write_job.write_plan``)."""
+        return write_plan(self, lo, hi)
+
+    def need_old(self, lo: int, hi: int) -> list[int]:
+        """Items of ``lo:hi`` whose old chunk must be read first."""
+        return [i for i in range(lo, hi) if not self.items[i].complete]
 
     def lock_keys(self, lo: int, hi: int) -> None:
         return None
@@ -319,17 +258,18 @@ class ZarrWriteJob:
         return to_set, to_delete
 
     def _encoded(self, it: WriteItem, old: Any) -> Any:
-        """Item ``it``'s new stored value; None where it is to be deleted."""
-        if self.shards is not None and not it.complete and (old is not None or it.write_empty):
-            codec, dtype = self.shards
-            spec = ChunkSpec(it.shape, dtype, it.fill)
-            return codec.update(old, it.chunk_selection, self._part(it), spec, it.write_empty)
-        chunk = self._merged(it, old)
-        if not it.write_empty and is_fill(chunk, it.fill, self.dtype):
-            return None
-        if it.write_empty and self.shards is not None:
-            return self.pipeline.encode(chunk, it.shape, write_empty_chunks=True)
-        return self.pipeline.encode(chunk, it.shape)
+        """Item ``it``'s new stored value; None where it is to be deleted (the
+        engine's rule, ``write_job.encode_chunk``)."""
+        codec, dtype = self.shards if self.shards is not None else (None, self.dtype)
+        spec = self._spec
+        if spec is None or spec.shape != it.shape or spec.fill_value is not it.fill:
+            # one for the batch: zarr-python's regular grids give every chunk one spec
+            spec = self._spec = ChunkSpec(it.shape, dtype, it.fill)
+        part = self._part(it) if codec is not None and not it.complete else None
+        return encode_chunk(
+            self.pipeline, codec, codec is not None, old, it.complete, it.chunk_selection,
+            part, spec, it.write_empty, lambda: self._merged(it, old),
+        )  # fmt: skip
 
     def _part(self, it: WriteItem) -> Any:
         """The part of the value written into item ``it``'s chunk selection."""

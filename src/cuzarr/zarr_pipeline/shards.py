@@ -1,57 +1,61 @@
-"""Partial reads of zarr-python's shards with cuzarr's sharding planner.
+"""zarr-python's reads of shards, run by the engine's shard reader.
 
-zarr-python asks for a shard and a selection inside it. Where the selection
-touches under half of the shard's inner chunks, the read is planned as
-cuzarr's sharded reader plans it (:mod:`cuzarr.core.shards`): the index first
-(one byte range), then only the touched inner chunks, neighbours merged into
-one range (:func:`cuzarr.core.shards.coalesce`); they are decoded into the
-box of the shard they span, and the selection is taken from that box.
+zarr-python asks for a shard and a selection inside it. The inner chunks the
+selection touches are read by :class:`cuzarr.core.shards.ShardReader`, the
+plan of cuzarr's own sharded reads: a shard most of whose inner chunks are
+wanted in one request, the others index first and then only the touched inner
+chunks, neighbours merged into one byte range; shards in local files a part at
+a time. Each inner chunk read is decoded into its shard's *box*: the block of
+zarr's output the shard fills where the whole shard lands there as one (its
+inner chunks decoded in place, no shard-sized buffer), else a buffer spanning
+the touched inner chunks, from which the selection is taken once all are in.
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from cuzarr.codecs.base import ChunkSpec
-from cuzarr.codecs.sharding import EMPTY, ShardingCodec
-from cuzarr.config import config
-from cuzarr.core.plans import GetRanges, Plan
-from cuzarr.core.shards import coalesce
+from cuzarr.codecs.sharding import ShardingCodec
+from cuzarr.core.plans import Compute, Plan
+from cuzarr.core.shards import ShardReader, ShardWant, reads_whole
 from cuzarr.errors import CodecError, keyed
-from cuzarr.storage.base import RangeByteRequest, SuffixByteRequest
 
-__all__ = ["PartialShard", "partial_shard", "read_partial_shards"]
+__all__ = ["ShardBox", "ShardedReads", "covers"]
 
 
 @dataclass(slots=True)
-class PartialShard:
-    """A shard read in part: its touched inner chunks, and the box they span."""
+class ShardBox:
+    """A shard read for zarr-python: its touched inner chunks, the box
+    ``lo:hi`` they span, and the box once made (the output's block itself
+    where ``view``)."""
 
-    touched: list[tuple[int, ...]]
+    flat: np.ndarray
+    #: where each touched inner chunk starts in the box
+    starts: list[list[int]]
     lo: tuple[int, ...]
     hi: tuple[int, ...]
+    #: some inner chunk overhangs the box (the shard is cut by the array's end)
+    cut: bool = False
+    box: np.ndarray | None = None
+    view: bool = False
+    missing: bool = False
 
 
-def partial_shard(
-    codec: ShardingCodec, selection: tuple[Any, ...], shard_shape: tuple[int, ...]
-) -> PartialShard | None:
-    """The partial read of ``selection`` of a shard; None where the selection
-    touches at least half its inner chunks (the whole shard is read)."""
-    sel = tuple(s if isinstance(s, slice) else np.asarray(s) for s in selection)
-    touched = sorted(codec.touched_chunks(sel, shard_shape))
-    if len(touched) * 2 >= codec.nchunks_per_shard(shard_shape):
-        return None
-    inner = codec.chunk_shape
-    if not touched:
-        return PartialShard([], (0,) * len(inner), (0,) * len(inner))
-    first = np.min(np.asarray(touched), axis=0).tolist()
-    last = np.max(np.asarray(touched), axis=0).tolist()
-    lo = tuple(c * s for c, s in zip(first, inner, strict=True))
-    hi = tuple(min((c + 1) * s, n) for c, s, n in zip(last, inner, shard_shape, strict=True))
-    return PartialShard(touched, lo, hi)
+def covers(selection: Any, shape: tuple[int, ...]) -> bool:
+    """Whether ``selection`` (of a chunk of ``shape``) is all of it: zarr-python
+    calls the selection of a shard cut by the array's end complete too."""
+    if not isinstance(selection, tuple) or len(selection) != len(shape):
+        return False
+    return all(
+        isinstance(s, slice) and s.indices(n) == (0, n, 1)
+        for s, n in zip(selection, shape, strict=True)
+    )
 
 
 def _shifted(selection: tuple[Any, ...], lo: tuple[int, ...], shape: tuple[int, ...]) -> tuple:
@@ -69,114 +73,145 @@ def _shifted(selection: tuple[Any, ...], lo: tuple[int, ...], shape: tuple[int, 
     return tuple(out)
 
 
-def read_partial_shards(
-    codec: ShardingCodec, spec: ChunkSpec, keys: list[str], parts: list[PartialShard]
-) -> Plan:
-    """Read the touched inner chunks of shards ``keys``: a plan answered with,
-    per shard, None (not stored) or a list of (inner coords, encoded bytes or
-    None where empty)."""
-    shape = spec.shape
-    n_index = codec.index_nbytes(shape)
-    at_end = codec.index_location == "end"
-    rng = SuffixByteRequest(n_index) if at_end else RangeByteRequest(0, n_index)
-    if at_end:
-        raws, sizes = yield GetRanges([(k, rng) for k in keys], sizes=True)
-    else:
-        raws, sizes = (yield GetRanges([(k, rng) for k in keys])), [None] * len(keys)
-    max_gap = int(config.get("sharding.coalesce_max_gap"))
-    max_size = int(config.get("sharding.coalesce_max_size"))
-    found: list[Any] = []
-    reqs: list[tuple[str, RangeByteRequest]] = []
-    groups: list[tuple[int, list[int], list[tuple[int, int]], int]] = []
-    for s, (key, raw, size, part) in enumerate(zip(keys, raws, sizes, parts, strict=True)):
-        if raw is None:
-            found.append(None)
-            continue
-        try:
-            index = codec.decode_index(raw, shape, size)
-        except CodecError as e:
-            raise keyed(e, key) from e
-        entries: list[Any] = []
-        ranges: list[tuple[int, int]] = []
-        wanted: list[int] = []
-        for c in part.touched:
-            off, n = index[c]
-            if off == EMPTY:
-                entries.append((c, None))
+def _span(a: int, s: int, n: int) -> slice:
+    return slice(a, min(a + s, n))
+
+
+def _span_all(a: int, s: int) -> slice:
+    return slice(a, a + s)
+
+
+class ShardedReads:
+    """The shards of a zarr-python read (``items`` of a ``ZarrReadJob``, each a
+    shard) read into ``out``; ``status[i]``: whether item ``i``'s shard is stored."""
+
+    def __init__(
+        self,
+        codec: ShardingCodec,
+        spec: ChunkSpec,
+        items: Sequence[Any],
+        out: np.ndarray,
+        drop_axes: tuple[int, ...],
+        sio: Any,
+        status: list[bool],
+    ) -> None:
+        self.codec, self.spec, self.items, self.out = codec, spec, items, out
+        self.drop_axes, self.status = drop_axes, status
+        self.reader = ShardReader(codec, spec.shape, sio, device=False)
+        self.inner_pipe = codec.inner_pipeline(spec)
+        self.cps = codec.chunks_per_shard(spec.shape)
+        self.n_inner = codec.nchunks_per_shard(spec.shape)
+        for it in items:
+            it.part = self._box_of(it)
+
+    def _box_of(self, it: Any) -> ShardBox:
+        """The inner chunks item ``it``'s selection touches, and their box."""
+        shape, inner = tuple(it.shape), self.codec.chunk_shape
+        if not shape:  # a 0-d shard: one inner chunk
+            flat, coords = np.zeros(1, np.int64), np.zeros((1, 0), np.int64)
+        elif it.complete and covers(it.chunk_selection, shape):
+            flat = np.arange(self.n_inner, dtype=np.int64)
+            coords = np.stack(np.unravel_index(flat, self.cps), axis=-1)
+        else:
+            sel = tuple(s if isinstance(s, slice) else np.asarray(s) for s in it.chunk_selection)
+            touched = sorted(self.codec.touched_chunks(sel, shape))
+            coords = np.asarray(touched, np.int64).reshape(len(touched), len(shape))
+            flat = np.ravel_multi_index(tuple(coords.T), self.cps)
+        if not len(flat):
+            zero = (0,) * len(shape)
+            return ShardBox(flat, [], zero, zero)
+        first, last = coords.min(axis=0).tolist(), coords.max(axis=0).tolist()
+        lo = tuple(c * s for c, s in zip(first, inner, strict=True))
+        hi = tuple(min((c + 1) * s, n) for c, s, n in zip(last, inner, shape, strict=True))
+        starts = coords * np.asarray(inner, np.int64) - np.asarray(lo, np.int64)
+        cut = any((h - lo_) % s for lo_, h, s in zip(lo, hi, inner, strict=True))
+        part = ShardBox(flat, starts.tolist(), lo, hi, cut=cut)
+        target = self._target(it)
+        if target is not None:
+            part.box, part.view = target, True
+        return part
+
+    def _target(self, it: Any) -> np.ndarray | None:
+        """The block of the output a whole shard fills as one (None: none):
+        every inner chunk of it is then read (``_box_of``)."""
+        osel = it.out_selection
+        if self.drop_axes or not self.out.ndim or not isinstance(osel, tuple):
+            return None
+        if not (it.complete and covers(it.chunk_selection, tuple(it.shape))):
+            return None
+        if not all(isinstance(s, slice) for s in osel):
+            return None  # a copy, not a view of the output
+        target = self.out[osel]
+        return target if target.shape == tuple(it.shape) else None
+
+    # -- the plan ----------------------------------------------------------------------
+    def plan(self, lo: int, hi: int) -> Plan:
+        """Read shards ``lo:hi`` with the engine's shard reader, then take each
+        one's selection from its box."""
+        entries: list[tuple[int, list[int]]] = []  # reader id -> (item, start in box)
+        wants: list[ShardWant] = []
+        by_key: dict[str, int] = {}
+        for i in range(lo, hi):
+            it = self.items[i]
+            part = it.part
+            members = list(range(len(entries), len(entries) + len(part.starts)))
+            entries.extend((i, c) for c in part.starts)
+            by_key[it.key] = i
+            whole = reads_whole(len(members), self.n_inner)
+            wants.append(ShardWant(it.key, members, part.flat, whole))
+        decode = functools.partial(self.decode, entries)
+        yield from self.reader.plan(wants, decode, functools.partial(self._missing, by_key))
+        yield Compute(self.finish, lo, hi)
+
+    def _missing(self, by_key: dict[str, int], w: ShardWant) -> list[tuple[int, Any]]:
+        self.items[by_key[w.key]].part.missing = True
+        return []  # zarr-python decides whether a missing shard is an error
+
+    # -- compute -----------------------------------------------------------------------
+    def decode(self, entries: list[tuple[int, list[int]]], pairs: list[tuple[int, Any]]) -> None:
+        """Decode (reader id, inner chunk bytes or None) pairs into their boxes."""
+        inner, fill, items = self.codec.chunk_shape, self.spec.fill_value, self.items
+        decode = self.inner_pipe.decode
+        for m, data in pairs:
+            i, start = entries[m]
+            it = items[i]
+            part = it.part
+            box = part.box
+            if box is None:
+                shape = tuple(h - lo for lo, h in zip(part.lo, part.hi, strict=True))
+                box = part.box = self.spec.dtype.full(shape, fill)
+            if part.cut:  # inner chunks past the box's end are cut to it
+                sel = tuple(map(_span, start, inner, box.shape))
             else:
-                wanted.append(len(entries))
-                entries.append([c, None])
-                ranges.append((int(off), int(off) + int(n)))
-        found.append(entries)
-        for gs, ge, members in coalesce(ranges, max_gap, max_size):
-            groups.append((s, [wanted[j] for j in members], [ranges[j] for j in members], gs))
-            reqs.append((key, RangeByteRequest(gs, ge)))
-    blobs = (yield GetRanges(reqs)) if reqs else []
-    for (s, members, ranges, gs), blob, (key, req) in zip(groups, blobs, reqs, strict=True):
-        if blob is None or len(blob) != req.end - gs:
-            raise keyed(
-                CodecError(f"shard range {gs}-{req.end} could not be read in full: the "
-                           "shard is truncated or its index is corrupt"), key)  # fmt: skip
-        mv = memoryview(blob)
-        for e, (a, b) in zip(members, ranges, strict=True):
-            found[s][e][1] = mv[a - gs : b - gs]
-    return found
+                sel = tuple(map(_span_all, start, inner))
+            if data is None:
+                if part.view:
+                    box[sel] = fill  # not stored: the fill value
+                continue
+            try:
+                chunk = decode(data, inner, scratch=True)
+            except CodecError as e:
+                raise keyed(e, it.key) from e
+            if part.cut:
+                chunk = chunk[tuple(slice(0, x.stop - x.start) for x in sel)]
+            box[sel] = chunk
 
-
-def decode_box(
-    codec: ShardingCodec, spec: ChunkSpec, part: PartialShard, entries: list[Any], key: str
-) -> tuple[np.ndarray, tuple[int, ...]]:
-    """The box ``part.lo:part.hi`` of a shard with its stored touched inner
-    chunks decoded into it (the fill value elsewhere), and the box's origin."""
-    box_shape = tuple(h - lo for lo, h in zip(part.lo, part.hi, strict=True))
-    box = spec.dtype.full(box_shape, spec.fill_value)
-    inner_pipe = codec.inner_pipeline(spec)
-    inner = codec.chunk_shape
-    for c, data in entries:
-        if data is None:
-            continue
-        start = [ci * s - o for ci, s, o in zip(c, inner, part.lo, strict=True)]
-        sel = tuple(
-            slice(a, min(a + s, n)) for a, s, n in zip(start, inner, box_shape, strict=True)
-        )
-        try:
-            chunk = inner_pipe.decode(data, inner, scratch=True)
-        except CodecError as e:
-            raise keyed(e, key) from e
-        box[sel] = chunk[tuple(slice(0, x.stop - x.start) for x in sel)]
-    return box, part.lo
-
-
-def select_box(
-    box: np.ndarray, lo: tuple[int, ...], selection: tuple[Any, ...], shard_shape: tuple[int, ...]
-) -> np.ndarray:
-    """``selection`` of the shard, taken from its decoded box at ``lo``."""
-    return box[_shifted(selection, lo, shard_shape)]
-
-
-def decode_whole_into(
-    codec: ShardingCodec, spec: ChunkSpec, data: Any, target: np.ndarray, key: str
-) -> None:
-    """A whole shard decoded straight into ``target`` (the shard-shaped part of
-    zarr's output it fills): its inner chunks land in place, with no shard-sized
-    intermediate buffer."""
-    try:
-        index, mv = codec.split(data, spec.shape)
-    except CodecError as e:
-        raise keyed(e, key) from e
-    cps = index.shape[:-1]
-    flat = index.reshape(-1, 2)
-    present = np.flatnonzero(flat[:, 0] != EMPTY)
-    if len(present) < len(flat):
-        target[...] = spec.fill_value  # inner chunks not stored read as the fill value
-    coords = (
-        np.stack(np.unravel_index(present, cps), axis=-1).tolist() if cps else [[]] * len(present)
-    )
-    inner_pipe = codec.inner_pipeline(spec)
-    inner = codec.chunk_shape
-    for c, (off, n) in zip(coords, flat[present].tolist(), strict=True):
-        sel = tuple(slice(ci * s, (ci + 1) * s) for ci, s in zip(c, inner, strict=True))
-        try:
-            target[sel] = inner_pipe.decode(mv[off : off + n], inner, scratch=True)
-        except CodecError as e:
-            raise keyed(e, key) from e
+    def finish(self, lo: int, hi: int) -> None:
+        """Each shard's selection into the output (a missing one: the fill)."""
+        for i in range(lo, hi):
+            it = self.items[i]
+            part = it.part
+            if part.missing:
+                self.out[it.out_selection] = it.fill
+                continue
+            self.status[i] = True
+            if part.view:
+                continue
+            if part.box is None:  # the selection touches no inner chunk
+                shape = tuple(h - lo_ for lo_, h in zip(part.lo, part.hi, strict=True))
+                part.box = self.spec.dtype.full(shape, self.spec.fill_value)
+            selected = part.box[_shifted(it.chunk_selection, part.lo, tuple(it.shape))]
+            if self.drop_axes:
+                selected = selected.squeeze(axis=self.drop_axes)
+            self.out[it.out_selection] = selected
+            part.box = None  # the buffer goes now, not with the job

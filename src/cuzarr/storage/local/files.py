@@ -15,6 +15,7 @@ import stat
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from cuzarr.buffer.concat import Concat
@@ -406,3 +407,78 @@ def cleanup_dir(directory: str) -> int:
         _unlock_path(path, fd)
         n += 1
     return n
+
+
+def _is_missing(e: OSError) -> bool:
+    """Whether a read's ``OSError`` means the key holds no value."""
+    return isinstance(e, (FileNotFoundError, NotADirectoryError, IsADirectoryError)) or (
+        e.errno == errno.ENAMETOOLONG
+    )
+
+
+def _read_placed(fd: int, view: memoryview, n: int | None, at: int) -> memoryview | bytes:
+    """A file of ``n`` bytes (as sized) read into ``view[at:]``; where it does not
+    fit there (or its size is unknown or changed), its bytes on their own."""
+    if n is None or at < 0 or at + n > len(view):
+        return _pread(fd, os.fstat(fd).st_size, 0)
+    return _pread_into(fd, view[at : at + n], 0)
+
+
+def _read_placed_changed(fd: int, view: memoryview, n: int, at: int) -> memoryview | bytes:
+    """``_read_placed`` for a file sized by ``stat`` before it was opened: one whose
+    size changed since is read on its own."""
+    size = os.fstat(fd).st_size
+    return _read_placed(fd, view, n if size == n else None, at)
+
+
+def _read_placed_all(store: Any, keys: Sequence[str], held: list[int | None],
+                     sizes: list[int | None], where: list[int],
+                     view: memoryview) -> tuple[list[memoryview | bytes | None], list[int]]:
+    """The second pass of ``get_into``: each value read into its place (a held
+    descriptor, or the file opened now), with its offset there (-1: separate)."""
+    values: list[memoryview | bytes | None] = []
+    offsets: list[int] = []
+    end = len(view)
+    preadv = os.preadv if hasattr(os, "preadv") else None
+    for key, fd, n, at in zip(keys, held, sizes, where, strict=True):
+        if preadv is not None and fd is not None and n is not None and 0 <= at <= end - n:
+            # the common case, one call: a held file read whole into its place
+            part = view[at : at + n]
+            if preadv(fd, [part], 0) == n:
+                values.append(part)
+                offsets.append(at)
+                continue
+        if fd is not None:
+            try:
+                value = _read_placed(fd, view, n, at)
+            except OSError as e:
+                if not _is_missing(e):
+                    raise
+                value = None
+        elif n is not None:
+            value = store._read_fd(key, lambda fd, n=n, at=at: _read_placed_changed(fd, view, n, at))
+        else:
+            value = None
+        inside = isinstance(value, memoryview) and n is not None and len(value) == n
+        offsets.append(at if inside else -1)
+        values.append(value if inside or not isinstance(value, memoryview) else bytes(value))
+    return values, offsets
+
+
+# Sizes from lseek (an int, where fstat builds a 20-field result): above this,
+# fstat says whether the file is a regular one (directories seek to 2**63 - 1,
+# block devices to their size); below it, nothing is worth telling apart (a
+# character device reads as its fstat size, 0, either way).
+_TYPE_CHECK_ABOVE = 1 << 30
+
+
+def _file_size(fd: int) -> int | None:
+    """The size of the open file ``fd`` (``None``: not a regular file)."""
+    try:
+        size = os.lseek(fd, 0, os.SEEK_END)
+    except OSError:  # a pipe
+        size = _TYPE_CHECK_ABOVE
+    if size >= _TYPE_CHECK_ABOVE:
+        st = os.fstat(fd)
+        return st.st_size if stat.S_ISREG(st.st_mode) else None
+    return size

@@ -52,11 +52,15 @@ from cuzarr.storage.local.files import (
     _RDONLY_NOFOLLOW,
     _RESERVED,
     _SHORT_NAME,
+    _TYPE_CHECK_ABOVE,
+    _file_size,
+    _is_missing,
     _pread,
     _pread_into,
     _raise_for_key,
     _read_all,
     _read_all_reused,
+    _read_placed_all,
     _read_rest,
     _rmtree,
     _temp_name,
@@ -74,10 +78,12 @@ __all__ = ["LocalFile", "LocalStore"]
 
 
 class LocalFile(NamedTuple):
-    """A stored value as a file: its path and size in bytes."""
+    """A stored value as a file: its path and size in bytes (a byte range of the
+    file, from ``offset``: an inner chunk of a shard)."""
 
     path: str
     size: int
+    offset: int = 0
 
 
 # Batching file I/O amortizes the thread hop; a few dozen small files per hop.
@@ -192,10 +198,8 @@ class LocalStore(KeyPaths, Store):
                 return read(fd)
             finally:
                 os.close(fd)
-        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-            return None
         except OSError as e:
-            if e.errno == errno.ENAMETOOLONG:
+            if _is_missing(e):
                 return None
             raise
 
@@ -328,39 +332,78 @@ class LocalStore(KeyPaths, Store):
     def _read_into(
         self, keys: Sequence[str], place: Callable[[list[int | None]], tuple[Any, list[int]]]
     ) -> tuple[list[memoryview | bytes | None], list[int]]:
-        """``SyncIO.get_into``: sizes from ``stat`` (no descriptor held between the
-        passes), then each file read into its place. A file whose size changed
-        in between (or a symlink) is read as separate bytes instead."""
+        """``SyncIO.get_into``: each file opened and sized with ``fstat`` (no
+        ``stat`` walking the path a second time), placed, then read into its
+        place through the descriptor it was sized by. Beyond ``_HOLD_MAX`` keys,
+        sizes come from ``stat`` and a file whose size changed in between (or a
+        symlink) is read as separate bytes instead."""
+        pins = getattr(_tls, "pins", None)
+        held: list[int | None] = []
         sizes: list[int | None] = []
-        for key in keys:
+        try:
+            self._open_all(keys, pins, held, sizes)
+            buf, where = place(sizes)
+            return _read_placed_all(self, keys, held, sizes, where, memoryview(buf).cast("B"))
+        finally:
+            if pins is None:
+                for fd in held:
+                    if fd is not None:
+                        os.close(fd)
+
+    def _open_all(self, keys: Sequence[str], pins: dict[str, int] | None,
+                  held: list[int | None], sizes: list[int | None]) -> None:
+        """``get_into``'s first pass: a descriptor (or ``None``) and a size per key,
+        appended to ``held`` and ``sizes``. A key whose path is known safe is
+        opened and sized right here (the common case: two system calls and no
+        other Python call); the others, and any failure, take ``_open_sized``."""
+        known = self._paths.get
+        open_, lseek, SEEK_END = os.open, os.lseek, os.SEEK_END
+        hold, size_of = held.append, sizes.append
+        for j, key in enumerate(keys):
+            path = known(key) if pins is None and type(key) is str else None
+            if path is not None and j < _HOLD_MAX:
+                try:
+                    fd = open_(path, _RDONLY_NOFOLLOW)
+                except OSError:
+                    fd = None
+                if fd is not None:
+                    hold(fd)
+                    size = lseek(fd, 0, SEEK_END)
+                    size_of(size if size < _TYPE_CHECK_ABOVE else _file_size(fd))
+                    continue
+            if j < _HOLD_MAX or pins is not None:
+                fd, size = self._open_sized(key, pins)
+            else:
+                fd, size = None, self._stat_size(key)
+            hold(fd)
+            size_of(size)
+
+    def _open_sized(self, key: str, pins: dict[str, int] | None) -> tuple[int | None, int | None]:
+        """A read descriptor of ``key``'s file and its size (``None``: not a
+        regular file), kept in ``pins`` within a pinned block; ``(None, None)``
+        when the key is missing."""
+        path = self._path(key)
+        fd = pins.get(path) if pins is not None else None
+        if fd is None:
             try:
-                st = os.stat(self._path(key), follow_symlinks=False)
-            except (FileNotFoundError, NotADirectoryError):
-                sizes.append(None)
-                continue
+                fd = self._open_checked(key, path)
             except OSError as e:
-                if e.errno != errno.ENAMETOOLONG:
-                    raise
-                sizes.append(None)
-                continue
-            sizes.append(st.st_size if stat.S_ISREG(st.st_mode) else None)
-        buf, where = place(sizes)
-        view = memoryview(buf).cast("B")
-        values: list[memoryview | bytes | None] = []
-        offsets: list[int] = []
-        for key, n, at in zip(keys, sizes, where, strict=True):
+                if _is_missing(e):
+                    return None, None
+                raise
+            if pins is not None:
+                pins[path] = fd
+        return fd, _file_size(fd)
 
-            def read(fd: int, n: int | None = n, at: int = at) -> memoryview | bytes:
-                size = os.fstat(fd).st_size
-                if n is None or at < 0 or size != n or at + n > len(view):
-                    return _pread(fd, size, 0)
-                return _pread_into(fd, view[at : at + n], 0)
-
-            value = self._read_fd(key, read)
-            inside = isinstance(value, memoryview) and n is not None and len(value) == n
-            offsets.append(at if inside else -1)
-            values.append(value if inside or not isinstance(value, memoryview) else bytes(value))
-        return values, offsets
+    def _stat_size(self, key: str) -> int | None:
+        """``key``'s file size from ``stat`` (``None``: missing, or not a regular file)."""
+        try:
+            st = os.stat(self._path(key), follow_symlinks=False)
+        except OSError as e:
+            if _is_missing(e):
+                return None
+            raise
+        return st.st_size if stat.S_ISREG(st.st_mode) else None
 
     def _read_batch(self, reqs: Sequence[tuple[str, ByteRequest | None]]) -> list[bytes | None]:
         return [self._read(k, r) for k, r in reqs]
@@ -729,3 +772,9 @@ class LocalStore(KeyPaths, Store):
         for dirpath, _dirs, _files in os.walk(base):
             n += self._cleanup_dir(dirpath)
         return n
+
+
+# Descriptors ``get_into`` holds open between sizing and reading a batch; the
+# rest of a larger batch is sized by ``stat`` and opened when read.
+_HOLD_MAX = 256
+
