@@ -132,7 +132,10 @@ def test_shrink_is_crash_consistent_at_every_kill_point(tmp_path, scenario):
         states.append(_check_after_kill(path, data, new, fill))
         shutil.rmtree(path)
         if ops is not None:  # ran to the end: every earlier operation was a kill point
-            assert ops == kill_at - 1
+            # Under load (CI, 2026-12-02) one run made an operation more than
+            # another: a killed run can have reached a point the finishing one
+            # did not, so it may finish before kill_at - 1.
+            assert ops <= kill_at - 1
             break
         kill_at += 1
         assert kill_at < 200
