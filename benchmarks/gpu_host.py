@@ -8,7 +8,11 @@ per shard), and times, interleaved, medians of ``--repeats``:
 
 * the read with the null executor;
 * the *pread limit*: a plain loop of ``os.preadv`` of the same files (the
-  chunk files, or the shard files) into one preallocated buffer.
+  chunk files, or the shard files) into one preallocated buffer, whichever is
+  faster of two such buffers: one holding all the files (a cold destination:
+  it is larger than the CPU's cache) and one of ``REUSED_BYTES`` (or the
+  largest file) that each file is read into again from its start when the next
+  one would not fit (a destination in cache, as a read's reused staging is).
 
 Per layout it prints::
 
@@ -73,11 +77,19 @@ def _files(a: Any) -> list[tuple[str, int]]:
     return out
 
 
+# the reused destination of the pread limit: a device read's batch of 1 MiB
+# chunks (cuzarr.core.engine.READ_BATCH_BYTES decoded) is about this much stored
+REUSED_BYTES = 32 << 20
+
+
 def pread_loop(files: list[tuple[str, int]], buf: np.ndarray) -> int:
-    """Read every file whole into ``buf``, one after another; bytes read."""
+    """Read every file whole into ``buf``, one after another, starting again at
+    its beginning where the next file would not fit; bytes read."""
     view = memoryview(buf)
     p = 0
     for path, n in files:
+        if p + n > len(buf):
+            p = 0
         fd = os.open(path, os.O_RDONLY)
         try:
             got = os.preadv(fd, [view[p : p + n]], 0)
@@ -118,16 +130,20 @@ def measure(a: Any, layout: str, repeats: int, workers: int) -> dict:
     files = _files(a)
     total = sum(n for _, n in files)
     buf = np.ones(total, np.uint8)  # faulted in once, as a reused staging buffer is
+    small = np.ones(max(REUSED_BYTES, max(n for _, n in files)), np.uint8)
     nchunks = int(np.prod([-(-s // c) for s, c in zip(a.shape, a.chunks, strict=True)]))
     null = NullExecutor()
     conf = {"threading.max_workers": workers, "gpu.read_workers": workers}
-    wall: dict[str, list[float]] = {"read": [], "pread": []}
-    cpu: dict[str, list[float]] = {"read": [], "pread": []}
+    wall: dict[str, list[float]] = {"read": [], "pread": [], "whole": [], "reused": []}
+    cpu: dict[str, list[float]] = {"read": [], "pread": [], "whole": [], "reused": []}
     with cuzarr.config.set(conf), null_device(null):
         a[...]  # warm: imports, the staging pool, the page cache
         for _ in range(repeats):  # interleaved
             _timed(lambda: a[...], wall["read"], cpu["read"])
-            _timed(lambda: pread_loop(files, buf), wall["pread"], cpu["pread"])
+            _timed(lambda: pread_loop(files, buf), wall["whole"], cpu["whole"])
+            _timed(lambda: pread_loop(files, small), wall["reused"], cpu["reused"])
+            for times in (wall, cpu):  # the limit: the faster destination, each round
+                times["pread"].append(min(times["whole"][-1], times["reused"][-1]))
     fig = {}
     for clock, times in (("cpu", cpu), ("wall", wall)):
         t_read = statistics.median(times["read"])
@@ -142,13 +158,16 @@ def measure(a: Any, layout: str, repeats: int, workers: int) -> dict:
                       "staging_gbs": total / (t_pread + over) / 1e9,
                       "fraction": t_pread / (t_pread + over),
                       "read_s": t_read, "pread_s": t_pread, "reads_s": times["read"],
-                      "preads_s": times["pread"]}
+                      "preads_s": times["pread"],
+                      "pread_whole_s": statistics.median(times["whole"]),
+                      "pread_reused_s": statistics.median(times["reused"])}
     c, w = fig["cpu"], fig["wall"]
     print(f"gpu-host: {c['us_per_chunk']:.1f} us/chunk host overhead, staging "
           f"{c['staging_gbs']:.2f} GB/s = {c['fraction']:.2f} of the pread limit {layout}")
     print(f"  ({nchunks} chunks, {len(files)} files, {total / 1e6:.0f} MB compressed, "
           f"{workers} worker(s), {null.batches} batches; CPU seconds (all threads): read "
-          f"{c['read_s']:.4f}, pread loop {c['pread_s']:.4f}; wall: read {w['read_s']:.4f}, "
+          f"{c['read_s']:.4f}, pread loop {c['pread_s']:.4f} (one buffer for all "
+          f"{c['pread_whole_s']:.4f}, reused {c['pread_reused_s']:.4f}); wall: read {w['read_s']:.4f}, "
           f"pread loop {w['pread_s']:.4f} = {w['us_per_chunk']:.1f} us/chunk, "
           f"{w['fraction']:.2f})")
     return {"chunks": nchunks, "files": len(files), "bytes": total, **fig}

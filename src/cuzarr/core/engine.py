@@ -76,13 +76,22 @@ def chunk_keys(store_path: StorePath, meta: ArrayMetadata, items: Sequence[Chunk
     return [encode_key(it[0]) for it in items]
 
 
+# decoded bytes of one batch of a device read (see batch_size)
+READ_BATCH_BYTES = 32 << 20
+
+
 def batch_size(meta: ArrayMetadata, n: int, device: bool = False, read: bool = True) -> int:
     chunk_bytes = max(1, math.prod(meta.chunk_shape) * max(1, meta.dtype.item_size))
     if device:
-        # A device batch is one upload, one nvCOMP call per codec and one kernel
-        # launch: make it large (up to 256 MiB decoded), two per worker (a read
-        # runs gpu.read_workers of them, a write the whole pool).
-        by_bytes = max(1, (256 << 20) // chunk_bytes)
+        # A device write batch is one gather, one nvCOMP call per codec and one
+        # upload: large (up to 256 MiB decoded). A read batch is smaller: its
+        # headers are checked right after its files are read into staging, and
+        # a 32 MiB batch is still in the CPU's cache then (benchmarks/gpu.py
+        # --host-only, 1 MiB zstd chunks: 9.5 us/chunk of host work at 256 MiB
+        # batches against 3.5 at 32); the device side cuts batches into
+        # sub-batches of gpu.sub_batch_bytes (32 MiB) either way. Two batches per
+        # worker (a read runs gpu.read_workers of them, a write the whole pool).
+        by_bytes = max(1, (READ_BATCH_BYTES if read else 256 << 20) // chunk_bytes)
         workers = device_read_workers() if read else max_workers()
         by_count = max(1, -(-n // (workers * 2)))
         return max(1, min(8192, by_bytes, by_count))

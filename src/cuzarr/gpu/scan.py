@@ -19,20 +19,45 @@ __all__ = ["scan_copy", "scan_lz4", "scan_zstd"]
 
 ZSTD_MAGIC = 0xFD2FB528
 ZSTD_BLOCK_MAX = 128 << 10
+# content size field width by (flag + 4 * single segment): flag 0 means none,
+# or one byte in a single-segment frame
+_FCS_SIZE = np.array([0, 2, 4, 8, 1, 2, 4, 8], np.int64)
+_FCS_MASK = np.array([0, 0xFF, 0xFFFF, 0, 0xFFFFFFFF, 0, 0, 0, 0xFFFFFFFFFFFFFFFF], np.uint64)
 
 
-def _gather(buf: np.ndarray, pos: np.ndarray, n: int) -> np.ndarray:
-    """``n`` bytes at each of ``pos`` as a (positions x n) array, bytes past the
-    buffer's end read as its last byte (callers bound what they use)."""
-    if len(buf) == 0:
-        return np.zeros((len(pos), n), np.uint8)
-    return buf[np.minimum(pos[:, None] + np.arange(n, dtype=np.int64), len(buf) - 1)]
+def _words(buf: np.ndarray, dtype: str) -> tuple[np.ndarray, int, np.ndarray]:
+    """A view of ``buf`` holding the ``dtype`` word that starts at *every* byte
+    (stride 1, unaligned: one fancy index then reads a field of every chunk at
+    once), the last position whose word lies inside ``buf``, and the words of
+    the positions after it, over ``buf``'s end padded with zeros."""
+    width = np.dtype(dtype).itemsize
+    last = len(buf) - width
+    tail = np.zeros(2 * width - 1, np.uint8)
+    if last < 0:
+        tail[: len(buf)] = buf
+        view = np.zeros(1, dtype)  # never read: every position is past ``last``
+    else:
+        tail[: width - 1] = buf[last + 1 :]
+        view = np.ndarray((last + 1,), dtype, buffer=buf, strides=(1,))
+    words = np.ndarray((width,), dtype, buffer=tail, strides=(1,))
+    return view, last, words
+
+
+def _at(words: tuple[np.ndarray, int, np.ndarray], pos: np.ndarray) -> np.ndarray:
+    """The word at each of ``pos`` (``int64``, each at least 0 and at most the
+    buffer's length), as ``int64``; bytes past the buffer's end read as 0."""
+    view, last, tail = words
+    out = view[np.minimum(pos, max(last, 0))].astype(np.int64)
+    over = pos > last
+    if over.any():
+        out[over] = tail[np.minimum(pos[over] - max(last + 1, 0), len(tail) - 1)]
+    return out
 
 
 def _u32_at(buf: np.ndarray, pos: np.ndarray) -> np.ndarray:
     """Little-endian ``uint32`` at each of ``pos`` (``int64``), bytes past the
-    buffer's end read as its last byte (callers bound what they use)."""
-    return _gather(buf, pos, 4).view("<u4")[:, 0].astype(np.int64)
+    buffer's end not read (callers bound what they use)."""
+    return _at(_words(buf, "<u4"), pos)
 
 
 def scan_copy(offs: np.ndarray, lens: np.ndarray, expect: np.ndarray) -> np.ndarray:
@@ -60,45 +85,37 @@ def scan_zstd(buf: np.ndarray, offs: np.ndarray, lens: np.ndarray, expect: np.nd
     no dictionary, a content size equal to ``expect``), then every block header
     (type, size at most 128 KiB, inside the chunk) up to the last block and the
     optional checksum, ending exactly at the chunk's end."""
-    ok = lens >= 6
-    # the frame headers, 14 bytes each (magic, descriptor, window, content size
-    # up to 8 bytes), in one gather; bytes past a chunk are checked below
-    hdr = _gather(buf, offs, 14)
-    magic = hdr[:, :4].copy().view("<u4")[:, 0]
-    ok &= magic == ZSTD_MAGIC
-    fhd = hdr[:, 4].astype(np.int64)
-    fcs_flag, single, checksum, dict_flag = fhd >> 6, (fhd >> 5) & 1, (fhd >> 2) & 1, fhd & 3
-    ok &= (fhd & 0x08) == 0
-    ok &= dict_flag == 0  # a dictionary id (even 0 written out): the host decides
-    fcs_size = np.array([0, 2, 4, 8])[fcs_flag]
-    fcs_size = np.where((fcs_flag == 0) & (single == 1), 1, fcs_size)
-    ok &= fcs_size > 0  # no content size: nvCOMP's RAW zstd needs one
-    rel = 5 + (1 - single)  # where the content size starts in the header
-    header_end = offs + rel + fcs_size
-    ok &= header_end <= offs + lens
-    fcs = hdr[np.arange(len(hdr))[:, None], rel[:, None] + np.arange(8)]
-    content = fcs.copy().view("<u8")[:, 0]
-    width = np.where(ok, fcs_size, 0).astype(np.uint64)
-    mask = np.where(width >= 8, ~np.uint64(0), (np.uint64(1) << (8 * width)) - np.uint64(1))
-    content = (content & mask).astype(np.int64)
-    content = np.where(fcs_size == 2, content + 256, content)
-    ok &= (content == expect) & (content <= max_size)
+    if len(offs) == 0:
+        return np.zeros(0, bool)
+    u32, u64 = _words(buf, "<u4"), _words(buf, "<u8")
     end = offs + lens
-    pos = header_end.copy()
-    active = np.flatnonzero(ok)
-    while len(active):
-        # one 4-byte gather per block header (a 3-byte header and one byte more,
-        # bounded by the buffer's end): one pass over memory per block position
-        p = pos[active]
-        e = end[active]
-        bh = _u32_at(buf, p) & 0xFFFFFF
+    ok = lens >= 6
+    ok &= _at(u32, offs) == ZSTD_MAGIC
+    fhd = _at(u32, offs + 4) & 0xFF
+    fcs_flag, single, checksum, dict_flag = fhd >> 6, (fhd >> 5) & 1, (fhd >> 2) & 1, fhd & 3
+    ok &= ((fhd & 0x08) == 0) & (dict_flag == 0)  # a dictionary id (even 0): the host decides
+    fcs_size = _FCS_SIZE[fcs_flag + 4 * single]
+    ok &= fcs_size > 0  # no content size: nvCOMP's RAW zstd needs one
+    start = offs + 6 - single  # where the content size starts
+    pos = start + fcs_size  # the first block header
+    ok &= pos <= end
+    # the content size: the low fcs_size bytes of the 8 there (a read past the
+    # buffer's end only where the header is cut short, which ``ok`` refuses)
+    content = _at(u64, start).view(np.uint64) & _FCS_MASK[fcs_size]
+    content = content.view(np.int64) + 256 * (fcs_size == 2)
+    ok &= (content == expect) & (content <= max_size)
+    # every chunk's blocks walked side by side: a 3-byte header each (read as 4
+    # bytes, bounded by the buffer's end), one pass over memory per block position
+    live = ok.copy()
+    while live.any():
+        bh = _at(u32, pos) & 0xFFFFFF
         btype = (bh >> 1) & 3
         bsize = bh >> 3
-        nxt = p + 3 + np.where(btype == 1, 1, bsize)
-        bad = (p + 3 > e) | (btype == 3) | (bsize > ZSTD_BLOCK_MAX) | (nxt > e)
-        pos[active] = nxt
-        ok[active[bad]] = False
-        active = active[~bad & ((bh & 1) == 0)]
+        nxt = pos + 3 + np.where(btype == 1, 1, bsize)
+        bad = live & ((pos + 3 > end) | (btype == 3) | (bsize > ZSTD_BLOCK_MAX) | (nxt > end))
+        ok &= ~bad
+        pos = np.where(live, nxt, pos)
+        live &= ~bad & ((bh & 1) == 0)
     pos += 4 * checksum
     ok &= pos == end  # shorter: more frames follow (host); longer: truncated
     return ok
