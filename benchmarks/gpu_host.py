@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import statistics
 import time
 from pathlib import Path
@@ -116,10 +117,11 @@ def null_device(null: NullExecutor):
         rd._executor = orig
 
 
-def _timed(fn: Any, wall: list[float], cpu: list[float]) -> None:
-    t, c = time.perf_counter(), time.process_time()
+def _timed(fn: Any, wall: list[float], cpu: list[float], user: list[float]) -> None:
+    t, c, u = time.perf_counter(), time.process_time(), resource.getrusage(resource.RUSAGE_SELF)
     fn()
     cpu.append(time.process_time() - c)
+    user.append(resource.getrusage(resource.RUSAGE_SELF).ru_utime - u.ru_utime)
     wall.append(time.perf_counter() - t)
 
 
@@ -136,12 +138,16 @@ def measure(a: Any, layout: str, repeats: int, workers: int) -> dict:
     conf = {"threading.max_workers": workers, "gpu.read_workers": workers}
     wall: dict[str, list[float]] = {"read": [], "pread": [], "whole": [], "reused": []}
     cpu: dict[str, list[float]] = {"read": [], "pread": [], "whole": [], "reused": []}
+    # user CPU alone (getrusage): the library's own work; the copies, opens and
+    # seeks are the kernel's
+    user: dict[str, list[float]] = {"read": [], "whole": [], "reused": []}
     with cuzarr.config.set(conf), null_device(null):
         a[...]  # warm: imports, the staging pool, the page cache
         for _ in range(repeats):  # interleaved
-            _timed(lambda: a[...], wall["read"], cpu["read"])
-            _timed(lambda: pread_loop(files, buf), wall["whole"], cpu["whole"])
-            _timed(lambda: pread_loop(files, small), wall["reused"], cpu["reused"])
+            _timed(lambda: a[...], wall["read"], cpu["read"], user["read"])
+            _timed(lambda: pread_loop(files, buf), wall["whole"], cpu["whole"], user["whole"])
+            _timed(lambda: pread_loop(files, small), wall["reused"], cpu["reused"],
+                   user["reused"])
             for times in (wall, cpu):  # the limit: the faster destination, each round
                 times["pread"].append(min(times["whole"][-1], times["reused"][-1]))
     fig = {}
@@ -161,6 +167,8 @@ def measure(a: Any, layout: str, repeats: int, workers: int) -> dict:
                       "preads_s": times["pread"],
                       "pread_whole_s": statistics.median(times["whole"]),
                       "pread_reused_s": statistics.median(times["reused"])}
+    fig["user"] = {k: statistics.median(v) for k, v in user.items()}
+    fig["user"]["us_per_chunk"] = (fig["user"]["read"] - fig["user"]["whole"]) / nchunks * 1e6
     c, w = fig["cpu"], fig["wall"]
     print(f"gpu-host: {c['us_per_chunk']:.1f} us/chunk host overhead, staging "
           f"{c['staging_gbs']:.2f} GB/s = {c['fraction']:.2f} of the pread limit {layout}")
@@ -169,7 +177,8 @@ def measure(a: Any, layout: str, repeats: int, workers: int) -> dict:
           f"{c['read_s']:.4f}, pread loop {c['pread_s']:.4f} (one buffer for all "
           f"{c['pread_whole_s']:.4f}, reused {c['pread_reused_s']:.4f}); wall: read {w['read_s']:.4f}, "
           f"pread loop {w['pread_s']:.4f} = {w['us_per_chunk']:.1f} us/chunk, "
-          f"{w['fraction']:.2f})")
+          f"{w['fraction']:.2f}; user CPU: read {fig['user']['read']:.4f}, pread loop "
+          f"{fig['user']['whole']:.4f} = {fig['user']['us_per_chunk']:.1f} us/chunk)")
     return {"chunks": nchunks, "files": len(files), "bytes": total, **fig}
 
 

@@ -31,6 +31,7 @@ CuPy alike).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -168,6 +169,10 @@ def build_plan(
     out_shape = [int(s) for s in out_shape]
     out_strides = [int(s) for s in out_strides]
     if shapes_fn is not None and isinstance(items, ChunkItems) and items.slices_only():
+        whole = _read_table(items, shapes_fn, out_shape, out_strides, itemsize, chunk_order,
+                            swap, pad)
+        if whole is not None:  # the read's table, made once: this batch's rows of it
+            return _with_slots(whole[items.positions()], np.asarray(present, bool), itemsize)
         dims = _product_rows(items, shapes_fn, out_shape, out_strides)
         return _fill_table(table, dims, np.asarray(present, bool), itemsize, chunk_order, swap,
                            pad)
@@ -221,11 +226,58 @@ def _product_rows(items: ChunkItems, chunk_shape: Callable[[tuple[int, ...]], tu
             _dim_rows(d, p, _extents(chunk_shape, dims, d), out_shape[d], out_strides[d])
             for d, p in enumerate(dims)
         ]
-    at = np.unravel_index(items.positions(), [len(p.chunks) for p in dims]) if ndim else ()
-    out = np.empty((len(items), ndim, 7), np.int64)
+    pos = items.positions()
+    at = np.unravel_index(pos, [len(p.chunks) for p in dims]) if ndim else ()
+    out = np.empty((len(pos), ndim, 7), np.int64)
     for d in range(ndim):
         out[:, d] = per_dim[d][at[d]]
     return out
+
+
+# rows of a read's whole table kept for its batches (496 bytes each: 8 MiB)
+READ_TABLE_MAX = 16384
+
+
+def _read_table(items: ChunkItems, chunk_shape: Callable[[tuple[int, ...]], tuple[int, ...]],
+                out_shape: list[int], out_strides: list[int], itemsize: int,
+                chunk_order: str, swap: int, pad: bool) -> np.ndarray | None:
+    """The descriptor table of every item of the product of ``items.dims`` (a
+    whole read), staging columns left to :func:`_with_slots`; made once per read
+    (kept in ``items.shared``) so that each batch of it takes its rows with one
+    gather. ``None`` for reads of more than ``READ_TABLE_MAX`` chunks (their
+    batches build their own rows)."""
+    dims = items.dims
+    assert dims is not None
+    total = math.prod(len(p.chunks) for p in dims)
+    if total > READ_TABLE_MAX:
+        return None
+    key = ("plan-table", chunk_shape, tuple(out_shape), tuple(out_strides), itemsize,
+           chunk_order, swap, pad)
+    got = items.shared.get(key)
+    if got is None:
+        every = ChunkItems()
+        every.dims, every.positions_ = dims, np.arange(total, dtype=np.int64)
+        every.__dict__["_shared"] = items.shared
+        rows = _product_rows(every, chunk_shape, out_shape, out_strides)
+        table = np.zeros(total, dtype=PLAN_DTYPE)
+        got = items.shared[key] = _fill_table(
+            table, rows, np.ones(total, bool), itemsize, chunk_order, swap, pad).table
+    return got
+
+
+def _with_slots(table: np.ndarray, present: np.ndarray, itemsize: int) -> ScatterPlan:
+    """A plan of ``table`` (rows of :func:`_read_table`, a copy) with staging
+    slots laid out in item order for the ``present`` chunks, missing ones
+    flagged."""
+    nbytes = table["chunk_count"] * itemsize
+    padded = np.where(present, -(-nbytes // STAGING_ALIGN) * STAGING_ALIGN, 0)
+    ends = np.cumsum(padded)
+    starts = ends - padded
+    table["src_offset"] = np.where(present, starts, 0)
+    if not present.all():
+        table["flags"][~present] |= FLAG_MISSING
+    return ScatterPlan(table, int(ends[-1]) if len(table) else 0,
+                       np.where(present, starts, -1), np.where(present, nbytes, 0), itemsize)
 
 
 def _extents(chunk_shape: Callable[[tuple[int, ...]], tuple[int, ...]], dims: list[Any],
