@@ -127,9 +127,11 @@ def decompress_into(src: Any, dst: np.ndarray) -> int:
     if not mv.c_contiguous:
         raise CodecError("zstd input must be contiguous memory")
     # The array keeps the buffer exported (a bytearray cannot be resized, an
-    # mmap not closed) while the call runs without the GIL.
+    # mmap not closed) while the call runs without the GIL. Addresses through
+    # __array_interface__: ndarray.ctypes builds a Python object per call.
     s = np.frombuffer(mv.cast("B") if mv.format != "B" or mv.ndim != 1 else mv, dtype=np.uint8)
-    ret = lib.ZSTD_decompressDCtx(ctx.ptr, dst.ctypes.data, dst.nbytes, s.ctypes.data, s.nbytes)
+    ret = lib.ZSTD_decompressDCtx(ctx.ptr, dst.__array_interface__["data"][0], dst.nbytes,
+                                  s.__array_interface__["data"][0], s.nbytes)
     if lib.ZSTD_isError(ret):
         name = lib.ZSTD_getErrorName(ret).decode("ascii", "replace")
         raise CodecError(f"zstd decompression failed: {name}")
