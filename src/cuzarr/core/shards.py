@@ -79,8 +79,9 @@ class ShardWant(NamedTuple):
     key: str
     #: the reader's ids of the wanted inner chunks (answered as ``(id, bytes)``)
     members: list[int]
-    #: their positions in the shard's inner-chunk grid, flattened (C order)
-    flat: np.ndarray
+    #: their positions in the shard's inner-chunk grid, flattened (C order): an
+    #: array, or a list for a few
+    flat: np.ndarray | list[int]
     #: most of it is wanted: fetched in one piece (``reads_whole``)
     whole: bool
 
@@ -181,6 +182,12 @@ class ShardReader:
 
     def row_lists(self, w: ShardWant, index: np.ndarray) -> tuple[list[bool], list[int], list[int]]:
         """:meth:`rows` as Python lists (for loops over the members)."""
+        if len(w.members) <= 8:  # a few: Python's lists without numpy's per-call costs
+            pairs = index.reshape(-1, 2)
+            got = [pairs[f].tolist() for f in w.flat]
+            empty = [o == EMPTY for o, _ in got]
+            return (empty, [0 if e else o for e, (o, _) in zip(empty, got, strict=True)],
+                    [0 if e else n for e, (_, n) in zip(empty, got, strict=True)])
         return tuple(a.tolist() for a in self.rows(w, index))  # type: ignore[return-value]
 
     def from_whole(self, w: ShardWant, data: Any, on_missing: Any) -> list[tuple[int, Any]]:
@@ -319,7 +326,10 @@ class ShardReadJob:
         self.encode_key = meta.chunk_key_encoding.make_encoder(
             store_path.path + "/" if store_path.path else ""
         )
-        self.coords = items.coords() if isinstance(items, ChunkItems) else None
+        # numpy grouping pays off on many items only: a small read (one window of
+        # a random-access loop) groups its few items in Python (~60 us less)
+        many = len(items) > NUMPY_GROUP_MIN and isinstance(items, ChunkItems)
+        self.coords = items.coords() if many else None
         self.shards = self._group_by_shard()
         self.n = len(self.shards)
         # Inner chunks per shard that lie inside the array (edge shards overhang).
@@ -395,15 +405,23 @@ class ShardReadJob:
         positions in it."""
         cps_arr, wants = self.cps_arr, []
         for sc, m in self.shards[lo:hi]:
-            if self.coords is not None:
-                coords = self.coords[m]
-            else:
-                coords = np.array([self.items[i][0] for i in m], np.int64)
-            coords = coords.reshape(len(m), -1)
+            if self.coords is None:
+                flat: Any = [self._flat(self.items[i][0]) for i in m]
+                whole = reads_whole(len(m), self._inner_in_array(sc))
+                wants.append(ShardWant(self.encode_key(sc), m, flat, whole))
+                continue
+            coords = self.coords[m].reshape(len(m), -1)
             flat = np.ravel_multi_index(tuple((coords % cps_arr).T), self.cps)
             whole = reads_whole(len(m), self._inner_in_array(sc))
             wants.append(ShardWant(self.encode_key(sc), m, flat, whole))
         return wants
+
+    def _flat(self, coords: tuple[int, ...]) -> int:
+        """The position in its shard (C order) of the inner chunk at ``coords``."""
+        flat = 0
+        for c, n in zip(coords, self.cps, strict=True):
+            flat = flat * n + c % n
+        return flat
 
     def _missing(self, w: ShardWant) -> list[tuple[int, Any]]:
         """A shard not stored: an error with ``read_missing_chunks`` off, else
@@ -475,6 +493,10 @@ class ShardReadJob:
         except CodecError as e:
             raise keyed(e, self.shard_key(i)) from e
         self.out[osel] = chunk[csel]
+
+
+# items of a read above which shards are grouped with numpy (ShardReadJob)
+NUMPY_GROUP_MIN = 64
 
 
 def _group_rows(shard: np.ndarray) -> list[tuple[tuple[int, ...], list[int]]]:
