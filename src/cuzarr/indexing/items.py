@@ -116,24 +116,9 @@ def chunk_items(projections: Sequence[DimProjection]) -> list[ChunkItem]:
     """All chunks a plan touches, with their in-chunk and output selections."""
     if not projections:
         return [((), (), (), True)]
-    if all(len(p.chunks) == 1 for p in projections):
-        # One chunk (a small read or write): its item directly, with what the
-        # general path below gives it.
-        csel = tuple(p.chunk_sels[0] for p in projections)
-        osel = tuple(p.out_sels[0] for p in projections)
-        if not any(isinstance(x, np.ndarray) for x in (*csel, *osel)):
-            one = ChunkItems(
-                [
-                    (
-                        tuple(p.chunks[0] for p in projections),
-                        csel,
-                        osel,
-                        combine_complete(tuple(p.complete[0] for p in projections)),
-                    )
-                ]
-            )
-            one.dims = list(projections)
-            return one
+    one = _one_chunk(projections)
+    if one is not None:
+        return one
     if any(not p.chunks for p in projections):
         return []
     # (the types of each side's selections, found in C: a few ns per chunk)
@@ -160,6 +145,26 @@ def chunk_items(projections: Sequence[DimProjection]) -> list[ChunkItem]:
     if not needs_ortho and n_arrays == 0:
         items.dims = list(projections)
     return items
+
+
+def _one_chunk(projections: Sequence[DimProjection]) -> ChunkItems | None:
+    """The item of a plan that touches one chunk (a small read or write), with
+    what ``chunk_items``' general path gives it; None otherwise. One plain loop:
+    this runs on every small read."""
+    coords, csel, osel, complete = [], [], [], []
+    for p in projections:
+        if len(p.chunks) != 1:
+            return None
+        c, o = p.chunk_sels[0], p.out_sels[0]
+        if isinstance(c, np.ndarray) or isinstance(o, np.ndarray):
+            return None
+        coords.append(p.chunks[0])
+        csel.append(c)
+        osel.append(o)
+        complete.append(p.complete[0])
+    one = ChunkItems([(tuple(coords), tuple(csel), tuple(osel), combine_complete(tuple(complete)))])
+    one.dims = list(projections)
+    return one
 
 
 def coordinate_items(dims: Sequence[Any], coords: Sequence[np.ndarray]) -> list[ChunkItem]:
