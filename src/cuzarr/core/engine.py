@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from cuzarr.buffer import is_device_array
+from cuzarr.config import config
 from cuzarr.core.plans import execute, try_inline
 from cuzarr.core.read_job import ReadJob, large_chunks, missing_chunks_refused
 from cuzarr.core.write_job import WriteJob
@@ -76,22 +77,31 @@ def chunk_keys(store_path: StorePath, meta: ArrayMetadata, items: Sequence[Chunk
     return [encode_key(it[0]) for it in items]
 
 
-# decoded bytes of one batch of a device read (see batch_size)
+# decoded bytes of one batch of a device read: cuzarr.config key
+# gpu.read_batch_bytes (see batch_size)
 READ_BATCH_BYTES = 32 << 20
+
+
+def read_batch_bytes() -> int:
+    """``cuzarr.config`` key ``gpu.read_batch_bytes`` (default 32 MiB)."""
+    value = config.get("gpu.read_batch_bytes", READ_BATCH_BYTES)
+    return max(1, int(value or READ_BATCH_BYTES))
 
 
 def batch_size(meta: ArrayMetadata, n: int, device: bool = False, read: bool = True) -> int:
     chunk_bytes = max(1, math.prod(meta.chunk_shape) * max(1, meta.dtype.item_size))
     if device:
-        # A device write batch is one gather, one nvCOMP call per codec and one
-        # upload: large (up to 256 MiB decoded). A read batch is smaller: its
-        # headers are checked right after its files are read into staging, and
-        # a 32 MiB batch is still in the CPU's cache then (benchmarks/gpu.py
-        # --host-only, 1 MiB zstd chunks: 9.5 us/chunk of host work at 256 MiB
-        # batches against 3.5 at 32); the device side cuts batches into
-        # sub-batches of gpu.sub_batch_bytes (32 MiB) either way. Two batches per
-        # worker (a read runs gpu.read_workers of them, a write the whole pool).
-        by_bytes = max(1, (READ_BATCH_BYTES if read else 256 << 20) // chunk_bytes)
+        # A device batch is one upload, nvCOMP calls per sub-batch and one kernel
+        # launch. Reads: gpu.read_batch_bytes (32 MiB decoded): on the host twin
+        # 1 GiB reads with ~8% less CPU than at 256 MiB (the staging is still in
+        # cache when reused), and gpu.read_workers threads of such batches keep
+        # their pinned staging within gpu.staging_keep_bytes, so it is reused
+        # from read to read instead of pinned anew. A batch is then about one
+        # sub-batch: uploads overlap decodes across the read threads' executors,
+        # not within one (docs/gpu.md "Batch size"). Writes: 256 MiB decoded.
+        # Two batches per worker (a read runs gpu.read_workers of them, a write
+        # the whole pool).
+        by_bytes = max(1, (read_batch_bytes() if read else 256 << 20) // chunk_bytes)
         workers = device_read_workers() if read else max_workers()
         by_count = max(1, -(-n // (workers * 2)))
         return max(1, min(8192, by_bytes, by_count))
