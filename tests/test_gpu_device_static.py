@@ -316,3 +316,119 @@ def test_gpu_encoder_empty_check_without_byte_indices(dtype, fill):
     enc = object.__new__(GpuEncoder)
     enc.cp = types.SimpleNamespace(stack=np.stack, asarray=np.asarray)
     np.testing.assert_array_equal(enc._empty(staging, offsets, nbytes, batch), want)
+
+
+# --- GpuExecutor's stream schedule, with stand-in streams -------------------------------
+
+
+class _Event:
+    def __init__(self, stream: _RecStream, seq: int) -> None:
+        self.stream, self.seq, self.done = stream, seq, True
+
+    def synchronize(self):
+        pass
+
+
+class _RecStream:
+    """A stream that logs what is queued on it: waits, records, allocations and
+    sub-batches (the current stream is the innermost ``with``)."""
+
+    current: list[_RecStream] = []
+
+    def __init__(self, name: str) -> None:
+        self.name, self.log = name, []
+        self.ptr = id(self)
+
+    def record(self):
+        ev = _Event(self, len(self.log))
+        self.log.append(("record", ev.seq))
+        return ev
+
+    def wait_event(self, ev):
+        self.log.append(("wait", ev.stream.name, ev.seq))
+
+    def synchronize(self):
+        pass
+
+    def __enter__(self):
+        _RecStream.current.append(self)
+        return self
+
+    def __exit__(self, *exc):
+        _RecStream.current.pop()
+
+
+def _rec_cupy():
+    made = []
+
+    def stream(non_blocking=False):
+        made.append(_RecStream(f"side{len(made) + 1}"))
+        return made[-1]
+
+    def empty(n, dtype=None):
+        _RecStream.current[-1].log.append(("alloc", int(n)))
+        return np.empty(n, np.uint8)
+
+    return types.SimpleNamespace(cuda=types.SimpleNamespace(Stream=stream), empty=empty,
+                                 uint8=np.uint8)
+
+
+def _rec_executor(monkeypatch):
+    from cuzarr.gpu.executor import GpuExecutor
+
+    ex = object.__new__(GpuExecutor)
+    ex.cp = _rec_cupy()
+    ex.stream = _RecStream("main")
+    ex._extra, ex._codecs, ex._keep, ex._turn = [], {}, [], 0
+    ex._keep_lock = __import__("threading").Lock()
+    ran = []
+
+    def run_sub(sub, st, staging, scratch, out, fill, pending):
+        assert _RecStream.current[-1] is st  # queued on the stream it was given
+        st.log.append(("sub", sub.k0, sub.k1))
+        ran.append((st.name, sub.k0, sub.k1))
+
+    monkeypatch.setattr(ex, "_run_sub", run_sub)
+    return ex, ran
+
+
+def test_batches_of_one_sub_batch_alternate_side_streams(monkeypatch):
+    """Batches of one sub-batch (the default read batch) run on the executor's
+    side streams in turn, each waiting for the main stream's position (the
+    caller's stream) only, never for an earlier batch: consecutive batches of
+    one executor overlap. Their staging is allocated on the stream they use,
+    and the batch's event is recorded there."""
+    import cuzarr
+
+    ex, ran = _rec_executor(monkeypatch)
+    batch = _lz4_batch(4)
+    with cuzarr.config.set({"gpu.streams": 2, "gpu.sub_batch_bytes": 1 << 30}):
+        pend = [ex.run(batch, None, 0) for _ in range(4)]
+    assert [r[0] for r in ran] == ["side1", "side2", "side1", "side2"]
+    assert all((k0, k1) == (0, 4) for _s, k0, k1 in ran)
+    main = ex.stream.log
+    assert all(e[0] == "record" for e in main)  # main only marks the caller's position
+    for p, name in zip(pend, ["side1", "side2", "side1", "side2"], strict=True):
+        assert p.event.stream.name == name
+    side1 = ex._extra[0].log
+    # wait for main, allocate staging and scratch, the sub-batch, its event; twice
+    assert [e[0] for e in side1] == ["wait", "alloc", "alloc", "sub", "record"] * 2
+    assert all(e[1] == "main" for e in side1 if e[0] == "wait")
+
+
+def test_batches_of_several_sub_batches_join_on_the_main_stream(monkeypatch):
+    """A batch cut into several sub-batches spreads them over the main and side
+    streams after its staging is allocated on the main stream, which then waits
+    for every one (the staging is freed in its order)."""
+    import cuzarr
+
+    ex, ran = _rec_executor(monkeypatch)
+    batch = _lz4_batch(4)
+    with cuzarr.config.set({"gpu.streams": 2, "gpu.sub_batch_bytes": 1}):
+        p = ex.run(batch, None, 0)
+    assert [r[0] for r in ran] == ["main", "side1", "main", "side1"]
+    assert [(k0, k1) for _s, k0, k1 in ran] == [(0, 1), (1, 2), (2, 3), (3, 4)]
+    assert p.event.stream is ex.stream
+    waits = [e for e in ex.stream.log if e[0] == "wait"]
+    assert [w[1] for w in waits] == ["main", "side1", "main", "side1"]
+    assert ex.stream.log[0] == ("alloc", batch.plan.staging_nbytes)

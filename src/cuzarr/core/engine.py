@@ -97,8 +97,8 @@ def batch_size(meta: ArrayMetadata, n: int, device: bool = False, read: bool = T
         # cache when reused), and gpu.read_workers threads of such batches keep
         # their pinned staging within gpu.staging_keep_bytes, so it is reused
         # from read to read instead of pinned anew. A batch is then about one
-        # sub-batch: uploads overlap decodes across the read threads' executors,
-        # not within one (docs/gpu.md "Batch size"). Writes: 256 MiB decoded.
+        # sub-batch, and such batches alternate over an executor's side streams
+        # (GpuExecutor._run_alone; docs/gpu.md "Batch size"). Writes: 256 MiB.
         # Two batches per worker (a read runs gpu.read_workers of them, a write
         # the whole pool).
         by_bytes = max(1, (read_batch_bytes() if read else 256 << 20) // chunk_bytes)

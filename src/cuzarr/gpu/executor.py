@@ -440,6 +440,8 @@ class GpuExecutor(StreamCodecs):
         # that ends drops finished entries from its thread (forget_finished)
         self._keep: list[tuple[Any, Any]] = []
         self._keep_lock = threading.Lock()
+        # the side stream the next batch of one sub-batch runs on (run_alone)
+        self._turn = 0
 
     def _hold(self, host: Any, stream: Any = None) -> None:
         """Keep ``host`` until the work queued so far on ``stream`` is done."""
@@ -474,6 +476,8 @@ class GpuExecutor(StreamCodecs):
         self.forget_finished()
         wait_for_user_stream(self.stream)
         subs = split_batch(batch, sub_batch_bytes())
+        if len(subs) == 1 and stream_count() > 1:
+            return self._run_alone(subs[0], out, fill)
         streams = self.streams(min(stream_count(), max(1, len(subs))))
         with self.stream:
             # allocated on the main stream, which waits for every sub-batch
@@ -493,6 +497,27 @@ class GpuExecutor(StreamCodecs):
         for ev in done:
             self.stream.wait_event(ev)
         pending.event = self.stream.record()
+        return pending
+
+    def _run_alone(self, sub: SubBatch, out: Any, fill: Any) -> Pending:
+        """A batch of one sub-batch (``gpu.read_batch_bytes`` is about one): on this
+        executor's side streams in turn, after the caller's stream only, with its
+        staging allocated on the side stream it uses (freed in that stream's
+        order), so it waits for no earlier batch of this executor: the upload of
+        one batch overlaps the decode and scatter of the one before, as the
+        sub-batches of one large batch do."""
+        ready = self.stream.record()  # the main stream holds only the caller's wait
+        side = self.streams(stream_count() + 1)[1:]
+        st = side[self._turn % len(side)]
+        self._turn += 1
+        st.wait_event(ready)
+        pending = Pending()
+        batch = sub.batch
+        with st:
+            staging = self.cp.empty(max(batch.plan.staging_nbytes, 1), dtype=self.cp.uint8)
+            scratch = self.cp.empty(max(batch.scratch_nbytes, 1), dtype=self.cp.uint8)
+            self._run_sub(sub, st, staging, scratch, out, fill, pending)
+            pending.event = st.record()
         return pending
 
     def _run_sub(self, sub: SubBatch, st: Any, staging: Any, scratch: Any, out: Any,
@@ -550,9 +575,10 @@ class GpuExecutor(StreamCodecs):
             return self.stream.record()
 
     def synchronize(self) -> None:
-        """Wait for everything queued on this executor's stream (by whoever holds
+        """Wait for everything queued on this executor's streams (by whoever holds
         it, see :func:`leased`)."""
-        self.stream.synchronize()
+        for st in [self.stream, *self._extra]:
+            st.synchronize()
         with self._keep_lock:
             done, self._keep = [h for h, _e in self._keep], []
         for h in done:
