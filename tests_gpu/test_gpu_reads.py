@@ -318,6 +318,22 @@ def test_sub_batches_on_streams(tmp_path, streams, sub_bytes, compressor):
         _check(a, data)
 
 
+@pytest.mark.parametrize("streams", [2, 4])
+@pytest.mark.parametrize("workers", [1, 3])
+def test_batches_of_one_sub_batch_on_side_streams(tmp_path, streams, workers):
+    """Reads cut into many small batches (``gpu.read_batch_bytes`` of three
+    chunks), each one sub-batch on its executor's side streams in turn
+    (``GpuExecutor._run_alone``: staging allocated on the stream used, no wait
+    for the batch before), read what the host reads."""
+    data = _data((64, 30), "<f4")
+    a = cuzarr.create_array(LocalStore(tmp_path / "a"), shape=data.shape, chunks=(8, 7),
+                            dtype=data.dtype, compressors=V3_COMPRESSORS[0])
+    a[...] = data
+    with cuzarr.config.set({"gpu.streams": streams, "gpu.read_batch_bytes": 3 * 8 * 7 * 4,
+                            "gpu.read_workers": workers}):
+        _check(a, data)
+
+
 def test_sharded_inner_chunks_decode_unaligned_in_place(tmp_path):
     """Whole shards are staged as read and their inner zstd / LZ4 chunks decoded
     where they lie, at any byte offset (nvCOMP >= 6.0 needs no input alignment
