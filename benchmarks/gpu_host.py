@@ -182,9 +182,79 @@ def measure(a: Any, layout: str, repeats: int, workers: int) -> dict:
     return {"chunks": nchunks, "files": len(files), "bytes": total, **fig}
 
 
+# the steps of a device read timed by phases(): (module, attribute, name)
+PHASES = [
+    ("cuzarr.storage.local.store", "LocalStore._open_all", "open+size"),
+    ("cuzarr.storage.local.store", "_read_placed_all", "reads"),
+    ("cuzarr.gpu.reader", "prepare_batch", "prepare"),
+    ("cuzarr.gpu.batch", "_scan_in_place", "scan"),
+    ("cuzarr.gpu.batch", "build_plan", "plan"),
+    ("cuzarr.core.shards", "ShardReadJob._from_buffer", "shard indexes"),
+]
+
+
+@contextlib.contextmanager
+def _timing(acc: dict[str, float]) -> Any:
+    """Each PHASES step adds the CPU time of the thread that runs it to ``acc``."""
+    import importlib
+
+    undo = []
+    for mod_name, attr, name in PHASES:
+        owner: Any = importlib.import_module(mod_name)
+        *path, leaf = attr.split(".")
+        for part in path:
+            owner = getattr(owner, part)
+        fn = getattr(owner, leaf)
+
+        def timed(*args: Any, _fn: Any = fn, _name: str = name, **kw: Any) -> Any:
+            t = time.thread_time()
+            try:
+                return _fn(*args, **kw)
+            finally:
+                acc[_name] = acc.get(_name, 0.0) + time.thread_time() - t
+
+        setattr(owner, leaf, timed)
+        undo.append((owner, leaf, fn))
+    try:
+        yield
+    finally:
+        for owner, leaf, fn in undo:
+            setattr(owner, leaf, fn)
+
+
+def phases(a: Any, layout: str, nchunks: int, workers: int, reads: int = 5) -> dict:
+    """Where a read's CPU time goes, per chunk (us): each PHASES step (the file
+    loops, the copies they make, the batch's preparation) and the rest (items,
+    keys, plans, threads), over ``reads`` reads.
+    Prints one line."""
+    import cuzarr
+
+    acc: dict[str, float] = {}
+    conf = {"threading.max_workers": workers, "gpu.read_workers": workers}
+    with cuzarr.config.set(conf), null_device(NullExecutor()):
+        a[...]
+        with _timing(acc):
+            c = time.process_time()
+            for _ in range(reads):
+                a[...]
+            total = time.process_time() - c
+    us = {k: v / reads / nchunks * 1e6 for k, v in acc.items()}
+    counted = sum(v for k, v in us.items() if k not in ("scan", "plan"))
+    us["everything else"] = total / reads / nchunks * 1e6 - counted
+    print(f"gpu-host phases {layout}, us/chunk of CPU: " + ", ".join(
+        f"{k} {v:.1f}" for k, v in us.items()) + " (scan and plan are part of prepare; "
+        "reads include the kernel's copies)")
+    return us
+
+
 def run(root: Path, gib: float, repeats: int, workers: int, layouts: list[str]) -> dict:
-    """Measure every layout; returns {layout: figures} and prints one line each."""
+    """Measure every layout; returns {layout: figures} and prints its lines."""
     from gpu import build
 
-    return {layout: measure(build(root, gib, "zstd", layout == "sharded"), layout, repeats,
-                            workers) for layout in layouts}
+    out = {}
+    for layout in layouts:
+        a = build(root, gib, "zstd", layout == "sharded")
+        fig = measure(a, layout, repeats, workers)
+        fig["phases_us_per_chunk"] = phases(a, layout, fig["chunks"], workers)
+        out[layout] = fig
+    return out
