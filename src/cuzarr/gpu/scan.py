@@ -104,18 +104,42 @@ def scan_zstd(buf: np.ndarray, offs: np.ndarray, lens: np.ndarray, expect: np.nd
     content = _at(u64, start).view(np.uint64) & _FCS_MASK[fcs_size]
     content = content.view(np.int64) + 256 * (fcs_size == 2)
     ok &= (content == expect) & (content <= max_size)
-    # every chunk's blocks walked side by side: a 3-byte header each (read as 4
-    # bytes, bounded by the buffer's end), one pass over memory per block position
-    live = ok.copy()
-    while live.any():
-        bh = _at(u32, pos) & 0xFFFFFF
-        btype = (bh >> 1) & 3
-        bsize = bh >> 3
-        nxt = pos + 3 + np.where(btype == 1, 1, bsize)
-        bad = live & ((pos + 3 > end) | (btype == 3) | (bsize > ZSTD_BLOCK_MAX) | (nxt > end))
-        ok &= ~bad
-        pos = np.where(live, nxt, pos)
-        live &= ~bad & ((bh & 1) == 0)
+    pos = _walk_blocks(u32, pos, end, ok)
     pos += 4 * checksum
     ok &= pos == end  # shorter: more frames follow (host); longer: truncated
     return ok
+
+
+def _walk_blocks(u32: tuple[np.ndarray, int, np.ndarray], pos: np.ndarray, end: np.ndarray,
+                 ok: np.ndarray) -> np.ndarray:
+    """Walk the block headers of the ``ok`` chunks side by side (one pass over
+    memory per block position), from each one's first at ``pos`` to its last
+    block (type, size at most 128 KiB, inside the chunk, which ends at ``end``);
+    clears ``ok`` where one is not, and returns where each walk ended.
+
+    A 3-byte header at ``p`` is read as the 4-byte word at ``p - 1`` shifted
+    right by a byte: it never reaches past a header's last byte, so the only
+    positions clamped to the buffer are those of chunks already cut short. The
+    chunks still walking are kept compacted, so a step is ~19 numpy operations
+    on them alone."""
+    view, last = u32[0], u32[1]
+    final = pos.copy()
+    idx = np.flatnonzero(ok)
+    q = pos[idx] - 1  # the word before each header
+    e = end[idx] - 1  # a block must end at or before the chunk: q' <= e
+    while len(idx):
+        h = view[np.minimum(q, max(last, 0))] >> 8
+        size = h >> 3
+        btype = (h >> 1) & 3
+        nq = q + np.where(btype == 1, 4, size + 3)
+        bad = (nq > e) | (btype == 3) | (size > ZSTD_BLOCK_MAX)
+        done = (h & 1) == 1
+        stop = bad | done
+        if not stop.any():
+            q = nq
+            continue
+        ok[idx[bad]] = False
+        final[idx[done]] = nq[done] + 1
+        keep = ~stop
+        idx, q, e = idx[keep], nq[keep], e[keep]
+    return final
