@@ -170,36 +170,33 @@ def test_gpu_sharded_write_host_route_for_inner_crc32c(tmp_path):
     np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "a"), mode="r")[...], data)
 
 
-def test_sharded_write_orders_after_user_stream(tmp_path):
-    """Whole shards (device) and cut edge shards (their part copied to the
-    host) of a value still being computed on the caller's stream."""
+def _write_while_computed(a):
+    """Write into ``a`` a value still being computed on the caller's non-blocking
+    stream (enable_gpu(stream=...)), then check what was stored."""
     s = cp.cuda.Stream(non_blocking=True)
-    a = cuzarr.create_array(LocalStore(tmp_path / "a"), shape=(2048, 2000), dtype="f4",
-                            chunks=(128, 128), shards=(512, 512))
     with s:
-        x = cp.ones((2048, 2000), "f4")
+        x = cp.ones(a.shape, "f4")
         for _ in range(20):  # keep the stream busy
             x = x * 1.0001
     with cuzarr.config.enable_gpu(stream=s):
         a[...] = x
     s.synchronize()
     np.testing.assert_array_equal(a[...], cp.asnumpy(x))
+
+
+def test_sharded_write_orders_after_user_stream(tmp_path):
+    """Whole shards (device) and cut edge shards (their part copied to the
+    host) of a value still being computed on the caller's stream."""
+    _write_while_computed(cuzarr.create_array(
+        LocalStore(tmp_path / "a"), shape=(2048, 2000), dtype="f4", chunks=(128, 128),
+        shards=(512, 512)))
 
 
 def test_write_orders_after_user_stream(tmp_path):
     """A value still being computed on the caller's non-blocking stream is written
     only once it is done (enable_gpu(stream=...))."""
-    s = cp.cuda.Stream(non_blocking=True)
-    a = cuzarr.create_array(LocalStore(tmp_path / "a"), shape=(2048, 2048), dtype="f4",
-                            chunks=(256, 256))
-    with s:
-        x = cp.ones((2048, 2048), "f4")
-        for _ in range(20):  # keep the stream busy
-            x = x * 1.0001
-    with cuzarr.config.enable_gpu(stream=s):
-        a[...] = x
-    s.synchronize()
-    np.testing.assert_array_equal(a[...], cp.asnumpy(x))
+    _write_while_computed(cuzarr.create_array(
+        LocalStore(tmp_path / "a"), shape=(2048, 2048), dtype="f4", chunks=(256, 256)))
 
 
 @pytest.mark.parametrize("compressor", [

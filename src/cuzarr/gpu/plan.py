@@ -266,10 +266,11 @@ def _read_table(items: ChunkItems, chunk_shape: Callable[[tuple[int, ...]], tupl
 
 
 def _with_slots(table: np.ndarray, present: np.ndarray, itemsize: int) -> ScatterPlan:
-    """A plan of ``table`` (rows of :func:`_read_table`, a copy) with staging
+    """A plan of ``table`` (filled but for its staging columns) with staging
     slots laid out in item order for the ``present`` chunks, missing ones
     flagged."""
-    nbytes = table["chunk_count"] * itemsize
+    present = np.asarray(present, bool)
+    nbytes = table["chunk_count"].astype(np.int64) * itemsize
     padded = np.where(present, -(-nbytes // STAGING_ALIGN) * STAGING_ALIGN, 0)
     ends = np.cumsum(padded)
     starts = ends - padded
@@ -326,32 +327,18 @@ def _fill_table(table: np.ndarray, dims: np.ndarray, present: np.ndarray, itemsi
     n_items, ndim = dims.shape[:2]
     ext = dims[:, :, 6]
     n = dims[:, :, 3]
-    counts = n.prod(axis=1) if ndim else np.ones(n_items, np.int64)
-    chunk_counts = ext.prod(axis=1) if ndim else np.ones(n_items, np.int64)
-    nbytes = chunk_counts * itemsize
-    padded = np.where(present, -(-nbytes // STAGING_ALIGN) * STAGING_ALIGN, 0)
-    ends = np.cumsum(padded)
-    offset = int(ends[-1]) if n_items else 0
-    starts = ends - padded
-    slots = np.where(present, starts, -1).astype(np.int64)
-    slot_nbytes = np.where(present, nbytes, 0).astype(np.int64)
-    flags = np.where(present, 0, FLAG_MISSING).astype(np.int32)
-    if pad:
-        flags |= FLAG_PAD
-    strides = _strides_cols(ext, itemsize, chunk_order)
     for name, k in (("start", 0), ("stop", 1), ("step", 2), ("n", 3), ("dst_strides", 4),
                     ("chunk_shape", 6)):
         table[name][:, :ndim] = dims[:, :, k]
-    table["src_strides"][:, :ndim] = strides
-    table["src_offset"] = np.where(present, starts, 0)
+    table["src_strides"][:, :ndim] = _strides_cols(ext, itemsize, chunk_order)
     table["dst_offset"] = dims[:, :, 5].sum(axis=1) if ndim else 0
-    table["count"] = counts
-    table["chunk_count"] = chunk_counts
+    table["count"] = n.prod(axis=1) if ndim else np.ones(n_items, np.int64)
+    table["chunk_count"] = ext.prod(axis=1) if ndim else np.ones(n_items, np.int64)
     table["ndim"] = ndim
     table["itemsize"] = itemsize
-    table["flags"] = flags
+    table["flags"] = FLAG_PAD if pad else 0
     table["swap"] = swap
-    return ScatterPlan(table, offset, slots, slot_nbytes, itemsize)
+    return _with_slots(table, present, itemsize)
 
 
 def _dim_row(i: int, d: int, extent: int, cs: Any, os_: Any, out_len: int,
