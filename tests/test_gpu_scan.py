@@ -10,10 +10,22 @@ import numpy as np
 import pytest
 import zstandard
 
+import cuzarr
+from cuzarr.codecs import libzstd
 from cuzarr.errors import CodecError
 from cuzarr.gpu import formats, scan
 
 MAX = 16 << 20
+
+
+@pytest.fixture(params=["libzstd", "numpy"])
+def walk(request):
+    """Each zstd test runs with both block walks: the system libzstd's and the
+    numpy one (the only one where no libzstd is found)."""
+    if request.param == "libzstd" and not libzstd.available():
+        pytest.skip("no system libzstd on this machine")
+    with cuzarr.config.set({"codecs.zstd_system_library": request.param == "libzstd"}):
+        yield request.param
 
 
 def _batch(chunks):
@@ -76,7 +88,7 @@ def _check(kind, chunks):
     return ok
 
 
-def test_scan_zstd_accepts_what_the_parser_takes():
+def test_scan_zstd_accepts_what_the_parser_takes(walk):
     chunks = _zstd_chunks()
     ok = _check("zstd", chunks)
     # single frames with a content size are all taken; the last two are not
@@ -88,7 +100,7 @@ def test_scan_zstd_accepts_what_the_parser_takes():
 
 
 @pytest.mark.parametrize("which", [2, 5, 7])
-def test_scan_zstd_corruptions(which):
+def test_scan_zstd_corruptions(which, walk):
     """Every single-byte change in the first 64 bytes and the last 8, and every
     truncation: whatever the scan accepts, the parser accepts too."""
     data, n = _zstd_chunks()[which]
@@ -118,7 +130,7 @@ def test_scan_lz4():
     assert ok[: len(chunks)].all() and not ok[len(chunks):].any()
 
 
-def test_scan_copy_and_empty_buffer():
+def test_scan_copy_and_empty_buffer(walk):
     assert scan.scan_copy(np.array([0, 8]), np.array([8, 7]), np.array([8, 8])).tolist() == [
         True, False]
     empty = np.zeros(0, np.uint8)

@@ -280,3 +280,25 @@ def test_batched_chunks_same_with_and_without_system_lib(tmp_path, system):
     assert raw >= 16 << 10
     with cuzarr.config.set({"codecs.zstd_system_library": system}):
         np.testing.assert_array_equal(cuzarr.open_array(tmp_path / "a", mode="r")[...], data)
+
+
+def test_first_frame_sizes():
+    """libzstd's frame walk: a whole frame's stored size (checksum included), -1
+    for a truncated one or a broken block header, the first frame's size where
+    two follow each other, and ranges outside the buffer refused."""
+    rng = np.random.default_rng(3)
+    raw = np.cumsum(rng.standard_normal(100_000)).round(1).astype("<f4").tobytes()
+    one = zstandard.ZstdCompressor(level=3, write_checksum=True).compress(raw)
+    small = zstandard.ZstdCompressor().compress(raw[:999])
+    broken = bytearray(one)
+    broken[6 + 4] |= 0x06  # the first block header's type made reserved (3)
+    parts = [one, one[:-1], one + small, small, bytes(broken)]
+    buf = np.frombuffer(b"".join(parts) + b"\0" * 3, np.uint8).copy()
+    lens = np.array([len(p) for p in parts], np.int64)
+    offs = np.cumsum(lens) - lens
+    got = libzstd.first_frame_sizes(buf, offs, lens)
+    assert got.tolist() == [len(one), -1, len(one), len(small), -1]
+    with pytest.raises(ValueError):
+        libzstd.first_frame_sizes(buf, np.array([len(buf) - 2]), np.array([4]))
+    with pytest.raises(ValueError):
+        libzstd.first_frame_sizes(buf[::2], np.array([0]), np.array([4]))

@@ -20,7 +20,7 @@ import numpy as np
 from ..config import flag
 from ..errors import CodecError
 
-__all__ = ["available", "decompress_into", "decompress_to_address"]
+__all__ = ["available", "decompress_into", "decompress_to_address", "first_frame_sizes"]
 
 _MIN_VERSION = 10500  # 1.5.0: the oldest release this binding was checked against
 _tls = threading.local()
@@ -78,6 +78,8 @@ def _load() -> Any:
                     lib.ZSTD_isError.argtypes = [ctypes.c_size_t]
                     lib.ZSTD_getErrorName.restype = ctypes.c_char_p
                     lib.ZSTD_getErrorName.argtypes = [ctypes.c_size_t]
+                    lib.ZSTD_findFrameCompressedSize.restype = ctypes.c_size_t
+                    lib.ZSTD_findFrameCompressedSize.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
             except AttributeError:
                 lib = None
         _lib = lib
@@ -156,3 +158,31 @@ def decompress_to_address(src: bytes, address: int, capacity: int) -> int:
         name = lib.ZSTD_getErrorName(ret).decode("ascii", "replace")
         raise CodecError(f"zstd decompression failed: {name}")
     return int(ret)
+
+
+def first_frame_sizes(buf: np.ndarray, offs: np.ndarray, lens: np.ndarray) -> np.ndarray:
+    """The stored size of the first zstd frame of each of the byte ranges
+    ``buf[offs[i] : offs[i] + lens[i]]`` (``int64``; -1 where libzstd finds no
+    whole frame there): libzstd walks the frame's block headers (reserved block
+    types, blocks overrunning the range, the last block and the checksum), in C
+    and without the GIL, one call per range (~0.5 us for a 1 MiB chunk).
+
+    ``buf`` is a C-contiguous ``uint8`` array, every range inside it (checked:
+    ``ValueError`` otherwise); call only when :func:`available`."""
+    lib = _lib if _loaded else _load()
+    if not (isinstance(buf, np.ndarray) and buf.dtype == np.uint8 and buf.flags.c_contiguous):
+        raise ValueError("zstd frames must lie in a C-contiguous uint8 array")
+    offs = np.asarray(offs, np.int64)
+    lens = np.asarray(lens, np.int64)
+    if len(offs) and (offs.min() < 0 or lens.min() < 0 or (offs + lens).max() > len(buf)):
+        raise ValueError("zstd frame range outside its buffer")
+    find = lib.ZSTD_findFrameCompressedSize
+    base = buf.__array_interface__["data"][0]
+    sizes = [find(base + o, n) for o, n in zip(offs.tolist(), lens.tolist(), strict=True)]
+    out = np.array(sizes, np.uint64)
+    # errors are the largest size_t values: any size beyond its range is one,
+    # so no ZSTD_isError call per range is needed
+    bad = out > lens.astype(np.uint64)
+    res = out.astype(np.int64)
+    res[bad] = -1
+    return res

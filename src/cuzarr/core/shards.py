@@ -22,7 +22,7 @@ import numpy as np
 from cuzarr.codecs.base import ChunkSpec
 from cuzarr.codecs.sharding import EMPTY, ShardingCodec, sharding_codec
 from cuzarr.config import config
-from cuzarr.core.engine import SMALL_READ_CHUNKS, ChunkItem
+from cuzarr.core.engine import SMALL_READ_CHUNKS, ChunkItem, read_batch_bytes
 from cuzarr.core.plans import Compute, Get, GetRanges, Plan, execute, try_inline
 from cuzarr.core.read_job import missing_chunks_refused, refuse_missing
 from cuzarr.errors import CodecError, keyed
@@ -606,5 +606,11 @@ async def read_sharded(
     device = job.device is not None
     workers = device_read_workers() if device else max_workers()
     per_batch = max(1, min(64, -(-job.n // (workers * (2 if device else 4)))))
+    if device:
+        # whole shards, as few as gpu.read_batch_bytes (decoded) allows: the
+        # staging of a batch is reused from batch to batch, and copies into
+        # one still in the CPU's cache cost ~20% less than into a cold one
+        shard_bytes = int(np.prod(meta.chunk_shape)) * max(1, meta.dtype.item_size)
+        per_batch = min(per_batch, max(1, read_batch_bytes() // max(1, shard_bytes)))
     helpable = not device and codec.shares(meta.dtype.item_size)
     await execute(job, store_path.store, per_batch, loops=workers, helpable=helpable)

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from cuzarr.codecs import libzstd
+
 __all__ = ["scan_copy", "scan_lz4", "scan_zstd"]
 
 ZSTD_MAGIC = 0xFD2FB528
@@ -83,8 +85,12 @@ def scan_zstd(buf: np.ndarray, offs: np.ndarray, lens: np.ndarray, expect: np.nd
               max_size: int) -> np.ndarray:
     """One zstd frame per chunk, filling it: magic, frame header (no reserved bit,
     no dictionary, a content size equal to ``expect``), then every block header
-    (type, size at most 128 KiB, inside the chunk) up to the last block and the
-    optional checksum, ending exactly at the chunk's end."""
+    (type, inside the chunk) up to the last block and the optional checksum,
+    ending exactly at the chunk's end.
+
+    The block headers are walked by the system's libzstd when there is one
+    (``ZSTD_findFrameCompressedSize``, which does not hold a block to 128 KiB),
+    else side by side in numpy (:func:`_walk_blocks`, which does)."""
     if len(offs) == 0:
         return np.zeros(0, bool)
     u32, u64 = _words(buf, "<u4"), _words(buf, "<u8")
@@ -104,6 +110,14 @@ def scan_zstd(buf: np.ndarray, offs: np.ndarray, lens: np.ndarray, expect: np.nd
     content = _at(u64, start).view(np.uint64) & _FCS_MASK[fcs_size]
     content = content.view(np.int64) + 256 * (fcs_size == 2)
     ok &= (content == expect) & (content <= max_size)
+    ok &= end <= len(buf)
+    if libzstd.available():
+        # libzstd's own walk of the block headers, in C: one call per chunk
+        # (~0.5 us) against ~19 numpy operations per block position of the batch
+        # (~6 us per 1 MiB chunk in a batch of 32)
+        idx = np.flatnonzero(ok)
+        ok[idx] = libzstd.first_frame_sizes(buf, offs[idx], lens[idx]) == lens[idx]
+        return ok
     pos = _walk_blocks(u32, pos, end, ok)
     pos += 4 * checksum
     ok &= pos == end  # shorter: more frames follow (host); longer: truncated
