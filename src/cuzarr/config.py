@@ -145,8 +145,9 @@ defaults: list[dict[str, Any]] = [
         # on `streams` CUDA streams (1-4) so that uploads overlap decodes.
         # staging_keep_bytes: pinned (host twin: plain) staging kept for the
         # next read when a read ends and gives its buffers back (gpu/staging.py).
-        # read_batch_bytes: decoded bytes of one batch of a device read (unsharded
-        # arrays; core/engine.py batch_size, docs/gpu.md "Batch size").
+        # read_batch_bytes: decoded bytes of one batch of a device read (sharded
+        # arrays: whole shards, at least one; core/engine.py batch_size,
+        # core/shards.py read_sharded, docs/gpu.md "Batch size").
         "gpu": {"emulate": False, "gds": "auto", "stream": None, "read_workers": 4,
                 "untrusted": False, "streams": 2, "sub_batch_bytes": 32 << 20,
                 "staging_keep_bytes": 1 << 30, "read_batch_bytes": 32 << 20},
