@@ -348,6 +348,43 @@ def test_large_chunks_decode_into_output(tmp_path, cuzarr_pipeline, monkeypatch)
     assert np.array_equal(a[0:256, :][5], data[5])
 
 
+def test_large_chunks_read_one_by_one_into_a_reused_buffer(tmp_path, cuzarr_pipeline,
+                                                          monkeypatch):
+    """Chunks of 512 KiB and more are fetched one per batch into the local
+    store's reused buffer (no fresh buffer per chunk), as the engine's own
+    reads; every chunk still lands right, the edge ones and partial selections
+    included, whichever thread read the chunk before."""
+    import dataclasses
+
+    from cuzarr.storage.local.store import LocalStore
+
+    fetched = []
+    real = LocalStore.sync_io
+
+    def spy(self):
+        sio = real(self)
+        if sio is not None and sio.get_reused is not None:
+            inner = sio.get_reused
+
+            def get_reused(key):
+                fetched.append(key)
+                return inner(key)
+
+            sio = dataclasses.replace(sio, get_reused=get_reused)
+        return sio
+
+    monkeypatch.setattr(LocalStore, "sync_io", spy)
+    data = _data((1100, 300), "f8")
+    a = zarr.create_array(tmp_path, shape=data.shape, dtype="f8", chunks=(256, 300),
+                          compressors=ZstdCodec(level=1))  # fmt: skip
+    a[:] = data
+    b = zarr.open_array(tmp_path, mode="r")
+    assert np.array_equal(b[:], data)
+    assert sorted(fetched) == [f"c/{i}/0" for i in range(5)]
+    assert np.array_equal(b[100:1000, 7:299], data[100:1000, 7:299])
+    assert np.array_equal(b[::3, 5], data[::3, 5])
+
+
 def test_xarray_round_trip(tmp_path, cuzarr_pipeline, engine_calls):
     """xarray's to_zarr / open_zarr, unchanged, run on cuzarr's engine."""
     xr = pytest.importorskip("xarray")

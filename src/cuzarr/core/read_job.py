@@ -24,6 +24,7 @@ from cuzarr.metadata.array import ArrayMetadata
 from cuzarr.storage.common import StorePath
 
 __all__ = [
+    "LARGE_CHUNK_BYTES",
     "ReadJob",
     "decode_in_place",
     "large_chunks",
@@ -32,11 +33,16 @@ __all__ = [
 ]
 
 
+# decoded chunk bytes from which host reads take one chunk per batch
+LARGE_CHUNK_BYTES = 512 << 10
+
+
 def large_chunks(meta: ArrayMetadata) -> bool:
-    """Chunks large enough to be read one per batch (in worker loops): one
-    chunk's decode dwarfs the loop's per-batch cost, and its compressed bytes
-    are still in cache when it is decoded."""
-    return math.prod(meta.chunk_shape) * max(1, meta.dtype.item_size) >= (512 << 10)
+    """Chunks large enough to be read one per batch (in worker loops), each
+    into a buffer the store reuses (``Get(reuse=True)``): one chunk's decode
+    dwarfs the loop's per-batch cost, its compressed bytes are still in cache
+    when it is decoded, and no fresh buffer is faulted in per chunk."""
+    return math.prod(meta.chunk_shape) * max(1, meta.dtype.item_size) >= LARGE_CHUNK_BYTES
 
 
 def decode_in_place(

@@ -141,7 +141,8 @@ class CuzarrCodecPipeline(CodecPipeline):
             return await self.fallback.read(batch, out, drop_axes)  # not for the device path
         if type(target) is np.ndarray and emulating():
             job.on_device(store)
-        await _run(job, store, chunk_nbytes(batch[0][1].shape, tr.itemsize))
+        nbytes = chunk_nbytes(batch[0][1].shape, tr.itemsize)
+        await _run(job, store, nbytes, one_by_one=job.take_one_by_one(store.sync_io(), nbytes))
         return tuple(_PRESENT if s else _MISSING for s in job.status)
 
     async def write(
@@ -193,13 +194,14 @@ class CuzarrCodecPipeline(CodecPipeline):
         return store_for(zstore)
 
 
-async def _run(job: Any, store: Any, nbytes: int) -> None:
-    """Run ``job`` with the engine's drivers: small ones in this thread."""
+async def _run(job: Any, store: Any, nbytes: int, one_by_one: bool = False) -> None:
+    """Run ``job`` with the engine's drivers: small ones in this thread;
+    ``one_by_one``: a chunk per batch."""
     if not job.n:
         return
     if job.n <= SMALL_BATCH and try_inline(job, store):
         return
-    await execute(job, store, batch_size(job.n, nbytes))
+    await execute(job, store, 1 if one_by_one else batch_size(job.n, nbytes))
 
 
 def _fill(spec: Any) -> Any:

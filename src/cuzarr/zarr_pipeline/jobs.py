@@ -24,7 +24,7 @@ import numpy as np
 from cuzarr.codecs.base import ChunkSpec
 from cuzarr.codecs.sharding import ShardingCodec
 from cuzarr.core.plans import Compute, Get, Plan
-from cuzarr.core.read_job import decode_in_place
+from cuzarr.core.read_job import LARGE_CHUNK_BYTES, decode_in_place
 from cuzarr.core.write_job import encode_chunk, write_plan
 from cuzarr.errors import CodecError, keyed
 from cuzarr.gpu.dispatch import device_reader_for
@@ -82,6 +82,9 @@ class ZarrReadJob:
     ``GetResult``; whether a missing chunk is an error is zarr-python's call)."""
 
     locking = False  # reads take no key locks
+    #: large chunks read one per batch, each into a buffer the store reuses
+    #: (set by :meth:`take_one_by_one`, as the engine's ``ReadJob``)
+    one_by_one = False
 
     def __init__(
         self,
@@ -104,6 +107,16 @@ class ZarrReadJob:
             self.sharded = ShardedReads(*shards, items, out, drop_axes, sio, self.status)
         self.device = None
         self.device_items: list[Any] = []
+
+    def take_one_by_one(self, sio: Any, chunk_nbytes: int) -> bool:
+        """Read chunks of ``chunk_nbytes`` one per batch into the store's reused
+        buffer (``read_job.large_chunks``' rule) where this is a host read of
+        plain chunks from a store with blocking I/O; whether it does."""
+        self.one_by_one = (
+            self.sharded is None and self.device is None and sio is not None
+            and chunk_nbytes >= LARGE_CHUNK_BYTES
+        )
+        return self.one_by_one
 
     def on_device(self, store: Any) -> bool:
         """Decode through cuzarr's device reader (nvCOMP and the scatter kernel
@@ -133,7 +146,7 @@ class ZarrReadJob:
         if self.sharded is not None:
             yield from self.sharded.plan(lo, hi)
             return
-        datas = yield Get([it.key for it in self.items[lo:hi]])
+        datas = yield Get([it.key for it in self.items[lo:hi]], reuse=self.one_by_one)
         if self.device is not None:
             yield Compute(self.device_batch, lo, datas)
         else:
