@@ -36,13 +36,18 @@ class _Mode:
 @pytest.fixture(params=[True, False], ids=["system", "numcodecs"])
 def system_lib(request, monkeypatch):
     mode = _Mode(request.param)
-    real = libzstd.decompress_into
+    real, real_to = libzstd.decompress_into, libzstd.decompress_to_address
 
     def spy(src, dst):
         mode.calls.append(dst.nbytes)
         return real(src, dst)
 
+    def spy_to(src, address, capacity):
+        mode.calls.append(capacity)
+        return real_to(src, address, capacity)
+
     monkeypatch.setattr(libzstd, "decompress_into", spy)
+    monkeypatch.setattr(libzstd, "decompress_to_address", spy_to)
     with cuzarr.config.set({"codecs.zstd_system_library": request.param}):
         yield mode
     if not request.param:
@@ -259,8 +264,15 @@ def test_decompress_to_address():
         libzstd.decompress_to_address(frame, out.ctypes.data, n - 1)  # does not fit
     with pytest.raises(CodecError):
         libzstd.decompress_to_address(frame[:-5], out.ctypes.data, n)  # truncated
+    # any contiguous buffer of bytes, as the shard reader's memoryview slices
+    for src_buf in (bytearray(frame), memoryview(b"xx" + frame)[2:], np.frombuffer(frame, "u1")):
+        out[n : 2 * n] = 0
+        assert libzstd.decompress_to_address(src_buf, out.ctypes.data + n, n) == n
+        assert out[n : 2 * n].tobytes() == src
     with pytest.raises(CodecError):
-        libzstd.decompress_to_address(bytearray(frame), out.ctypes.data, n)  # bytes only
+        libzstd.decompress_to_address(memoryview(frame + frame)[::2], out.ctypes.data, n)
+    with pytest.raises(CodecError):
+        libzstd.decompress_to_address(12345, out.ctypes.data, n)  # not a buffer
 
 
 @pytest.mark.parametrize("system", [True, False])

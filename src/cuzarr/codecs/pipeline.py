@@ -332,6 +332,17 @@ class V3Pipeline:
 
     @staticmethod
     def _decode_scratch(data: Any, n: int) -> np.ndarray:
+        buf = getattr(_tls, "buf", None)
+        if buf is None or buf.nbytes < n:
+            buf = _tls.buf = np.empty(n, dtype=np.uint8)
+            _tls.buf_address = buf.__array_interface__["data"][0]
+        if libzstd.available():
+            # straight into the buffer: libzstd stops at n bytes (an error), and
+            # decodes several frames or ones without a content size as well
+            got = libzstd.decompress_to_address(data, _tls.buf_address, n)
+            if got != n:
+                raise CodecError(f"chunk decompresses to {got} bytes, expected {n}")
+            return buf[:n]
         try:
             content = zstandard.get_frame_parameters(data).content_size
         except zstandard.ZstdError as e:
@@ -340,9 +351,6 @@ class V3Pipeline:
             # unknown, or several frames: the general path copes or explains
             raw = zstd_decompress(data, n)
             return np.frombuffer(raw, dtype=np.uint8)
-        buf = getattr(_tls, "buf", None)
-        if buf is None or buf.nbytes < n:
-            buf = _tls.buf = np.empty(n, dtype=np.uint8)
         out = buf[:n]
         _zstd_into(data, out)
         return out
