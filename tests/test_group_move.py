@@ -86,3 +86,63 @@ def test_move_in_a_memory_store_and_async() -> None:
     asyncio.run(g._async_group.move("a", "b"))
     assert sorted(store) == ["b/c/0", "b/zarr.json", "zarr.json"]
     assert g["b"][...].tolist() == [7, 7, 7]
+
+
+def test_local_move_is_one_rename(tmp_path: Path, monkeypatch) -> None:
+    """On a local store a member moves with one directory rename: the chunk
+    files keep their inodes and no key is copied (atomic, whatever its size)."""
+    import cuzarr.core.move as move_module
+
+    g = _tree(tmp_path / "t", 3)
+    before = (tmp_path / "t" / "sub" / "x" / "c" / "0" / "0").stat().st_ino
+
+    async def no_copies(sp_src, sp_dst):
+        raise AssertionError("a local move copies nothing")
+
+    monkeypatch.setattr(move_module, "_copy_keys", no_copies)
+    g.move("sub", "moved/deeper")
+    assert (tmp_path / "t" / "moved" / "deeper" / "x" / "c" / "0" / "0").stat().st_ino == before
+    assert not (tmp_path / "t" / "sub").exists()
+    # the store's path caches named the old places: reads see the new ones
+    np.testing.assert_array_equal(g["moved/deeper/x"][...], np.arange(40).reshape(10, 4))
+    assert "sub" not in g
+
+
+def test_local_move_copies_where_one_rename_cannot(tmp_path: Path) -> None:
+    """A member that is a symlinked directory (inside the root), or a
+    destination directory already holding stray files, are moved by copying."""
+    g = _tree(tmp_path / "t", 3)
+    real = tmp_path / "t" / "real_sub"
+    (tmp_path / "t" / "sub").rename(real)
+    (tmp_path / "t" / "sub").symlink_to(real, target_is_directory=True)
+    g = cuzarr.open_group(str(tmp_path / "t"), mode="r+")
+    g.move("sub", "copied")
+    assert not (tmp_path / "t" / "copied").is_symlink()
+    np.testing.assert_array_equal(g["copied/x"][...], np.arange(40).reshape(10, 4))
+    stray = tmp_path / "t" / "y2"
+    stray.mkdir()
+    (stray / "notes.txt").write_text("not zarr")
+    g.move("y", "y2")
+    np.testing.assert_array_equal(g["y2"][...], 1.5)
+    assert (stray / "notes.txt").read_text() == "not zarr"
+
+
+def test_rename_dir_refusals(tmp_path: Path) -> None:
+    import asyncio
+
+    from cuzarr.storage import LocalStore
+
+    store = LocalStore(str(tmp_path / "s"))
+    asyncio.run(store.set("a/b/c", b"1"))
+    asyncio.run(store.set("d/e", b"2"))
+    run = lambda s, d: asyncio.run(store.rename_dir(s, d))  # noqa: E731
+    assert not run("a", "d")  # a destination exists
+    assert not run("missing", "z")  # nothing at the source
+    assert not run("a", "")  # not the root
+    assert not run("a", "q/r")  # the destination's parent must exist
+    with pytest.raises(cuzarr.errors.StoreKeyError):
+        run("a", "../outside")
+    assert run("a/b", "d/b")
+    assert asyncio.run(store.get("d/b/c")) == b"1" and asyncio.run(store.get("a/b/c")) is None
+    with pytest.raises(cuzarr.errors.ReadOnlyError):
+        asyncio.run(LocalStore(str(tmp_path / "s"), read_only=True).rename_dir("d", "z"))

@@ -1,10 +1,13 @@
 """``Group.move``: a member (with everything below it) to another path of the group.
 
-The stored keys are copied under the new path, a batch at a time, then deleted
-under the old one; groups missing above the new path are created. Not atomic: a
-crash in between leaves both copies (the old one whole), never neither. A group
-handle that owns consolidated metadata rewrites it; other handles' views rename
-the moved entries.
+Groups missing above the new path are created. Where the store can move a
+directory of keys in one step (``Store.rename_dir``: a local directory, one
+rename on one file system) the member moves so: atomic, whatever its size.
+Elsewhere the stored keys are copied under the new path, a batch at a time,
+then deleted under the old one: not atomic, a crash in between leaves both
+copies (the old one whole), never neither. A group handle that owns
+consolidated metadata rewrites it; other handles' views rename the moved
+entries.
 """
 
 from __future__ import annotations
@@ -51,8 +54,9 @@ async def move_member(group: Any, source: str, dest: str) -> None:
     parent = dst.rpartition("/")[0]
     if parent:
         await group._live().require_group(parent)
-    await _copy_keys(sp_src, sp_dst)
-    await sp_src.store.delete_dir(sp_src.path)
+    if not await sp_src.store.rename_dir(sp_src.path, sp_dst.path):
+        await _copy_keys(sp_src, sp_dst)
+        await sp_src.store.delete_dir(sp_src.path)
     await _update_consolidated(group, src, dst)
 
 

@@ -355,6 +355,13 @@ class Store(ABC):
 
         await gather_or_cancel(*(one(k) for k in keys))
 
+    async def rename_dir(self, source: str, dest: str) -> bool:
+        """Move every key under ``source`` to ``dest`` in one atomic step where
+        the store can (a local directory: one rename); False, with nothing
+        done, where it cannot: the caller then copies the keys. This base
+        store cannot."""
+        return False
+
     async def delete_dir(self, prefix: str) -> None:
         """Remove every key under ``prefix`` (a '/'-terminated directory)."""
         self._check_writable()

@@ -73,6 +73,7 @@ from cuzarr.storage.local.files import (
 )
 from cuzarr.storage.local.locks import _KeyLocks
 from cuzarr.storage.local.paths import _PATHS_MAX, KeyPaths
+from cuzarr.storage.local.rename import rename_dir
 
 __all__ = ["LocalFile", "LocalStore"]
 
@@ -680,6 +681,13 @@ class LocalStore(KeyPaths, Store):
         keys = list(keys)
         if keys:
             await asyncio.to_thread(self._remove_batch, keys)
+
+    async def rename_dir(self, source: str, dest: str) -> bool:
+        """Move every key under ``source`` to ``dest`` with one directory rename
+        (atomic on one file system); False, with nothing done, where one rename
+        cannot (see :func:`cuzarr.storage.local.rename.rename_dir`)."""
+        self._check_writable()
+        return await asyncio.to_thread(rename_dir, self, source.strip("/"), dest.strip("/"))
 
     async def delete_dir(self, prefix: str) -> None:
         self._check_writable()
