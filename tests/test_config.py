@@ -229,3 +229,20 @@ def test_zarr_python_array_config_objects_accepted(tmp_path: Path) -> None:
         cuzarr.open_array(str(tmp_path / "a"), config={"sharding_coalesce_max_bytes": 16 << 20})
     with pytest.warns(ZarrUserWarning, match="sharding.coalesce_max_gap"):
         cuzarr.open_array(str(tmp_path / "a"), config={"sharding_coalesce_max_gap_bytes": 1})
+
+
+def test_setting_reads_what_config_get_reads(monkeypatch) -> None:
+    """``config.setting`` (the per-batch lookup) answers as ``config.get`` does:
+    defaults, ``config.set`` overrides and their undoing, sections, keys it does
+    not know, and boolean words from the environment through ``flag``."""
+    from cuzarr.config import config, flag, setting
+
+    for key in ("gpu.read_batch_bytes", "codecs.zstd_system_library", "gpu", "json_indent"):
+        assert setting(key) == config.get(key)
+    assert setting("gpu.no_such_key", 7) == 7
+    assert setting("no_section.x", "d") == "d"
+    with config.set({"gpu.read_batch_bytes": 1 << 20, "codecs.zstd_system_library": "off"}):
+        assert setting("gpu.read_batch_bytes") == 1 << 20
+        assert flag("codecs.zstd_system_library", True) is False
+    assert setting("gpu.read_batch_bytes") == 32 << 20
+    assert flag("codecs.zstd_system_library", True) is True

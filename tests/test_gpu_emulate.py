@@ -294,6 +294,45 @@ def test_corrupt_chunk_names_key(emulate):
         a[...]
 
 
+def test_zstd_frames_walked_as_read_from_local_files(tmp_path, emulate, monkeypatch):
+    """Chunk files of a local store have their zstd frames walked as each one
+    lands in the staging buffer (libzstd, while its bytes are in cache): every
+    chunk of the batch is walked there, the read is right, and a chunk whose
+    block header is broken (frame header intact) is caught by that walk and
+    raises a CodecError naming its key."""
+    from cuzarr.codecs import libzstd
+    from cuzarr.gpu import reader as reader_module
+
+    if not libzstd.available():
+        pytest.skip("no system libzstd on this machine")
+    walked = []
+    real = reader_module.DeviceReader.fetch_into
+
+    def spy(self, get_into, keys, kind):
+        got = real(self, get_into, keys, kind)
+        walked.append(got.frames.copy())
+        return got
+
+    monkeypatch.setattr(reader_module.DeviceReader, "fetch_into", spy)
+    data = _data((64, 64), "<f4")
+    a = cuzarr.create_array(LocalStore(tmp_path), shape=data.shape, dtype=data.dtype,
+                            chunks=(16, 64), compressors={"name": "zstd",
+                                                          "configuration": {"level": 1}})
+    a[...] = data
+    np.testing.assert_array_equal(a[...], data)
+    sizes = sorted(os.path.getsize(tmp_path / "c" / str(i) / "0") for i in range(4))
+    assert sorted(int(f) for w in walked for f in w) == sizes
+    path = tmp_path / "c" / "2" / "0"
+    raw = bytearray(path.read_bytes())
+    hdr = 4 + 1 + (0 if raw[4] & 0x20 else 1) + [0, 2, 4, 8][raw[4] >> 6]  # first block
+    if raw[4] >> 6 == 0 and raw[4] & 0x20:
+        hdr += 1
+    raw[hdr] |= 0x06  # the first block's type made reserved (3)
+    path.write_bytes(bytes(raw))
+    with pytest.raises(cuzarr.errors.CodecError, match="c/2/0"):
+        a[...]
+
+
 def test_unsupported_dtypes_stay_on_host(emulate):
     """Strings and objects never take the device path (no plan for them)."""
     a = cuzarr.create_array(MemoryStore(), shape=(6,), dtype=str, chunks=(4,))

@@ -181,11 +181,33 @@ def overrides(**kwargs: Any) -> Iterator[None]:
 _FALSE_WORDS = frozenset({"", "0", "false", "no", "off", "none"})
 
 
+# dotted keys split once (setting() runs per batch, and per chunk in places)
+_KEY_PARTS: dict[str, tuple[str, ...]] = {}
+
+
+def setting(key: str, default: Any = None) -> Any:
+    """``config.get(key, default)`` for code that asks per batch or per chunk:
+    the dotted key is looked up in the configuration's nested dict directly
+    (which ``config.set`` updates in place), and only a key not found there
+    goes through donfig's lookup (~0.1 against ~0.4 us, and far fewer cold
+    Python frames right after a batch's copies)."""
+    parts = _KEY_PARTS.get(key)
+    if parts is None:
+        parts = _KEY_PARTS[key] = tuple(key.split("."))
+    node: Any = config.config
+    try:
+        for part in parts:
+            node = node[part]
+    except (KeyError, TypeError):
+        return config.get(key, default)
+    return node
+
+
 def flag(key: str, default: bool = False) -> bool:
     """A boolean setting. Values from environment variables can arrive as
     strings (``CUZARR_GPU__EMULATE=false``): "false", "no", "off", "0", "none"
     and "" count as False, as the corresponding Python literals do."""
-    value = config.get(key, default)
+    value = setting(key, default)
     if isinstance(value, str):
         return value.strip().lower() not in _FALSE_WORDS
     return bool(value)

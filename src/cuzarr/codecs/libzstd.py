@@ -13,6 +13,7 @@ import ctypes
 import ctypes.util
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -20,7 +21,13 @@ import numpy as np
 from ..config import flag
 from ..errors import CodecError
 
-__all__ = ["available", "decompress_into", "decompress_to_address", "first_frame_sizes"]
+__all__ = [
+    "available",
+    "decompress_into",
+    "decompress_to_address",
+    "first_frame_sizes",
+    "frame_size_at",
+]
 
 _MIN_VERSION = 10500  # 1.5.0: the oldest release this binding was checked against
 _tls = threading.local()
@@ -194,3 +201,14 @@ def first_frame_sizes(buf: np.ndarray, offs: np.ndarray, lens: np.ndarray) -> np
     res = out.astype(np.int64)
     res[bad] = -1
     return res
+
+
+def frame_size_at() -> Callable[[int, int], int]:
+    """libzstd's ``ZSTD_findFrameCompressedSize`` as ``find(address, n)``: the
+    stored size of the first zstd frame in the ``n`` bytes at ``address``
+    (memory the caller keeps alive), an error code (larger than any ``n``)
+    where there is no whole frame; for callers that walk each chunk as it is
+    read (:func:`first_frame_sizes` walks a batch). Call only when
+    :func:`available`."""
+    lib = _lib if _loaded else _load()
+    return lib.ZSTD_findFrameCompressedSize  # type: ignore[no-any-return]

@@ -25,7 +25,7 @@ import numpy as np
 
 from cuzarr.errors import CodecError
 from cuzarr.gpu import formats, scan
-from cuzarr.gpu.plan import FLAG_MISSING, STAGING_ALIGN, ScatterPlan, build_plan
+from cuzarr.gpu.plan import STAGING_ALIGN, ScatterPlan, build_plan, whole_block
 from cuzarr.storage.local import LocalFile
 
 __all__ = [
@@ -212,6 +212,7 @@ def prepare_batch(
     base: np.ndarray | None = None,
     base_offsets: Sequence[int] | np.ndarray | None = None,
     base_sizes: Sequence[int] | np.ndarray | None = None,
+    base_frames: np.ndarray | None = None,
     alloc: Callable[[int], np.ndarray] | None = None,
     out_ptr: int | None = None,
 ) -> GpuBatch:
@@ -228,8 +229,9 @@ def prepare_batch(
     ``len(datas[i])``): those chunks are checked together (``gpu.scan``) and
     their streams decoded where they lie when aligned for nvCOMP, and ``base``
     itself becomes the packed buffer when no stream needs moving (no copy at
-    all). ``alloc(nbytes)`` makes the packed buffer otherwise (default:
-    ``numpy.empty``).
+    all); ``base_frames``: zstd frames walked as they were read (see
+    ``gpu.scan.scan_zstd``). ``alloc(nbytes)`` makes the packed buffer
+    otherwise (default: ``numpy.empty``).
 
     ``out_ptr``: the address of a C-contiguous output, whose whole chunks
     landing as one contiguous block of it (same layout, no byte swap, aligned
@@ -248,7 +250,8 @@ def prepare_batch(
             lens = np.fromiter((0 if d is None else len(d) for d in datas), np.int64, len(datas))
         else:
             lens = np.asarray(base_sizes, np.int64)
-        done = _scan_in_place(batch, rows, base, offs, lens, present, kind, out_ptr)
+        done = _scan_in_place(batch, rows, base, offs, lens, present, kind, out_ptr,
+                              base_frames)
         todo = present & ~done
     pieces, ext0, pos = _per_chunk(batch, rows, datas, np.flatnonzero(todo), kind, cpu_decode,
                                    chunk_order, swap, base, base_offsets)
@@ -263,14 +266,15 @@ _HEAD = {"zstd": 0, "lz4": 4, "none": 0}
 
 def _scan_in_place(batch: GpuBatch, rows: _Rows, base: np.ndarray, offs: np.ndarray,
                    lens: np.ndarray, present: np.ndarray, kind: str,
-                   out_ptr: int | None = None) -> np.ndarray:
+                   out_ptr: int | None = None, frames: np.ndarray | None = None) -> np.ndarray:
     """Check the chunks lying in ``base`` at once and describe their streams where
     they lie; returns which chunks are done."""
     plan = batch.plan
     cand = np.flatnonzero(present & (offs >= 0) & (offs + lens <= len(base)))
     o, n, expect = offs[cand], lens[cand], plan.slot_nbytes[cand]
     if kind == "zstd":
-        ok = scan.scan_zstd(base, o, n, expect, MAX_DEVICE_STREAM)
+        ok = scan.scan_zstd(base, o, n, expect, MAX_DEVICE_STREAM,
+                            None if frames is None else frames[cand])
     elif kind == "lz4":
         ok = scan.scan_lz4(base, o, n, expect, MAX_DEVICE_STREAM)
     else:
@@ -284,7 +288,8 @@ def _scan_in_place(batch: GpuBatch, rows: _Rows, base: np.ndarray, offs: np.ndar
     to_out = np.zeros(len(idx), bool)
     if out_ptr is not None and len(idx):
         t = plan.table[idx]
-        to_out = whole_block(t) & ((out_ptr + t["dst_offset"]) % OUTPUT_ALIGN[codec] == 0)
+        whole = whole_block(t) if plan.whole is None else plan.whole[idx]
+        to_out = whole & ((out_ptr + t["dst_offset"]) % OUTPUT_ALIGN[codec] == 0)
         dst = np.where(to_out, t["dst_offset"], dst)
         plan.table["count"][idx[to_out]] = 0  # decoded in place: nothing to scatter
     rows.add(codec, stream_rows(src, lens[idx] - head, dst, plan.slot_nbytes[idx], out=to_out),
@@ -293,17 +298,6 @@ def _scan_in_place(batch: GpuBatch, rows: _Rows, base: np.ndarray, offs: np.ndar
     done = np.zeros(len(present), bool)
     done[idx] = True
     return done
-
-
-def whole_block(t: np.ndarray) -> np.ndarray:
-    """Which plan rows copy a whole chunk, unswapped, to one contiguous block of
-    the output laid out as the chunk is (so its bytes can be decoded there)."""
-    nd = int(t["ndim"][0]) if len(t) else 0
-    n, shape = t["n"][:, :nd], t["chunk_shape"][:, :nd]
-    ok = (t["swap"] == 0) & ((t["flags"] & FLAG_MISSING) == 0) & (t["count"] > 0)
-    ok &= ((t["start"][:, :nd] == 0) & (t["step"][:, :nd] == 1) & (n == shape)).all(axis=1)
-    same = (t["dst_strides"][:, :nd] == t["src_strides"][:, :nd]) | (n <= 1)
-    return ok & same.all(axis=1)
 
 
 def _per_chunk(batch: GpuBatch, rows: _Rows, datas: Sequence[Any], todo: np.ndarray,

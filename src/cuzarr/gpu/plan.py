@@ -54,6 +54,7 @@ __all__ = [
     "fill_bytes",
     "is_slice_only",
     "scatter_fancy",
+    "whole_block",
 ]
 
 MAX_DIMS = 8
@@ -97,6 +98,9 @@ class ScatterPlan:
     slots: np.ndarray
     slot_nbytes: np.ndarray
     itemsize: int
+    #: per row, whether it copies a whole chunk to one contiguous block of the
+    #: output (:func:`whole_block`), where the read's table knew it already
+    whole: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.table)
@@ -162,17 +166,18 @@ def build_plan(
         raise ValueError(f"the GPU plan handles up to {MAX_DIMS} dimensions, not {ndim}")
     if len(out_strides) != ndim:
         raise ValueError("out_strides must have one entry per output dimension")
-    table = np.zeros(n_items, dtype=PLAN_DTYPE)
     if present is None:
         present = np.ones(n_items, dtype=bool)
     shapes_fn = chunk_shape if callable(chunk_shape) else None
     out_shape = [int(s) for s in out_shape]
     out_strides = [int(s) for s in out_strides]
     if shapes_fn is not None and isinstance(items, ChunkItems) and items.slices_only():
-        whole = _read_table(items, shapes_fn, out_shape, out_strides, itemsize, chunk_order,
-                            swap, pad)
-        if whole is not None:  # the read's table, made once: this batch's rows of it
-            return _with_slots(whole[items.positions()], np.asarray(present, bool), itemsize)
+        read = _read_table(items, shapes_fn, out_shape, out_strides, itemsize, chunk_order,
+                           swap, pad)
+        if read is not None:  # the read's table, made once: this batch's rows of it
+            return read.rows(items.positions(), np.asarray(present, bool), itemsize)
+    table = np.zeros(n_items, dtype=PLAN_DTYPE)
+    if shapes_fn is not None and isinstance(items, ChunkItems) and items.slices_only():
         dims = _product_rows(items, shapes_fn, out_shape, out_strides)
         return _fill_table(table, dims, np.asarray(present, bool), itemsize, chunk_order, swap,
                            pad)
@@ -238,14 +243,30 @@ def _product_rows(items: ChunkItems, chunk_shape: Callable[[tuple[int, ...]], tu
 READ_TABLE_MAX = 16384
 
 
+@dataclass
+class _ReadTable:
+    """A whole read's descriptor table (staging columns left to
+    :func:`_with_slots`) and what each batch would otherwise work out again
+    from its rows: slot sizes, padded, and :func:`whole_block`."""
+
+    table: np.ndarray
+    nbytes: np.ndarray
+    padded: np.ndarray
+    whole: np.ndarray
+
+    def rows(self, pos: np.ndarray, present: np.ndarray, itemsize: int) -> ScatterPlan:
+        """The plan of the items at ``pos`` of the read (one gather per column)."""
+        return _with_slots(self.table[pos], present, itemsize, self.nbytes[pos],
+                           self.padded[pos], self.whole[pos])
+
+
 def _read_table(items: ChunkItems, chunk_shape: Callable[[tuple[int, ...]], tuple[int, ...]],
                 out_shape: list[int], out_strides: list[int], itemsize: int,
-                chunk_order: str, swap: int, pad: bool) -> np.ndarray | None:
+                chunk_order: str, swap: int, pad: bool) -> _ReadTable | None:
     """The descriptor table of every item of the product of ``items.dims`` (a
-    whole read), staging columns left to :func:`_with_slots`; made once per read
-    (kept in ``items.shared``) so that each batch of it takes its rows with one
-    gather. ``None`` for reads of more than ``READ_TABLE_MAX`` chunks (their
-    batches build their own rows)."""
+    whole read); made once per read (kept in ``items.shared``) so that each
+    batch of it takes its rows with one gather. ``None`` for reads of more than
+    ``READ_TABLE_MAX`` chunks (their batches build their own rows)."""
     dims = items.dims
     assert dims is not None
     total = math.prod(len(p.chunks) for p in dims)
@@ -260,25 +281,50 @@ def _read_table(items: ChunkItems, chunk_shape: Callable[[tuple[int, ...]], tupl
         every.__dict__["_shared"] = items.shared
         rows = _product_rows(every, chunk_shape, out_shape, out_strides)
         table = np.zeros(total, dtype=PLAN_DTYPE)
-        got = items.shared[key] = _fill_table(
-            table, rows, np.ones(total, bool), itemsize, chunk_order, swap, pad).table
+        plan = _fill_table(table, rows, np.ones(total, bool), itemsize, chunk_order, swap, pad)
+        nbytes = plan.table["chunk_count"].astype(np.int64) * itemsize
+        padded = -(-nbytes // STAGING_ALIGN) * STAGING_ALIGN
+        got = items.shared[key] = _ReadTable(plan.table, nbytes, padded, whole_block(plan.table))
     return got
 
 
-def _with_slots(table: np.ndarray, present: np.ndarray, itemsize: int) -> ScatterPlan:
+def _with_slots(table: np.ndarray, present: np.ndarray, itemsize: int,
+                nbytes: np.ndarray | None = None, padded: np.ndarray | None = None,
+                whole: np.ndarray | None = None) -> ScatterPlan:
     """A plan of ``table`` (filled but for its staging columns) with staging
     slots laid out in item order for the ``present`` chunks, missing ones
-    flagged."""
+    flagged. ``nbytes`` / ``padded``: each row's slot size, and rounded up to
+    ``STAGING_ALIGN``, where known."""
     present = np.asarray(present, bool)
-    nbytes = table["chunk_count"].astype(np.int64) * itemsize
-    padded = np.where(present, -(-nbytes // STAGING_ALIGN) * STAGING_ALIGN, 0)
+    if nbytes is None:
+        nbytes = table["chunk_count"].astype(np.int64) * itemsize
+    if padded is None:
+        padded = -(-nbytes // STAGING_ALIGN) * STAGING_ALIGN
+    if present.all():
+        ends = np.cumsum(padded)
+        starts = ends - padded
+        table["src_offset"] = starts
+        return ScatterPlan(table, int(ends[-1]) if len(table) else 0, starts, nbytes, itemsize,
+                           whole)
+    padded = np.where(present, padded, 0)
     ends = np.cumsum(padded)
     starts = ends - padded
     table["src_offset"] = np.where(present, starts, 0)
-    if not present.all():
-        table["flags"][~present] |= FLAG_MISSING
+    table["flags"][~present] |= FLAG_MISSING
     return ScatterPlan(table, int(ends[-1]) if len(table) else 0,
-                       np.where(present, starts, -1), np.where(present, nbytes, 0), itemsize)
+                       np.where(present, starts, -1), np.where(present, nbytes, 0), itemsize,
+                       None if whole is None else whole & present)
+
+
+def whole_block(t: np.ndarray) -> np.ndarray:
+    """Which plan rows copy a whole chunk, unswapped, to one contiguous block of
+    the output laid out as the chunk is (so its bytes can be decoded there)."""
+    nd = int(t["ndim"][0]) if len(t) else 0
+    n, shape = t["n"][:, :nd], t["chunk_shape"][:, :nd]
+    ok = (t["swap"] == 0) & ((t["flags"] & FLAG_MISSING) == 0) & (t["count"] > 0)
+    ok &= ((t["start"][:, :nd] == 0) & (t["step"][:, :nd] == 1) & (n == shape)).all(axis=1)
+    same = (t["dst_strides"][:, :nd] == t["src_strides"][:, :nd]) | (n <= 1)
+    return ok & same.all(axis=1)
 
 
 def _extents(chunk_shape: Callable[[tuple[int, ...]], tuple[int, ...]], dims: list[Any],

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from cuzarr.buffer.gpu import import_cupy
+from cuzarr.codecs import libzstd
 from cuzarr.codecs.pipeline import V2Pipeline, V3Pipeline
 from cuzarr.config import config, flag
 from cuzarr.errors import CodecError, keyed
@@ -195,14 +196,17 @@ def nvcomp_usable() -> bool:
 class HostBuffered(list):
     """Chunk bytes fetched into one host buffer (``base``; pinned on a GPU):
     item ``i`` lies at ``offsets[i]`` in it (-1: separate bytes, or missing),
-    ``sizes[i]`` bytes long when known (else ``len`` of the item)."""
+    ``sizes[i]`` bytes long when known (else ``len`` of the item); ``frames[i]``
+    (``uint64``, when walked as it was read): the stored size of the first zstd
+    frame there (0: not walked; an error code is larger than the chunk)."""
 
     def __init__(self, values: Sequence[Any], base: np.ndarray, offsets: Any,
-                 sizes: Any = None) -> None:
+                 sizes: Any = None, frames: np.ndarray | None = None) -> None:
         super().__init__(values)
         self.base = base
         self.offsets = offsets
         self.sizes = sizes
+        self.frames = frames
 
 
 class DeviceReader:
@@ -267,20 +271,32 @@ class DeviceReader:
         its first raw stream (per ``kind``, see ``STREAM_HEAD``) lands 16-byte
         aligned."""
         made: list[Any] = []
+        # zstd frames are walked (libzstd) as each chunk lands, its bytes still
+        # in the CPU's cache: after the batch's copies they are not (gpu.scan)
+        frames = np.zeros(len(keys), np.uint64) if kind == "zstd" and libzstd.available() else None
+        find = libzstd.frame_size_at() if frames is not None else None
+        base = [0]
 
         def place(sizes: list[int | None]) -> tuple[np.ndarray, list[int]]:
             buf, offsets = place_chunks(sizes, kind, self.executor.host_buffer)
             made.append(buf)
             made.append(sizes)
+            base[0] = buf.__array_interface__["data"][0]
             return buf, offsets
+
+        def each(j: int, at: int, n: int) -> None:
+            frames[j] = find(base[0] + at, n)  # type: ignore[index, misc]
 
         # pinned memory is allocated in the output device's context
         on_device = getattr(self.executor, "device", False)
         with self.out.device if on_device else contextlib.nullcontext():
-            values, offsets = get_into(keys, place)
+            if frames is None:
+                values, offsets = get_into(keys, place)
+            else:
+                values, offsets = get_into(keys, place, each)
         # a value read as separate bytes (offset -1) has its own length
         sizes = [-1 if n is None else n for n in made[1]]
-        return HostBuffered(values, made[0], offsets, sizes)
+        return HostBuffered(values, made[0], offsets, sizes, frames)
 
     def _out_ptr(self) -> int | None:
         """The output's address when whole chunks may be decoded straight into
@@ -321,6 +337,7 @@ class DeviceReader:
                 base=None if buffered is None else buffered.base,
                 base_offsets=None if buffered is None else buffered.offsets,
                 base_sizes=None if buffered is None else buffered.sizes,
+                base_frames=None if buffered is None else buffered.frames,
                 alloc=self.executor.host_buffer,
                 out_ptr=self._out_ptr(),
             )

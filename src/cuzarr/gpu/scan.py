@@ -82,7 +82,7 @@ def scan_lz4(buf: np.ndarray, offs: np.ndarray, lens: np.ndarray, expect: np.nda
 
 
 def scan_zstd(buf: np.ndarray, offs: np.ndarray, lens: np.ndarray, expect: np.ndarray,
-              max_size: int) -> np.ndarray:
+              max_size: int, frames: np.ndarray | None = None) -> np.ndarray:
     """One zstd frame per chunk, filling it: magic, frame header (no reserved bit,
     no dictionary, a content size equal to ``expect``), then every block header
     (type, inside the chunk) up to the last block and the optional checksum,
@@ -90,14 +90,17 @@ def scan_zstd(buf: np.ndarray, offs: np.ndarray, lens: np.ndarray, expect: np.nd
 
     The block headers are walked by the system's libzstd when there is one
     (``ZSTD_findFrameCompressedSize``, which does not hold a block to 128 KiB),
-    else side by side in numpy (:func:`_walk_blocks`, which does)."""
+    else side by side in numpy (:func:`_walk_blocks`, which does). ``frames``:
+    libzstd's answer per chunk where the caller walked each chunk as it was
+    read (``uint64``; 0: not walked, walked here)."""
     if len(offs) == 0:
         return np.zeros(0, bool)
-    u32, u64 = _words(buf, "<u4"), _words(buf, "<u8")
+    u64 = _words(buf, "<u8")
     end = offs + lens
-    ok = lens >= 6
-    ok &= _at(u32, offs) == ZSTD_MAGIC
-    fhd = _at(u32, offs + 4) & 0xFF
+    ok = (lens >= 6) & (end <= len(buf))
+    head = _at(u64, offs)  # the magic, then the frame header descriptor
+    ok &= (head & 0xFFFFFFFF) == ZSTD_MAGIC
+    fhd = (head >> 32) & 0xFF
     fcs_flag, single, checksum, dict_flag = fhd >> 6, (fhd >> 5) & 1, (fhd >> 2) & 1, fhd & 3
     ok &= ((fhd & 0x08) == 0) & (dict_flag == 0)  # a dictionary id (even 0): the host decides
     fcs_size = _FCS_SIZE[fcs_flag + 4 * single]
@@ -110,15 +113,18 @@ def scan_zstd(buf: np.ndarray, offs: np.ndarray, lens: np.ndarray, expect: np.nd
     content = _at(u64, start).view(np.uint64) & _FCS_MASK[fcs_size]
     content = content.view(np.int64) + 256 * (fcs_size == 2)
     ok &= (content == expect) & (content <= max_size)
-    ok &= end <= len(buf)
-    if libzstd.available():
+    if frames is not None or libzstd.available():
         # libzstd's own walk of the block headers, in C: one call per chunk
         # (~0.5 us) against ~19 numpy operations per block position of the batch
-        # (~6 us per 1 MiB chunk in a batch of 32)
+        # (~6 us per 1 MiB chunk in a batch of 32); error codes turn negative
         idx = np.flatnonzero(ok)
-        ok[idx] = libzstd.first_frame_sizes(buf, offs[idx], lens[idx]) == lens[idx]
+        sizes = np.zeros(len(idx), np.int64) if frames is None else frames[idx].astype(np.int64)
+        todo = np.flatnonzero(sizes == 0)
+        if len(todo):
+            sizes[todo] = libzstd.first_frame_sizes(buf, offs[idx[todo]], lens[idx[todo]])
+        ok[idx] = sizes == lens[idx]
         return ok
-    pos = _walk_blocks(u32, pos, end, ok)
+    pos = _walk_blocks(_words(buf, "<u4"), pos, end, ok)
     pos += 4 * checksum
     ok &= pos == end  # shorter: more frames follow (host); longer: truncated
     return ok

@@ -127,7 +127,10 @@ class SyncIO:
     # buffer the caller lays out; ``place(sizes)`` gets each key's size (None:
     # missing) and returns (buffer, offsets). ``offsets[i]`` is where value i
     # lies in the buffer, or -1 when it came back as separate bytes (it changed
-    # size meanwhile) or is missing (None: not offered)
+    # size meanwhile) or is missing (None: not offered). An optional third
+    # argument ``each(i, offset, n)`` is called as soon as value i lies whole in
+    # the buffer (its bytes still in the CPU's cache: the device path walks zstd
+    # frames there)
     get_into: Any = None
     # (keys) -> list[int | None]: each value's size in bytes (None: missing), of
     # the value a ``pinned`` block's reads see; for a shard whose index was read

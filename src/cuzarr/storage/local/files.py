@@ -15,7 +15,7 @@ import stat
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from cuzarr.buffer.concat import Concat
@@ -432,21 +432,26 @@ def _read_placed_changed(fd: int, view: memoryview, n: int, at: int) -> memoryvi
 
 
 def _read_placed_all(store: Any, keys: Sequence[str], held: list[int | None],
-                     sizes: list[int | None], where: list[int],
-                     view: memoryview) -> tuple[list[memoryview | bytes | None], list[int]]:
+                     sizes: list[int | None], where: list[int], view: memoryview,
+                     each: Callable[[int, int, int], Any] | None = None,
+                     ) -> tuple[list[memoryview | bytes | None], list[int]]:
     """The second pass of ``get_into``: each value read into its place (a held
-    descriptor, or the file opened now), with its offset there (-1: separate)."""
+    descriptor, or the file opened now), with its offset there (-1: separate).
+    ``each(j, offset, n)`` is called right after value ``j`` is read whole into
+    its place, while its bytes are still in the CPU's cache."""
     values: list[memoryview | bytes | None] = []
     offsets: list[int] = []
     end = len(view)
     preadv = os.preadv if hasattr(os, "preadv") else None
-    for key, fd, n, at in zip(keys, held, sizes, where, strict=True):
+    for j, (key, fd, n, at) in enumerate(zip(keys, held, sizes, where, strict=True)):
         if preadv is not None and fd is not None and n is not None and 0 <= at <= end - n:
             # the common case, one call: a held file read whole into its place
             part = view[at : at + n]
             if preadv(fd, [part], 0) == n:
                 values.append(part)
                 offsets.append(at)
+                if each is not None:
+                    each(j, at, n)
                 continue
         if fd is not None:
             try:

@@ -331,11 +331,13 @@ class LocalStore(KeyPaths, Store):
         return LocalFile(path, st.st_size)
 
     def _read_into(
-        self, keys: Sequence[str], place: Callable[[list[int | None]], tuple[Any, list[int]]]
+        self, keys: Sequence[str], place: Callable[[list[int | None]], tuple[Any, list[int]]],
+        each: Callable[[int, int, int], Any] | None = None,
     ) -> tuple[list[memoryview | bytes | None], list[int]]:
         """``SyncIO.get_into``: each file opened and sized with ``fstat`` (no
         ``stat`` walking the path a second time), placed, then read into its
-        place through the descriptor it was sized by. Beyond ``_HOLD_MAX`` keys,
+        place through the descriptor it was sized by (``each(j, offset, n)``
+        right after, see ``_read_placed_all``). Beyond ``_HOLD_MAX`` keys,
         sizes come from ``stat`` and a file whose size changed in between (or a
         symlink) is read as separate bytes instead."""
         pins = getattr(_tls, "pins", None)
@@ -344,7 +346,8 @@ class LocalStore(KeyPaths, Store):
         try:
             self._open_all(keys, pins, held, sizes)
             buf, where = place(sizes)
-            return _read_placed_all(self, keys, held, sizes, where, memoryview(buf).cast("B"))
+            return _read_placed_all(self, keys, held, sizes, where, memoryview(buf).cast("B"),
+                                    each)
         finally:
             if pins is None:
                 for fd in held:
