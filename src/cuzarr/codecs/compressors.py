@@ -125,6 +125,25 @@ def _decompress_frames(data: Any, size_hint: int | None, bound: int | None) -> b
     return out
 
 
+# per thread, one python-zstandard compressor per (level, checksum), shared by
+# every ZstdCodec: each keeps its context's workspace (~1.4 MB at level 1 once it
+# has compressed 512 KiB, ~2 MB at level 3), so one per codec instance would
+# grow with the arrays a long process has open
+_compressors = threading.local()
+
+
+def _zstd_compressor(level: int, checksum: bool) -> zstandard.ZstdCompressor:
+    by_params = getattr(_compressors, "by_params", None)
+    if by_params is None:
+        by_params = _compressors.by_params = {}
+    c = by_params.get((level, checksum))
+    if c is None:
+        c = by_params[(level, checksum)] = zstandard.ZstdCompressor(
+            level=level, write_checksum=checksum, write_content_size=True
+        )
+    return c
+
+
 class ZstdCodec(BytesBytesCodec):
     """Zstandard frames; ``level`` 0 means zstd's default level."""
 
@@ -141,12 +160,7 @@ class ZstdCodec(BytesBytesCodec):
         return {"level": self.level, "checksum": self.checksum}
 
     def _cctx(self) -> zstandard.ZstdCompressor:
-        c = getattr(self._local, "cctx", None)
-        if c is None:
-            c = self._local.cctx = zstandard.ZstdCompressor(
-                level=self.level, write_checksum=self.checksum, write_content_size=True
-            )
-        return c
+        return _zstd_compressor(self.level, self.checksum)
 
     def encode(self, data: Any, spec: ChunkSpec) -> bytes:
         # Below 512 KiB python-zstandard's per-thread compressor (its context
