@@ -93,9 +93,17 @@ def _create(lib, path: Path, dtype: str, kwargs: dict):
     )
 
 
+def _without_gzip_mtime(raw: bytes) -> bytes:
+    """``raw`` with the modification time of a gzip header zeroed: two writers
+    a second apart stamp different times on the same bytes."""
+    if raw[:3] == b"\x1f\x8b\x08" and len(raw) >= 10:
+        return raw[:4] + b"\0\0\0\0" + raw[8:]
+    return raw
+
+
 def _chunk_files(root: Path) -> dict[str, bytes]:
     return {
-        str(p.relative_to(root)): p.read_bytes()
+        str(p.relative_to(root)): _without_gzip_mtime(p.read_bytes())
         for p in sorted(root.rglob("*"))
         if p.is_file() and p.name != "zarr.json"
     }
