@@ -73,7 +73,7 @@ def touch_probe(nbytes: int) -> float:
 def _measure(fn: Any, nbytes: int) -> tuple[Any, dict[str, float]]:
     touch = touch_probe(nbytes)
     # Write back what earlier writes left dirty, untimed, as the default mode does
-    # (bench_core._flush_dirty_pages): otherwise the kernel's writeback of the
+    # (core_measure._flush_dirty_pages): otherwise the kernel's writeback of the
     # previous contender's 256 MiB store runs during, and is charged to, this call.
     if hasattr(os, "sync"):
         os.sync()
@@ -161,9 +161,9 @@ def _serve(conn: Any, contender: str, impl_module: str, source: str, stores: str
     global CHUNKS, SHARD_INNER
     CHUNKS, SHARD_INNER = layout
     try:
-        import bench_core  # benchmarks/ is on the path: spawn passes the parent's
+        import core_adapters  # benchmarks/ is on the path: spawn passes the parent's
 
-        ad = bench_core.make_adapter(contender, impl_module)
+        ad = core_adapters.make_adapter(contender, impl_module)
         data = np.load(source)
         locs = (
             ad.disk_location(Path(stores) / contender),

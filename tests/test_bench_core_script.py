@@ -3,6 +3,7 @@ reference rows, including limit:assemble, with every result verified."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
@@ -13,13 +14,13 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _bench_core():
+def _harness(name="bench_core"):
+    """A module of the bench_core harness (benchmarks/bench_core.py, core_*.py)."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
-        import bench_core
+        return importlib.import_module(name)
     finally:
         sys.path.pop(0)
-    return bench_core
 
 
 def test_bench_core_quick_read_with_assemble_limit(tmp_path):
@@ -70,12 +71,12 @@ def test_bench_core_quick_write_with_store_limit(tmp_path):
 
 
 def test_paired_ratio_pairs_times_of_the_same_repeat():
-    bench_core = _bench_core()
+    report = _harness("core_report")
     # repeat 1 was slowed by load for both; repeat 3 has no cuzarr time
     peer = {"by_repeat": {0: 1.0, 1: 3.0, 2: 1.2, 3: 0.5}}
     cz = {"by_repeat": {0: 0.5, 1: 2.0, 2: 1.0}}
-    assert bench_core.paired_ratio(peer, cz) == 1.5  # median of 2.0, 1.5, 1.2
-    assert bench_core.paired_ratio(peer, {"by_repeat": {}}) is None
+    assert report.paired_ratio(peer, cz) == 1.5  # median of 2.0, 1.5, 1.2
+    assert report.paired_ratio(peer, {"by_repeat": {}}) is None
 
 
 def test_zarr_adapters_in_one_process_keep_their_own_pipelines(tmp_path):
@@ -83,8 +84,9 @@ def test_zarr_adapters_in_one_process_keep_their_own_pipelines(tmp_path):
     the global setting: each adapter sets its own around those calls, so that in
     one process (``--in-process``) the zarr and zarr-fused rows do not all run the
     last adapter's pipeline."""
-    bench_core = _bench_core()
-    adapters = {c: bench_core.make_adapter(c, "cuzarr") for c in ("zarr", "zarr-fused")}
+    adapters_module = _harness("core_adapters")
+    common = _harness("core_common")
+    adapters = {c: adapters_module.make_adapter(c, "cuzarr") for c in ("zarr", "zarr-fused")}
     data = np.arange(64 * 64, dtype="uint16").reshape(64, 64)
     for name, ad in adapters.items():
         loc = ad.disk_location(tmp_path / name)
@@ -94,7 +96,7 @@ def test_zarr_adapters_in_one_process_keep_their_own_pipelines(tmp_path):
         np.testing.assert_array_equal(ad.read(opened), data)
         for arr in (h, opened):
             pipe = type(arr._async_array.codec_pipeline)
-            assert f"{pipe.__module__}.{pipe.__name__}" == bench_core.PIPELINES[name], name
+            assert f"{pipe.__module__}.{pipe.__name__}" == common.PIPELINES[name], name
 
 
 def test_bench_core_in_process_runs_every_unit_verified(tmp_path):
