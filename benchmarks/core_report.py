@@ -139,7 +139,23 @@ def rss_ratio(row: dict[str, Any], nbytes: int) -> float | None:
 
 
 def print_table(rows, args, sizes) -> None:
-    contenders = args.contenders + args.limits
+    """What was measured and how, then a line per (workload, contender)."""
+    _print_setup(args, sizes)
+    _print_notes(args)
+    hdr = (
+        f"{'workload':<12} {'contender':<18} {'median s':>9} {'(min)':>8} {'GB/s':>7} "
+        f"{'us/item':>9} {'xzarr':>7} {'xts':>7} {'RSS MiB':>8} {'dRSS':>7} {'RSS/out':>7}  notes"
+    )
+    print()
+    print(hdr)
+    print("-" * len(hdr))
+    for wl in ROW_ORDER:
+        if _print_rows(rows, args, sizes, wl):
+            print()
+
+
+def _print_setup(args, sizes) -> None:
+    """The machine, the arrays and the selections."""
     rs = sizes["rows"]
     print()
     print(
@@ -188,6 +204,10 @@ def print_table(rows, args, sizes) -> None:
             d = f"a.vindex[{len(sel[0])} random points]"
         sel_desc.append(f"{u} = {d}")
     print("selections (on the 1 MiB-chunk array): " + "; ".join(sel_desc))
+
+
+def _print_notes(args) -> None:
+    """How each column was measured."""
     print(
         f"repeats={args.repeats}, order={args.order}, isolation={args.isolation} (one process "
         + ("per measurement" if args.isolation == "measurement" else "per contender and repeat")
@@ -222,59 +242,58 @@ def print_table(rows, args, sizes) -> None:
         "the source and its write to a file of its own (temp file, rename), which every writer "
         "must do (write)."
     )
-    hdr = (
-        f"{'workload':<12} {'contender':<18} {'median s':>9} {'(min)':>8} {'GB/s':>7} "
-        f"{'us/item':>9} {'xzarr':>7} {'xts':>7} {'RSS MiB':>8} {'dRSS':>7} {'RSS/out':>7}  notes"
-    )
-    print()
-    print(hdr)
-    print("-" * len(hdr))
-    for wl in ROW_ORDER:
-        nbytes = rs[wl]["bytes"]
-        nitems = rs[wl]["items"]
-        ref_z = rows.get((wl, "zarr"), {}).get("median")
-        ref_t = rows.get((wl, "tensorstore"), {}).get("median")
-        any_row = False
-        for c in contenders:
-            row = rows.get((wl, c))
-            if row is None:
-                continue
-            any_row = True
-            m = row["median"]
-            notes = []
-            if row["verified"] is True:
-                notes.append("verified")
-            elif row["verified"] is False:
-                notes.append("MISMATCH!")
-            if row["stored"]:
-                notes.append(f"ratio {nbytes / row['stored']:.2f}")
-            info = row.get("info") or {}
-            eff = info.get("effective_pipeline")
-            if eff and eff != info.get("codec_pipeline"):
-                notes.append(f"FELL BACK to {eff.rsplit('.', 1)[-1]}")
-            if row["warnings"]:
-                notes.append(f"warning: {row['warnings'][0]}")
-            if row["errors"]:
-                notes.append(f"{len(row['errors'])} failed: {row['errors'][0]}")
-            rss = f"{max(row['rss_peak']) / 2**20:.0f}" if row["rss_peak"] else "-"
-            drss = f"{statistics.median(row['rss_delta']) / 2**20:.0f}" if row["rss_delta"] else "-"
-            rr = rss_ratio(row, nbytes) if wl in FULL_READS and c not in LIMIT_CONTENDERS else None
-            rro = f"{rr:.2f}" if rr is not None else "-"
-            if m is None:
-                print(
-                    f"{wl:<12} {label(c, args.impl_module):<18} {'FAILED':>9} {'':>8} {'':>7} "
-                    f"{'':>9} {'':>7} {'':>7} {'':>8} {'':>7} {'':>7}  {'; '.join(notes)}"
-                )
-                continue
+
+
+def _row_notes(row: dict[str, Any], nbytes: int) -> list[str]:
+    notes = []
+    if row["verified"] is True:
+        notes.append("verified")
+    elif row["verified"] is False:
+        notes.append("MISMATCH!")
+    if row["stored"]:
+        notes.append(f"ratio {nbytes / row['stored']:.2f}")
+    info = row.get("info") or {}
+    eff = info.get("effective_pipeline")
+    if eff and eff != info.get("codec_pipeline"):
+        notes.append(f"FELL BACK to {eff.rsplit('.', 1)[-1]}")
+    if row["warnings"]:
+        notes.append(f"warning: {row['warnings'][0]}")
+    if row["errors"]:
+        notes.append(f"{len(row['errors'])} failed: {row['errors'][0]}")
+    return notes
+
+
+def _print_rows(rows, args, sizes, wl: str) -> bool:
+    """The lines of workload ``wl``; whether there was any."""
+    nbytes, nitems = sizes["rows"][wl]["bytes"], sizes["rows"][wl]["items"]
+    ref_z = rows.get((wl, "zarr"), {}).get("median")
+    ref_t = rows.get((wl, "tensorstore"), {}).get("median")
+    any_row = False
+    for c in args.contenders + args.limits:
+        row = rows.get((wl, c))
+        if row is None:
+            continue
+        any_row = True
+        m = row["median"]
+        notes = "; ".join(_row_notes(row, nbytes))
+        if m is None:
             print(
-                f"{wl:<12} {label(c, args.impl_module):<18} {m:9.3f} "
-                f"{'(' + format(row['min'], '.3f') + ')':>8} "
-                f"{nbytes / m / 1e9:7.2f} {m / nitems * 1e6:9.1f} "
-                f"{fmt_ratio(ref_z, m):>7} {fmt_ratio(ref_t, m):>7} {rss:>8} {drss:>7} {rro:>7}  "
-                f"{'; '.join(notes)}"
+                f"{wl:<12} {label(c, args.impl_module):<18} {'FAILED':>9} {'':>8} {'':>7} "
+                f"{'':>9} {'':>7} {'':>7} {'':>8} {'':>7} {'':>7}  {notes}"
             )
-        if any_row:
-            print()
+            continue
+        rss = f"{max(row['rss_peak']) / 2**20:.0f}" if row["rss_peak"] else "-"
+        drss = f"{statistics.median(row['rss_delta']) / 2**20:.0f}" if row["rss_delta"] else "-"
+        rr = rss_ratio(row, nbytes) if wl in FULL_READS and c not in LIMIT_CONTENDERS else None
+        rro = f"{rr:.2f}" if rr is not None else "-"
+        print(
+            f"{wl:<12} {label(c, args.impl_module):<18} {m:9.3f} "
+            f"{'(' + format(row['min'], '.3f') + ')':>8} "
+            f"{nbytes / m / 1e9:7.2f} {m / nitems * 1e6:9.1f} "
+            f"{fmt_ratio(ref_z, m):>7} {fmt_ratio(ref_t, m):>7} {rss:>8} {drss:>7} {rro:>7}  "
+            f"{notes}"
+        )
+    return any_row
 
 
 def paired_ratio(peer: dict[str, Any], cz: dict[str, Any]) -> float | None:
