@@ -88,7 +88,26 @@ from core_report import (
 from core_runner import Run, set_aside
 
 
+def _random_reads(ad: Any, h: Any, shape: tuple[int, ...], meter: Meter, res: dict,
+                  source: Any = None) -> None:
+    """``shard-random``: RANDOM_N small windows read one call each through ``h``;
+    checked against ``source()`` where given."""
+    wins = random_windows(shape)
+    w = RANDOM_WIN
+    outs: list[Any] = [None] * len(wins)
+    select = ad.select
+    with meter.measure("shard-random"):
+        for k, (y, x) in enumerate(wins):
+            outs[k] = select(h, "basic", (slice(y, y + w), slice(x, x + w)))
+    if source is not None:
+        src = source()
+        res["verified"]["shard-random"] = all(
+            _same(o, np.asarray(src[y : y + w, x : x + w])) for o, (y, x) in zip(outs, wins)
+        )
+
+
 def _lib_unit(ad: Any, unit: str, spec: dict[str, Any], meter: Meter, res: dict) -> None:
+    """One workload (``unit``) of a library contender, measured by ``meter``."""
     shape = tuple(spec["shape"])
     big = Path(spec["store"])
     sharded = Path(spec["store"] + "_shard")
@@ -133,19 +152,8 @@ def _lib_unit(ad: Any, unit: str, spec: dict[str, Any], meter: Meter, res: dict)
             res["verified"][unit] = _same(out, src_mmap())
         del out
     elif unit == "shard-random":
-        h = timed_open(ad.disk_location(sharded))
-        wins = random_windows(shape)
-        w = RANDOM_WIN
-        outs: list[Any] = [None] * len(wins)
-        select = ad.select
-        with meter.measure(unit):
-            for k, (y, x) in enumerate(wins):
-                outs[k] = select(h, "basic", (slice(y, y + w), slice(x, x + w)))
-        if verify:
-            src = src_mmap()
-            res["verified"][unit] = all(
-                _same(o, np.asarray(src[y : y + w, x : x + w])) for o, (y, x) in zip(outs, wins)
-            )
+        _random_reads(ad, timed_open(ad.disk_location(sharded)), shape, meter, res,
+                      src_mmap if verify else None)
     elif unit in SEL_UNITS:
         h = timed_open(ad.disk_location(big))
         kind, sel = selection(unit, shape)
