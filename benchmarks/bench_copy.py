@@ -253,7 +253,7 @@ def lcm_block(
     return block[0], block[1]
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -288,10 +288,129 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--keep", action="store_true", help="keep the stores")
     p.add_argument("--quick", action="store_true", help="128 MiB smoke run")
     p.add_argument("--json-out", type=Path, default=None)
+    return p
+
+
+def _case_cmd(args: argparse.Namespace, case: str, src_path: Path, dst: Path,
+              src_chunks: tuple[int, ...]) -> tuple[list[str], tuple[tuple[int, ...], ...]]:
+    """The `cuzarr copy` command of ``case``, and the chunkings it reads and writes."""
+    cmd = [sys.executable, "-m", "cuzarr.cli", "copy", str(src_path), str(dst), "--quiet"]
+    if case == "rechunk":
+        cmd += ["--zarr-format", "3", "--chunks", args.chunks, "--shards", args.shards]
+        chunkings = (src_chunks, parse_ints(args.chunks), parse_ints(args.shards))
+    else:
+        cmd += ["--zarr-format", "2"]
+        if args.v2_chunks:
+            cmd += ["--chunks", args.v2_chunks]
+        chunkings = (
+            src_chunks,
+            parse_ints(args.v2_chunks) if args.v2_chunks else src_chunks,
+        )
+    if args.compressor:
+        cmd += ["--compressor", args.compressor]
+    if args.max_block_mib is not None:
+        cmd += ["--max-block-mib", str(args.max_block_mib)]
+    return cmd, chunkings
+
+
+def _run_case(args: argparse.Namespace, case: str, rep: int, data_dir: Path, src_path: Path,
+              src_chunks: tuple[int, ...], shape: tuple[int, int]) -> dict[str, Any]:
+    """One copy of ``case`` in a child process, verified; its figures."""
+    dst = data_dir / f"dst_{case}.zarr"
+    if dst.exists():
+        shutil.rmtree(dst)
+    os.sync()
+    cmd, chunkings = _case_cmd(args, case, src_path, dst, src_chunks)
+    if rep == 0:
+        print(f"[{case}] $ {' '.join(cmd[1:])}".replace(str(REPO) + "/", ""))
+    r = run_copy(cmd, args.timeout)
+    r["repeat"] = rep
+    r["ok"] = True
+    if r["rc"] != 0:
+        r["verify"] = f"FAILED rc={r['rc']}: {r['stderr'].strip().splitlines()[-1:]}"
+        r["ok"] = False
+    elif args.no_verify:
+        r["verify"] = "not verified"
+    else:
+        stored, files = dir_bytes(dst)
+        r["dst_stored_mib"] = stored / MIB
+        r["dst_files"] = files
+        block = lcm_block(*chunkings, shape=shape)
+        t0 = time.perf_counter()
+        r["ok"], r["verify"] = verify(src_path, dst, block)
+        r["verify_s"] = time.perf_counter() - t0
+    extra = (
+        f", {r['dst_files']} files, {r['dst_stored_mib']:.0f} MiB stored"
+        if "dst_files" in r
+        else ""
+    )
+    print(
+        f"[{case} #{rep + 1}] {r['wall_s']:6.1f} s (user {r['user_s']:.1f} + sys {r['sys_s']:.1f}), "
+        f"peak RSS {r['maxrss_mib']:6.1f} MiB (polled: RSS {r['polled_mib']:.1f}, VmHWM {r['hwm_mib']:.1f}, "
+        f"{r['polls']} polls)"
+        f"{extra}: {r['verify']}"
+    )
+    return r
+
+
+def _summary(args: argparse.Namespace, cases: list[str], results: dict[str, list[dict[str, Any]]],
+             size: int, base: float) -> dict[str, Any]:
+    """The table of the cases (median time, peak RSS against the goal)."""
+    print()
+    print(
+        f"{'case':<8} {'time s':>8} {'MB/s':>7} {'peak RSS MiB':>13} {'polled':>8} {'over import':>12}  result"
+    )
+    summary: dict[str, Any] = {}
+    for case in cases:
+        rs = [r for r in results[case] if r["rc"] == 0]
+        if not rs:
+            print(f"{case:<8} FAILED")
+            summary[case] = {"pass": False}
+            continue
+        t = statistics.median(r["wall_s"] for r in rs)
+        # Kernel ru_maxrss; a polled VmHWM a hair above it (RSS counters are
+        # folded in lazily) counts too, to stay conservative.
+        peak = max(max(r["maxrss_mib"], r["hwm_mib"]) for r in rs)
+        polled = max(r["polled_mib"] for r in rs)
+        verdict = "PASS" if peak < args.goal_mib else "FAIL"
+        ver = all(r["verify"] in ("verified", "not verified") for r in rs)
+        summary[case] = {
+            "median_s": t,
+            "mb_per_s": size / t / 1e6,
+            "peak_rss_mib": peak,
+            "polled_peak_mib": polled,
+            "over_import_mib": peak - base,
+            "pass": verdict == "PASS" and ver,
+        }
+        print(
+            f"{case:<8} {t:8.1f} {size / t / 1e6:7.0f} {peak:13.1f} {polled:8.1f} {peak - base:12.1f}  "
+            f"{verdict} (< {args.goal_mib:.0f} MiB){'' if ver else ', NOT VERIFIED'}"
+        )
+    return summary
+
+
+def _setup(src_path: Path, shape: tuple[int, int], src_chunks: tuple[int, ...]) -> float:
+    """The source array written; the peak RSS of a child that only imports cuzarr."""
+    tw = write_source(src_path, shape, src_chunks)
+    nbytes, nfiles = dir_bytes(src_path)
+    os.sync()
+    print(
+        f"[setup] wrote source in {tw:.1f} s: {nbytes / MIB:.0f} MiB stored in {nfiles} files (ratio {shape[0] * COLS * 2 / nbytes:.2f})"
+    )
+    floor = run_copy([sys.executable, "-c", "pass"], 60)["maxrss_mib"]
+    base = interpreter_baseline(sys.executable)
+    print(
+        f"[setup] baseline: a child that only imports cuzarr peaks at {base:.0f} MiB RSS "
+        f"(a bare interpreter {floor:.0f} MiB)"
+    )
+    return base
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = _parser()
     args = p.parse_args(argv)
     if args.quick:
         args.size_mib = min(args.size_mib, 128)
-
     rows = args.size_mib * MIB // (COLS * 2)
     shape = (rows, COLS)
     src_chunks = parse_ints(args.src_chunks)
@@ -299,7 +418,6 @@ def main(argv: list[str] | None = None) -> int:
     for c in cases:
         if c not in ("rechunk", "v2"):
             p.error(f"unknown case {c!r}")
-
     uptime = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     print(
         f"# cuzarr {cuzarr.__version__}, Python {platform.python_version()}, {os.cpu_count()} CPUs"
@@ -309,120 +427,22 @@ def main(argv: list[str] | None = None) -> int:
         f"# source: uint16 {shape} = {rows * COLS * 2 / MIB:.0f} MiB, chunks {src_chunks}, zstd 1, Zarr v3; "
         f"goal: peak RSS < {args.goal_mib:.0f} MiB"
     )
-
     data_dir: Path = args.data_dir
     if data_dir.exists():
         shutil.rmtree(data_dir)
     data_dir.mkdir(parents=True)
     src_path = data_dir / "src.zarr"
     results: dict[str, list[dict[str, Any]]] = {c: [] for c in cases}
-    ok_all = True
     try:
-        tw = write_source(src_path, shape, src_chunks)
-        nbytes, nfiles = dir_bytes(src_path)
-        os.sync()
-        print(
-            f"[setup] wrote source in {tw:.1f} s: {nbytes / MIB:.0f} MiB stored in {nfiles} files (ratio {rows * COLS * 2 / nbytes:.2f})"
-        )
-
-        floor = run_copy([sys.executable, "-c", "pass"], 60)["maxrss_mib"]
-        base = interpreter_baseline(sys.executable)
-        print(
-            f"[setup] baseline: a child that only imports cuzarr peaks at {base:.0f} MiB RSS "
-            f"(a bare interpreter {floor:.0f} MiB)"
-        )
-
-        def case_cmd(case: str, dst: Path) -> tuple[list[str], tuple[tuple[int, ...], ...]]:
-            cmd = [sys.executable, "-m", "cuzarr.cli", "copy", str(src_path), str(dst), "--quiet"]
-            if case == "rechunk":
-                cmd += ["--zarr-format", "3", "--chunks", args.chunks, "--shards", args.shards]
-                chunkings = (src_chunks, parse_ints(args.chunks), parse_ints(args.shards))
-            else:
-                cmd += ["--zarr-format", "2"]
-                if args.v2_chunks:
-                    cmd += ["--chunks", args.v2_chunks]
-                chunkings = (
-                    src_chunks,
-                    parse_ints(args.v2_chunks) if args.v2_chunks else src_chunks,
-                )
-            if args.compressor:
-                cmd += ["--compressor", args.compressor]
-            if args.max_block_mib is not None:
-                cmd += ["--max-block-mib", str(args.max_block_mib)]
-            return cmd, chunkings
-
+        base = _setup(src_path, shape, src_chunks)
         for rep in range(args.repeats):
             for case in cases:
-                dst = data_dir / f"dst_{case}.zarr"
-                if dst.exists():
-                    shutil.rmtree(dst)
-                os.sync()
-                cmd, chunkings = case_cmd(case, dst)
-                if rep == 0:
-                    print(f"[{case}] $ {' '.join(cmd[1:])}".replace(str(REPO) + "/", ""))
-                r = run_copy(cmd, args.timeout)
-                r["repeat"] = rep
-                if r["rc"] != 0:
-                    r["verify"] = f"FAILED rc={r['rc']}: {r['stderr'].strip().splitlines()[-1:]}"
-                    ok_all = False
-                elif args.no_verify:
-                    r["verify"] = "not verified"
-                else:
-                    stored, files = dir_bytes(dst)
-                    r["dst_stored_mib"] = stored / MIB
-                    r["dst_files"] = files
-                    block = lcm_block(*chunkings, shape=shape)
-                    t0 = time.perf_counter()
-                    ok, msg = verify(src_path, dst, block)
-                    r["verify_s"] = time.perf_counter() - t0
-                    r["verify"] = msg
-                    ok_all &= ok
-                results[case].append(r)
-                extra = (
-                    f", {r['dst_files']} files, {r['dst_stored_mib']:.0f} MiB stored"
-                    if "dst_files" in r
-                    else ""
-                )
-                print(
-                    f"[{case} #{rep + 1}] {r['wall_s']:6.1f} s (user {r['user_s']:.1f} + sys {r['sys_s']:.1f}), "
-                    f"peak RSS {r['maxrss_mib']:6.1f} MiB (polled: RSS {r['polled_mib']:.1f}, VmHWM {r['hwm_mib']:.1f}, "
-                    f"{r['polls']} polls)"
-                    f"{extra}: {r['verify']}"
-                )
-
-        print()
-        print(
-            f"{'case':<8} {'time s':>8} {'MB/s':>7} {'peak RSS MiB':>13} {'polled':>8} {'over import':>12}  result"
-        )
-        summary: dict[str, Any] = {}
+                results[case].append(
+                    _run_case(args, case, rep, data_dir, src_path, src_chunks, shape))
         size = rows * COLS * 2
-        for case in cases:
-            rs = [r for r in results[case] if r["rc"] == 0]
-            if not rs:
-                print(f"{case:<8} FAILED")
-                summary[case] = {"pass": False}
-                ok_all = False
-                continue
-            t = statistics.median(r["wall_s"] for r in rs)
-            # Kernel ru_maxrss; a polled VmHWM a hair above it (RSS counters are
-            # folded in lazily) counts too, to stay conservative.
-            peak = max(max(r["maxrss_mib"], r["hwm_mib"]) for r in rs)
-            polled = max(r["polled_mib"] for r in rs)
-            verdict = "PASS" if peak < args.goal_mib else "FAIL"
-            ver = all(r["verify"] in ("verified", "not verified") for r in rs)
-            summary[case] = {
-                "median_s": t,
-                "mb_per_s": size / t / 1e6,
-                "peak_rss_mib": peak,
-                "polled_peak_mib": polled,
-                "over_import_mib": peak - base,
-                "pass": verdict == "PASS" and ver,
-            }
-            print(
-                f"{case:<8} {t:8.1f} {size / t / 1e6:7.0f} {peak:13.1f} {polled:8.1f} {peak - base:12.1f}  "
-                f"{verdict} (< {args.goal_mib:.0f} MiB){'' if ver else ', NOT VERIFIED'}"
-            )
-            ok_all &= summary[case]["pass"]
+        summary = _summary(args, cases, results, size, base)
+        ok_all = all(r["ok"] for rs in results.values() for r in rs) and all(
+            v["pass"] for v in summary.values())
         print(
             f"\n{'PASS' if ok_all else 'FAIL'}: peak RSS of `cuzarr copy` on a {size / MIB:.0f} MiB array "
             f"{'<' if ok_all else 'not <'} {args.goal_mib:.0f} MiB in every case (kernel ru_maxrss, max over repeats), "
