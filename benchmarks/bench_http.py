@@ -111,7 +111,7 @@ def _parse_levels(text: str | None, default: int) -> list[int]:
     return levels
 
 
-def main() -> None:
+def _parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--chunks", type=int, default=1024)
     ap.add_argument("--latency", type=float, default=0.02)
@@ -130,49 +130,36 @@ def main() -> None:
     args = ap.parse_args()
     if args.repeat < 3:
         raise SystemExit("--repeat must be at least 3 (the table shows medians)")
+    return args
 
-    import asyncio
 
-    import aiohttp
-    import zarr
+class _Contenders:
+    """The timed reads of the served array ``url`` (``data``, ``n`` chunks):
+    cuzarr, zarr-python, a plain aiohttp client, and a sequential urllib loop."""
 
-    import cuzarr
+    def __init__(self, url: str, data: np.ndarray, n: int, time_open: bool) -> None:
+        self.url, self.data, self.n, self.time_open = url, data, n, time_open
 
-    default_conc = int(cuzarr.config.get("async.concurrency"))
-    levels = _parse_levels(args.concurrency, default_conc)
-
-    tmp = tempfile.mkdtemp()
-    n = args.chunks
-    data = np.arange(n * 4, dtype="int32")
-    z = zarr.create_array(f"{tmp}/a.zarr", shape=data.shape, dtype="int32", chunks=(4,))
-    z[:] = data
-
-    ctx = multiprocessing.get_context("spawn")
-    port_q = ctx.Queue()
-    server = ctx.Process(target=_serve, args=(tmp, args.latency, port_q), daemon=True)
-    server.start()
-    url = f"http://127.0.0.1:{port_q.get(timeout=60)}/a.zarr"
-
-    def time_library(lib: Any, conc: int) -> float:
+    def library(self, lib: Any, conc: int) -> float:
         """Open (timed only with --time-open) and read the whole array with
         ``lib`` (cuzarr or zarr) at ``async.concurrency`` = ``conc``."""
         with lib.config.set({"async.concurrency": conc}):
             t0 = time.perf_counter()
-            a = lib.open_array(url, mode="r")
-            if not args.time_open:
+            a = lib.open_array(self.url, mode="r")
+            if not self.time_open:
                 t0 = time.perf_counter()
             out = a[:]
             t = time.perf_counter() - t0
-        assert np.array_equal(out, data)
+        assert np.array_equal(out, self.data)
         return t
 
-    def time_cuzarr(conc: int) -> float:
-        return time_library(cuzarr, conc)
+    def aiohttp(self, conc: int) -> float:
+        import asyncio
 
-    def time_zarr(conc: int) -> float:
-        return time_library(zarr, conc)
+        import aiohttp
 
-    def time_aiohttp(conc: int) -> float:
+        url, n = self.url, self.n
+
         async def go() -> float:
             sem = asyncio.Semaphore(conc)
             connector = aiohttp.TCPConnector(limit=0)
@@ -191,45 +178,42 @@ def main() -> None:
 
         return asyncio.run(go())
 
-    def time_loop() -> float:
+    def loop(self) -> float:
         import zstandard
 
         dec = zstandard.ZstdDecompressor()
-        out = np.empty_like(data)
+        out = np.empty_like(self.data)
         t0 = time.perf_counter()
-        for i in range(n):
-            with urllib.request.urlopen(f"{url}/c/{i}") as r:
+        for i in range(self.n):
+            with urllib.request.urlopen(f"{self.url}/c/{i}") as r:
                 raw = r.read()
             out[i * 4 : (i + 1) * 4] = np.frombuffer(dec.decompress(raw, max_output_size=16), "<i4")
         t = time.perf_counter() - t0
-        assert np.array_equal(out, data)
+        assert np.array_equal(out, self.data)
         return t
 
-    contenders = {"aiohttp": time_aiohttp, "cuzarr": time_cuzarr, "zarr": time_zarr}
-    names = list(contenders)
-    # one untimed warm-up of each (imports, first sessions, thread pools)
-    for fn in contenders.values():
-        fn(levels[-1])
 
+def _sweep(timers: dict[str, Any], levels: list[int], repeat: int) -> dict[int, dict[str, list[float]]]:
+    """Each contender ``repeat`` times per concurrency level, interleaved (the order
+    rotated each run); one untimed warm-up of each first."""
+    names = list(timers)
+    for fn in timers.values():
+        fn(levels[-1])  # imports, first sessions, thread pools
     results: dict[int, dict[str, list[float]]] = {}
-    t_start = time.perf_counter()
     for conc in levels:
         times: dict[str, list[float]] = {name: [] for name in names}
-        for r in range(args.repeat):
+        for r in range(repeat):
             order = names[r % len(names) :] + names[: r % len(names)]
             for name in order:
                 gc.collect()  # untimed: the previous run's stores and sessions go now
-                times[name].append(contenders[name](conc))
+                times[name].append(timers[name](conc))
         results[conc] = times
-    sweep_s = time.perf_counter() - t_start
-    t_loop = float("nan")
-    if not args.no_loop:
-        t_loop = time_loop()
-    gc.collect()
-    time.sleep(0.2)  # let the sessions closed by that finish closing before exit
-    server.terminate()
-    server.join()
+    return results
 
+
+def _print_results(args: argparse.Namespace, n: int, levels: list[int], default_conc: int,
+                   results: dict[int, dict[str, list[float]]], sweep_s: float,
+                   t_loop: float) -> None:
     print(
         f"chunks={n} latency={args.latency * 1000:g}ms repeat={args.repeat} "
         f"(medians; runs interleaved; {'open + read' if args.time_open else 'read'} timed) "
@@ -262,6 +246,38 @@ def main() -> None:
             f"sequential urllib loop: {t_loop:.3f} s ({t_loop / loop_ideal:.2f}x its ideal "
             f"chunks x latency = {loop_ideal:.2f} s)"
         )
+
+
+def main() -> None:
+    args = _parse_args()
+    import zarr
+
+    import cuzarr
+
+    default_conc = int(cuzarr.config.get("async.concurrency"))
+    levels = _parse_levels(args.concurrency, default_conc)
+    tmp = tempfile.mkdtemp()
+    n = args.chunks
+    data = np.arange(n * 4, dtype="int32")
+    z = zarr.create_array(f"{tmp}/a.zarr", shape=data.shape, dtype="int32", chunks=(4,))
+    z[:] = data
+    ctx = multiprocessing.get_context("spawn")
+    port_q = ctx.Queue()
+    server = ctx.Process(target=_serve, args=(tmp, args.latency, port_q), daemon=True)
+    server.start()
+    url = f"http://127.0.0.1:{port_q.get(timeout=60)}/a.zarr"
+    c = _Contenders(url, data, n, args.time_open)
+    timers = {"aiohttp": c.aiohttp, "cuzarr": lambda conc: c.library(cuzarr, conc),
+              "zarr": lambda conc: c.library(zarr, conc)}
+    t_start = time.perf_counter()
+    results = _sweep(timers, levels, args.repeat)
+    sweep_s = time.perf_counter() - t_start
+    t_loop = float("nan") if args.no_loop else c.loop()
+    gc.collect()
+    time.sleep(0.2)  # let the sessions closed by that finish closing before exit
+    server.terminate()
+    server.join()
+    _print_results(args, n, levels, default_conc, results, sweep_s, t_loop)
 
 
 if __name__ == "__main__":
