@@ -375,9 +375,8 @@ def run_worker(
     return {"ok": False, "error": f"rc={p.returncode}: {tail}"}
 
 
-def run_layout(args: argparse.Namespace, names: list[str], chunk: int, n: int) -> dict[str, Any]:
-    """Write (or reuse) the store of one chunk layout and measure every contender."""
-    zarr_batches = args.zarr_batches or args.batches
+def _layout_store(args: argparse.Namespace, chunk: int, n: int) -> Path:
+    """The store of one chunk layout: written, or reused where ``--keep`` kept it."""
     store = args.data_dir / f"train_c{chunk}.zarr"
     print(
         f"\n## layout: images chunks ({chunk}, {SIDE}, {SIDE}) = {chunk * SIDE * SIDE / 1024:.0f} KiB"
@@ -387,17 +386,22 @@ def run_layout(args: argparse.Namespace, names: list[str], chunk: int, n: int) -
     if args.keep and meta.exists():
         m = json.loads(meta.read_text())
         reuse = m["shape"][0] == n and m["chunk_grid"]["configuration"]["chunk_shape"][0] == chunk
-    if not reuse:
-        if store.exists():
-            shutil.rmtree(store)
-        tw = write_store(store, n, chunk, args.label_chunk)
-        os.sync()
-        stored = sum(f.stat().st_size for f in store.rglob("*") if f.is_file())
-        nfiles = sum(1 for f in store.rglob("*") if f.is_file())
-        print(f"[setup] wrote the store in {tw:.1f} s: {stored / MIB:.0f} MiB in {nfiles} files")
-    else:
+    if reuse:
         print(f"[setup] reusing the kept store {store}")
+        return store
+    if store.exists():
+        shutil.rmtree(store)
+    tw = write_store(store, n, chunk, args.label_chunk)
+    os.sync()
+    stored = sum(f.stat().st_size for f in store.rglob("*") if f.is_file())
+    nfiles = sum(1 for f in store.rglob("*") if f.is_file())
+    print(f"[setup] wrote the store in {tw:.1f} s: {stored / MIB:.0f} MiB in {nfiles} files")
+    return store
 
+
+def _measure(args: argparse.Namespace, names: list[str], store: Path) -> dict[str, list[dict[str, Any]]]:
+    """Every contender ``args.repeats`` times, interleaved (order rotated per repeat)."""
+    zarr_batches = args.zarr_batches or args.batches
     results: dict[str, list[dict[str, Any]]] = {c: [] for c in names}
     for rep in range(args.repeats):
         order = names[rep % len(names) :] + names[: rep % len(names)]  # rotate
@@ -415,12 +419,12 @@ def run_layout(args: argparse.Namespace, names: list[str], chunk: int, n: int) -
                 )
             else:
                 print(f"[#{rep + 1} {name:<15}] FAILED: {r.get('error')}", flush=True)
+    return results
 
-    print()
-    print(
-        f"{'contender':<16} {'samples/s':>10} {'min..max':>17} {'ms/batch':>9} {'CPU ms/b':>9} "
-        f"{'x naive':>8} {'xCPU':>6}  what"
-    )
+
+def _summarize(args: argparse.Namespace, names: list[str],
+               results: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """Medians per contender, and each against zarr-python's naive Dataset."""
     summary: dict[str, Any] = {}
     for name in names:
         ok = [r for r in results[name] if r.get("ok")]
@@ -443,42 +447,66 @@ def run_layout(args: argparse.Namespace, names: list[str], chunk: int, n: int) -
             "python": ok[0].get("python"),
         }
     base = summary.get("zarr-naive", {})
+    for s in summary.values():
+        if "samples_per_s" in s and "samples_per_s" in base:
+            s["x_naive"] = s["samples_per_s"] / base["samples_per_s"]
+            s["x_naive_cpu"] = base["cpu_ms_per_batch"] / s["cpu_ms_per_batch"]
+    return summary
+
+
+def _print_summary(names: list[str], summary: dict[str, Any]) -> None:
+    print()
+    print(
+        f"{'contender':<16} {'samples/s':>10} {'min..max':>17} {'ms/batch':>9} {'CPU ms/b':>9} "
+        f"{'x naive':>8} {'xCPU':>6}  what"
+    )
     for name in names:
         s = summary[name]
         if "samples_per_s" not in s:
             print(f"{name:<16} FAILED: {s['errors'][:1]}")
             continue
         ratio = cratio = "-"
-        if "samples_per_s" in base:
-            s["x_naive"] = s["samples_per_s"] / base["samples_per_s"]
-            s["x_naive_cpu"] = base["cpu_ms_per_batch"] / s["cpu_ms_per_batch"]
+        if "x_naive" in s:
             ratio, cratio = f"{s['x_naive']:.2f}x", f"{s['x_naive_cpu']:.2f}x"
         print(
             f"{name:<16} {s['samples_per_s']:10.0f} {min(s['rates']):8.0f}..{max(s['rates']):<7.0f} "
             f"{s['ms_per_batch']:9.1f} {s['cpu_ms_per_batch']:9.1f} {ratio:>8} {cratio:>6}  "
             f"{CONTENDERS[name][1]} (py {s['python']})"
         )
-    verdict = None
-    if "x_naive" in summary.get("cuzarr", {}):
-        x = summary["cuzarr"]["x_naive"]
-        verdict = x >= args.goal
-        print(
-            f"{'PASS' if verdict else 'FAIL'} [chunks of {chunk}]: cuzarr ArrayDataset.read_batch is {x:.2f}x "
-            f"zarr-python's naive per-sample Dataset in samples/s (goal >= {args.goal:g}x; same "
-            f"interpreter, no torch; by CPU time {summary['cuzarr']['x_naive_cpu']:.2f}x)"
-        )
-        if "x_naive" in summary.get("cuzarr-torch", {}):
-            xt = summary["cuzarr-torch"]["x_naive"]
-            print(
-                f"{'PASS' if xt >= args.goal else 'FAIL'} [chunks of {chunk}]: cuzarr through torch "
-                f"DataLoader (py 3.11) is {xt:.2f}x the naive zarr-python Dataset (py 3.12, numpy batches)"
-            )
-    else:
+
+
+def _verdict(args: argparse.Namespace, chunk: int, summary: dict[str, Any]) -> bool | None:
+    """cuzarr against the goal (None: a contender failed, no ratio)."""
+    if "x_naive" not in summary.get("cuzarr", {}):
         print(f"FAIL [chunks of {chunk}]: no cuzarr / zarr-naive ratio (a contender failed)")
+        return None
+    x = summary["cuzarr"]["x_naive"]
+    verdict = x >= args.goal
+    print(
+        f"{'PASS' if verdict else 'FAIL'} [chunks of {chunk}]: cuzarr ArrayDataset.read_batch is {x:.2f}x "
+        f"zarr-python's naive per-sample Dataset in samples/s (goal >= {args.goal:g}x; same "
+        f"interpreter, no torch; by CPU time {summary['cuzarr']['x_naive_cpu']:.2f}x)"
+    )
+    if "x_naive" in summary.get("cuzarr-torch", {}):
+        xt = summary["cuzarr-torch"]["x_naive"]
+        print(
+            f"{'PASS' if xt >= args.goal else 'FAIL'} [chunks of {chunk}]: cuzarr through torch "
+            f"DataLoader (py 3.11) is {xt:.2f}x the naive zarr-python Dataset (py 3.12, numpy batches)"
+        )
+    return verdict
+
+
+def run_layout(args: argparse.Namespace, names: list[str], chunk: int, n: int) -> dict[str, Any]:
+    """Write (or reuse) the store of one chunk layout and measure every contender."""
+    store = _layout_store(args, chunk, n)
+    results = _measure(args, names, store)
+    summary = _summarize(args, names, results)
+    _print_summary(names, summary)
+    verdict = _verdict(args, chunk, summary)
     return {"chunk": chunk, "results": results, "summary": summary, "pass": verdict}
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -514,6 +542,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json-out", type=Path, default=None)
     p.add_argument("--worker", choices=sorted(WORKERS), help=argparse.SUPPRESS)
     p.add_argument("--store", type=Path, help=argparse.SUPPRESS)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = _parser()
     args = p.parse_args(argv)
     if args.worker:
         return worker_main(args)
