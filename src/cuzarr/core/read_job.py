@@ -27,6 +27,7 @@ __all__ = [
     "LARGE_CHUNK_BYTES",
     "ReadJob",
     "decode_in_place",
+    "large_chunk",
     "large_chunks",
     "missing_chunks_refused",
     "refuse_missing",
@@ -37,12 +38,18 @@ __all__ = [
 LARGE_CHUNK_BYTES = 512 << 10
 
 
+def large_chunk(nbytes: int) -> bool:
+    """Whether chunks of ``nbytes`` decoded bytes are read one per batch (in
+    worker loops), each into a buffer the store reuses (``Get(reuse=True)``):
+    one chunk's decode dwarfs the loop's per-batch cost, its compressed bytes
+    are still in cache when it is decoded, and no fresh buffer is faulted in
+    per chunk."""
+    return nbytes >= LARGE_CHUNK_BYTES
+
+
 def large_chunks(meta: ArrayMetadata) -> bool:
-    """Chunks large enough to be read one per batch (in worker loops), each
-    into a buffer the store reuses (``Get(reuse=True)``): one chunk's decode
-    dwarfs the loop's per-batch cost, its compressed bytes are still in cache
-    when it is decoded, and no fresh buffer is faulted in per chunk."""
-    return math.prod(meta.chunk_shape) * max(1, meta.dtype.item_size) >= LARGE_CHUNK_BYTES
+    """:func:`large_chunk` for the chunks of ``meta``."""
+    return large_chunk(math.prod(meta.chunk_shape) * max(1, meta.dtype.item_size))
 
 
 def decode_in_place(

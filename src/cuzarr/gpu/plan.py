@@ -176,11 +176,10 @@ def build_plan(
                            swap, pad)
         if read is not None:  # the read's table, made once: this batch's rows of it
             return read.rows(items.positions(), np.asarray(present, bool), itemsize)
-    table = np.zeros(n_items, dtype=PLAN_DTYPE)
-    if shapes_fn is not None and isinstance(items, ChunkItems) and items.slices_only():
         dims = _product_rows(items, shapes_fn, out_shape, out_strides)
-        return _fill_table(table, dims, np.asarray(present, bool), itemsize, chunk_order, swap,
-                           pad)
+        return _fill_table(np.zeros(n_items, dtype=PLAN_DTYPE), dims, np.asarray(present, bool),
+                           itemsize, chunk_order, swap, pad)
+    table = np.zeros(n_items, dtype=PLAN_DTYPE)
     # Items share their per-dimension selections (a chunk row, a chunk column):
     # each (dimension, chunk extent, chunk selection, output selection) is
     # worked out once, and the table's columns are filled from arrays.

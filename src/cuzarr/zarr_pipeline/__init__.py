@@ -136,13 +136,14 @@ class CuzarrCodecPipeline(CodecPipeline):
         if tr.shard_codec is not None:
             spec = batch[0][1]
             shards = (tr.shard_codec, ChunkSpec(spec.shape, tr.pipeline.dtype, _fill(spec)))
-        job = ZarrReadJob(tr.pipeline, items, target, drop_axes, shards, store.sync_io())
+        sio = store.sync_io()
+        job = ZarrReadJob(tr.pipeline, items, target, drop_axes, shards, sio)
         if type(target) is not np.ndarray and not job.on_device(store):
             return await self.fallback.read(batch, out, drop_axes)  # not for the device path
         if type(target) is np.ndarray and emulating():
             job.on_device(store)
         nbytes = chunk_nbytes(batch[0][1].shape, tr.itemsize)
-        await _run(job, store, nbytes, one_by_one=job.take_one_by_one(store.sync_io(), nbytes))
+        await _run(job, store, nbytes, one_by_one=job.take_one_by_one(sio, nbytes))
         return tuple(_PRESENT if s else _MISSING for s in job.status)
 
     async def write(

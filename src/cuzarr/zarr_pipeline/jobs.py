@@ -24,7 +24,7 @@ import numpy as np
 from cuzarr.codecs.base import ChunkSpec
 from cuzarr.codecs.sharding import ShardingCodec
 from cuzarr.core.plans import Compute, Get, Plan
-from cuzarr.core.read_job import LARGE_CHUNK_BYTES, decode_in_place
+from cuzarr.core.read_job import decode_in_place, large_chunk
 from cuzarr.core.write_job import encode_chunk, write_plan
 from cuzarr.errors import CodecError, keyed
 from cuzarr.gpu.dispatch import device_reader_for
@@ -110,11 +110,11 @@ class ZarrReadJob:
 
     def take_one_by_one(self, sio: Any, chunk_nbytes: int) -> bool:
         """Read chunks of ``chunk_nbytes`` one per batch into the store's reused
-        buffer (``read_job.large_chunks``' rule) where this is a host read of
+        buffer (``read_job.large_chunk``) where this is a host read of
         plain chunks from a store with blocking I/O; whether it does."""
         self.one_by_one = (
             self.sharded is None and self.device is None and sio is not None
-            and chunk_nbytes >= LARGE_CHUNK_BYTES
+            and large_chunk(chunk_nbytes)
         )
         return self.one_by_one
 
