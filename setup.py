@@ -1,11 +1,17 @@
-"""Ships the CUDA sources in kernels/ inside the wheel as cuzarr/gpu/_kernels/
-(everything else is configured in pyproject.toml). Editable installs read them
-from kernels/ directly (cuzarr.gpu.kernels.kernel_dir)."""
+"""Ships the CUDA sources in kernels/ inside the wheel as cuzarr/gpu/_kernels/,
+and builds ``cuzarr.runtime._native`` (everything else is configured in
+pyproject.toml). Editable installs read the kernels from kernels/ directly
+(cuzarr.gpu.kernels.kernel_dir).
 
+``cuzarr.runtime._native`` (the per-chunk loops of a batch read, in C) is
+optional: where it does not build (no C compiler, not POSIX) cuzarr runs the
+same steps in Python (cuzarr.runtime.native says which)."""
+
+import os
 import shutil
 from pathlib import Path
 
-from setuptools import setup
+from setuptools import Extension, setup
 from setuptools.command.build_py import build_py
 
 
@@ -19,4 +25,13 @@ class BuildPyWithKernels(build_py):
             shutil.copy2(f, dst / f.name)
 
 
-setup(cmdclass={"build_py": BuildPyWithKernels})
+native = [
+    Extension(
+        "cuzarr.runtime._native",
+        ["src/cuzarr/runtime/_native.c"],
+        extra_compile_args=["-O2", "-std=c11"],
+        optional=True,
+    )
+] if os.name == "posix" else []
+
+setup(cmdclass={"build_py": BuildPyWithKernels}, ext_modules=native)

@@ -294,17 +294,23 @@ def test_corrupt_chunk_names_key(emulate):
         a[...]
 
 
-def test_zstd_frames_walked_as_read_from_local_files(tmp_path, emulate, monkeypatch):
+@pytest.mark.parametrize("walker", ["native", "libzstd"])
+def test_zstd_frames_walked_as_read_from_local_files(tmp_path, emulate, monkeypatch, walker):
     """Chunk files of a local store have their zstd frames walked as each one
-    lands in the staging buffer (libzstd, while its bytes are in cache): every
-    chunk of the batch is walked there, the read is right, and a chunk whose
-    block header is broken (frame header intact) is caught by that walk and
-    raises a CodecError naming its key."""
+    lands in the staging buffer (while its bytes are in cache: in the store's
+    C loop, cuzarr.runtime.native, else by libzstd per chunk): every chunk of
+    the batch is walked there, the read is right, and a chunk whose block
+    header is broken (frame header intact) is caught by that walk and raises a
+    CodecError naming its key."""
     from cuzarr.codecs import libzstd
     from cuzarr.gpu import reader as reader_module
+    from cuzarr.runtime import native
 
-    if not libzstd.available():
+    if walker == "libzstd" and not libzstd.available():
         pytest.skip("no system libzstd on this machine")
+    if walker == "native" and not native.available():
+        pytest.fail("cuzarr.runtime._native is not built (setup.py)")
+    monkeypatch.setitem(cuzarr.config.config["storage"], "native_io", walker == "native")
     walked = []
     real = reader_module.DeviceReader.fetch_into
 

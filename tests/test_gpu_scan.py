@@ -14,17 +14,22 @@ import cuzarr
 from cuzarr.codecs import libzstd
 from cuzarr.errors import CodecError
 from cuzarr.gpu import formats, scan
+from cuzarr.runtime import native
 
 MAX = 16 << 20
 
 
-@pytest.fixture(params=["libzstd", "numpy"])
+@pytest.fixture(params=["native", "libzstd", "numpy"])
 def walk(request):
-    """Each zstd test runs with both block walks: the system libzstd's and the
-    numpy one (the only one where no libzstd is found)."""
-    if request.param == "libzstd" and not libzstd.available():
-        pytest.skip("no system libzstd on this machine")
-    with cuzarr.config.set({"codecs.zstd_system_library": request.param == "libzstd"}):
+    """Each zstd test runs with every block walk: cuzarr's C loop
+    (cuzarr.runtime.native), the system libzstd's and the numpy one (the only
+    one where neither is there)."""
+    with cuzarr.config.set({"storage.native_io": request.param == "native",
+                            "codecs.zstd_system_library": request.param == "libzstd"}):
+        if request.param == "native" and not native.available():
+            pytest.fail("cuzarr.runtime._native is not built (setup.py)")
+        if request.param == "libzstd" and not libzstd.available():
+            pytest.skip("no system libzstd on this machine")
         yield request.param
 
 

@@ -10,10 +10,12 @@ uncompressed local chunks straight into device memory), ``gpu.stream`` (the
 caller's CUDA stream), ``gpu.read_workers`` (threads feeding one device read;
 at most ``threading.max_workers``), ``gpu.untrusted`` (decode device reads on the
 host, not with nvCOMP), ``gpu.streams`` / ``gpu.sub_batch_bytes`` (CUDA streams
-and sub-batch size of a device read's pipeline), ``codecs.zstd_system_library`` (decode large zstd frames
+and sub-batch size of a device read's pipeline), ``gpu.read_ahead`` (batches
+of a device read fetched ahead on store I/O threads), ``codecs.zstd_system_library`` (decode large zstd frames
 through the system's libzstd when found), ``storage.timeout`` /
 ``storage.read_timeout`` / ``storage.max_inflated_bytes`` (limits of remote
-reads, see :mod:`cuzarr.storage.fsspec`), ``storage.retries``.
+reads, see :mod:`cuzarr.storage.fsspec`), ``storage.retries``,
+``storage.native_io`` (batch reads of local files in C where that was built).
 Environment variables such as ``CUZARR_ASYNC__CONCURRENCY=32`` override defaults.
 These keys mean what zarr-python's keys of the same names mean. Setting a key
 cuzarr does not know warns (``ZarrUserWarning``): it would have no effect.
@@ -148,9 +150,16 @@ defaults: list[dict[str, Any]] = [
         # read_batch_bytes: decoded bytes of one batch of a device read (sharded
         # arrays: whole shards, at least one; core/engine.py batch_size,
         # core/shards.py read_sharded, docs/gpu.md "Batch size").
+        # read_ahead: batches of a device read whose files are read into
+        # staging on store I/O threads ahead of the batch being prepared
+        # (core/readahead.py); 0: each batch is read by the worker preparing it.
+        # Off by default: on the 2-CPU reference machine it cut a host-only read's
+        # wall time to below the one-thread pread loop's, at about twice the
+        # host CPU per chunk (docs/gpu.md "Read-ahead").
         "gpu": {"emulate": False, "gds": "auto", "stream": None, "read_workers": 4,
                 "untrusted": False, "streams": 2, "sub_batch_bytes": 32 << 20,
-                "staging_keep_bytes": 1 << 30, "read_batch_bytes": 32 << 20},
+                "staging_keep_bytes": 1 << 30, "read_batch_bytes": 32 << 20,
+                "read_ahead": 0},
         "json_indent": 2,
         # Decode large zstd frames through the system's libzstd when one is
         # found (codecs/libzstd.py); False: numcodecs only.
@@ -164,6 +173,10 @@ defaults: list[dict[str, Any]] = [
             "timeout": 300.0,
             "read_timeout": 30.0,
             "max_inflated_bytes": 128 << 20,
+            # Read batches of local chunk files (and walk their zstd frames)
+            # through cuzarr.runtime._native, one C call per batch, where it
+            # was built; False: the same steps in Python (runtime/native.py).
+            "native_io": True,
         },
     }
 ]

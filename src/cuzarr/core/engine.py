@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from cuzarr.buffer import is_device_array
-from cuzarr.config import config
+from cuzarr.config import config, setting
 from cuzarr.core.plans import execute, try_inline
 from cuzarr.core.read_job import ReadJob, large_chunks, missing_chunks_refused
 from cuzarr.core.write_job import WriteJob
@@ -192,6 +192,9 @@ async def read_items(
     # large chunks one per batch in worker loops (see read_job.large_chunks)
     job.one_by_one = not device and job.sio is not None and large_chunks(meta)
     size = 1 if job.one_by_one else batch_size(meta, len(items), device)
+    ahead = int(setting("gpu.read_ahead", 0) or 0) if device else 0
+    if ahead > 0:
+        job.read_ahead(size, ahead)
     await execute(job, store_path.store, size, loops=device_read_workers() if device else None)
 
 

@@ -17,8 +17,10 @@ import numpy as np
 from cuzarr.config import flag
 from cuzarr.core.blocks import BlockDecoder
 from cuzarr.core.plans import Compute, Get, Plan
+from cuzarr.core.readahead import ReadAhead
 from cuzarr.errors import ChunkNotFoundError, CodecError, keyed
 from cuzarr.gpu.dispatch import device_reader_for
+from cuzarr.gpu.plan import is_slice_only
 from cuzarr.indexing.items import window
 from cuzarr.metadata.array import ArrayMetadata
 from cuzarr.storage.common import StorePath
@@ -133,13 +135,16 @@ class ReadJob:
             pipeline, out, self.fill, self.grid.stored_chunk_shape, store
         )
         self.blocks = None
+        self.ahead: ReadAhead | None = None  # see read_ahead
         if self.device is None:
             self.blocks = BlockDecoder.make(items, out, self.grid, pipeline)
 
     def plan(self, lo: int, hi: int) -> Plan:
         """Fetch items ``lo:hi`` (one request), then decode and scatter them."""
         datas = None
-        if self.device is not None and self.sio is not None:
+        if self.ahead is not None:
+            datas = self.ahead.take(lo, hi)
+        elif self.device is not None and self.sio is not None:
             # file references or chunks read straight into a staging buffer
             datas = self.device.fetch(self.keys[lo:hi], window(self.items, lo, hi))
         if datas is None:
@@ -149,7 +154,30 @@ class ReadJob:
     def lock_keys(self, lo: int, hi: int) -> None:
         return None
 
+    def read_ahead(self, size: int, depth: int) -> None:
+        """Device reads of chunks read into staging (``DeviceReader.fetch_into``)
+        in batches of ``size`` items: fetch up to ``depth`` batches ahead of the
+        worker loops (:class:`~cuzarr.core.readahead.ReadAhead`), where there
+        is more than one batch."""
+        dev = self.device
+        if dev is None or self.sio is None or dev.get_into is None or self.n <= size:
+            return
+        if dev.direct_store is not None or not is_slice_only(self.items):
+            return  # nothing read on the host, or bytes decoded on the host
+
+        def fetch(lo: int, hi: int) -> Any:
+            return dev.fetch(self.keys[lo:hi], window(self.items, lo, hi))
+
+        def release(value: Any) -> None:
+            base = getattr(value, "base", None)
+            if base is not None:
+                dev.executor.release(base)
+
+        self.ahead = ReadAhead(fetch, release, self.n, size, depth)
+
     def finish(self) -> None:
+        if self.ahead is not None:
+            self.ahead.close()
         if self.device is not None:
             self.device.executor.synchronize()
 

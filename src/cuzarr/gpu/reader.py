@@ -45,6 +45,7 @@ from cuzarr.gpu.executor import (
 )
 from cuzarr.gpu.plan import is_slice_only
 from cuzarr.gpu.staging import host_staging, pinned_staging
+from cuzarr.runtime import native
 
 __all__ = [
     "DeviceReader",
@@ -271,10 +272,13 @@ class DeviceReader:
         its first raw stream (per ``kind``, see ``STREAM_HEAD``) lands 16-byte
         aligned."""
         made: list[Any] = []
-        # zstd frames are walked (libzstd) as each chunk lands, its bytes still
-        # in the CPU's cache: after the batch's copies they are not (gpu.scan)
-        frames = np.zeros(len(keys), np.uint64) if kind == "zstd" and libzstd.available() else None
-        find = libzstd.frame_size_at() if frames is not None else None
+        # zstd frames are walked as each chunk lands, its bytes still in the
+        # CPU's cache: after the batch's copies they are not (gpu.scan). The
+        # store's C loop walks them (cuzarr.runtime.native); chunks read in
+        # Python are walked by libzstd through ``each``, or later by gpu.scan.
+        walk = kind == "zstd" and (native.available() or libzstd.available())
+        frames = np.zeros(len(keys), np.uint64) if walk else None
+        find = libzstd.frame_size_at() if walk and libzstd.available() else None
         base = [0]
 
         def place(sizes: list[int | None]) -> tuple[np.ndarray, list[int]]:
@@ -293,7 +297,7 @@ class DeviceReader:
             if frames is None:
                 values, offsets = get_into(keys, place)
             else:
-                values, offsets = get_into(keys, place, each)
+                values, offsets = get_into(keys, place, each if find is not None else None, frames)
         # a value read as separate bytes (offset -1) has its own length
         sizes = [-1 if n is None else n for n in made[1]]
         return HostBuffered(values, made[0], offsets, sizes, frames)
@@ -322,25 +326,12 @@ class DeviceReader:
             return
         buffered = datas if isinstance(datas, HostBuffered) else None
         if is_slice_only(items):
-            batch = prepare_batch(
-                items,
-                datas,
-                self.chunk_shape,
-                self.out.shape,
-                self.out.strides,
-                self.out_dtype,
-                self.kind,
-                self._host_decode,
-                chunk_order=self.order,
-                swap=self.swap,
-                names=names,
-                base=None if buffered is None else buffered.base,
-                base_offsets=None if buffered is None else buffered.offsets,
-                base_sizes=None if buffered is None else buffered.sizes,
-                base_frames=None if buffered is None else buffered.frames,
-                alloc=self.executor.host_buffer,
-                out_ptr=self._out_ptr(),
-            )
+            try:
+                batch = self._prepare(items, datas, names, buffered)
+            except BaseException:
+                if buffered is not None:  # a corrupt chunk: its staging goes back
+                    self.executor.release(buffered.base)
+                raise
             self.executor.run(batch, self.out, self.fill)
             # host staging goes back to its pool once the batch has run (device
             # buffers stay with the executor until their copies are done)
@@ -348,6 +339,34 @@ class DeviceReader:
             if buffered is not None and buffered.base is not batch.packed:
                 self.executor.release(buffered.base)  # copied into the packed buffer
             return
+        self._host_batch(items, datas, names)
+
+    def _prepare(self, items: Sequence[Any], datas: Sequence[Any],
+                 names: Sequence[str] | None, buffered: HostBuffered | None) -> Any:
+        return prepare_batch(
+            items,
+            datas,
+            self.chunk_shape,
+            self.out.shape,
+            self.out.strides,
+            self.out_dtype,
+            self.kind,
+            self._host_decode,
+            chunk_order=self.order,
+            swap=self.swap,
+            names=names,
+            base=None if buffered is None else buffered.base,
+            base_offsets=None if buffered is None else buffered.offsets,
+            base_sizes=None if buffered is None else buffered.sizes,
+            base_frames=None if buffered is None else buffered.frames,
+            alloc=self.executor.host_buffer,
+            out_ptr=self._out_ptr(),
+        )
+
+    def _host_batch(self, items: Sequence[Any], datas: Sequence[Any],
+                    names: Sequence[str] | None) -> None:
+        """Items that are not all slices: decoded on the host, scattered by the
+        executor."""
         chunks = []
         for i, (it, data) in enumerate(zip(items, datas, strict=True)):
             if data is None:

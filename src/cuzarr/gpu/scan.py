@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from cuzarr.codecs import libzstd
+from cuzarr.runtime import native
 
 __all__ = ["scan_copy", "scan_lz4", "scan_zstd"]
 
@@ -88,11 +89,12 @@ def scan_zstd(buf: np.ndarray, offs: np.ndarray, lens: np.ndarray, expect: np.nd
     (type, inside the chunk) up to the last block and the optional checksum,
     ending exactly at the chunk's end.
 
-    The block headers are walked by the system's libzstd when there is one
-    (``ZSTD_findFrameCompressedSize``, which does not hold a block to 128 KiB),
-    else side by side in numpy (:func:`_walk_blocks`, which does). ``frames``:
-    libzstd's answer per chunk where the caller walked each chunk as it was
-    read (``uint64``; 0: not walked, walked here)."""
+    The block headers are walked in C: by ``cuzarr.runtime.native`` where it
+    was built (the checks of :func:`_walk_blocks`), else by the system's
+    libzstd (``ZSTD_findFrameCompressedSize``, which does not hold a block to
+    128 KiB); with neither, side by side in numpy (:func:`_walk_blocks`).
+    ``frames``: the C walk's answer per chunk where the caller walked each
+    chunk as it was read (``uint64``; 0: not walked, walked here)."""
     if len(offs) == 0:
         return np.zeros(0, bool)
     u64 = _words(buf, "<u8")
@@ -113,21 +115,31 @@ def scan_zstd(buf: np.ndarray, offs: np.ndarray, lens: np.ndarray, expect: np.nd
     content = _at(u64, start).view(np.uint64) & _FCS_MASK[fcs_size]
     content = content.view(np.int64) + 256 * (fcs_size == 2)
     ok &= (content == expect) & (content <= max_size)
-    if frames is not None or libzstd.available():
-        # libzstd's own walk of the block headers, in C: one call per chunk
-        # (~0.5 us) against ~19 numpy operations per block position of the batch
-        # (~6 us per 1 MiB chunk in a batch of 32); error codes turn negative
+    if native.available() or libzstd.available():
+        # the block headers walked in C: cuzarr.runtime.native's walk (one call
+        # a batch, the same checks as _walk_blocks), else libzstd's own (one call
+        # per chunk, ~0.5 us), against ~19 numpy operations per block position
+        # of the batch (~6 us per 1 MiB chunk in a batch of 32); error codes
+        # turn negative
         idx = np.flatnonzero(ok)
         sizes = np.zeros(len(idx), np.int64) if frames is None else frames[idx].astype(np.int64)
         todo = np.flatnonzero(sizes == 0)
         if len(todo):
-            sizes[todo] = libzstd.first_frame_sizes(buf, offs[idx[todo]], lens[idx[todo]])
+            sizes[todo] = _walk(buf, offs[idx[todo]], lens[idx[todo]])
         ok[idx] = sizes == lens[idx]
         return ok
     pos = _walk_blocks(_words(buf, "<u4"), pos, end, ok)
     pos += 4 * checksum
     ok &= pos == end  # shorter: more frames follow (host); longer: truncated
     return ok
+
+
+def _walk(buf: np.ndarray, offs: np.ndarray, lens: np.ndarray) -> np.ndarray:
+    """The compressed size of the zstd frame at each chunk, walked in C
+    (``int64``; negative where the walk failed)."""
+    if native.available():
+        return native.zstd_frames(buf, offs, lens).astype(np.int64)
+    return libzstd.first_frame_sizes(buf, offs, lens)
 
 
 def _walk_blocks(u32: tuple[np.ndarray, int, np.ndarray], pos: np.ndarray, end: np.ndarray,

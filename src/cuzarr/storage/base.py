@@ -130,7 +130,10 @@ class SyncIO:
     # size meanwhile) or is missing (None: not offered). An optional third
     # argument ``each(i, offset, n)`` is called as soon as value i lies whole in
     # the buffer (its bytes still in the CPU's cache: the device path walks zstd
-    # frames there)
+    # frames there). An optional fourth, ``frames`` (a uint64 array or None):
+    # where the store reads through the C loops (cuzarr.runtime.native), it
+    # fills frames[i] with the zstd walk of value i there instead of calling
+    # ``each`` for it
     get_into: Any = None
     # (keys) -> list[int | None]: each value's size in bytes (None: missing), of
     # the value a ``pinned`` block's reads see; for a shard whose index was read

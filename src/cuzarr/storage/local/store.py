@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from cuzarr.errors import StoreKeyError
+from cuzarr.runtime import native
 from cuzarr.storage.base import (
     ByteRequest,
     Concat,
@@ -44,7 +45,7 @@ from cuzarr.storage.base import (
     in_thread,
     key_directory,
 )
-from cuzarr.storage.local import files, mounts
+from cuzarr.storage.local import batchread, files, mounts
 from cuzarr.storage.local.files import (
     _CREATE_NEW,
     _GUESS,
@@ -332,15 +333,19 @@ class LocalStore(KeyPaths, Store):
 
     def _read_into(
         self, keys: Sequence[str], place: Callable[[list[int | None]], tuple[Any, list[int]]],
-        each: Callable[[int, int, int], Any] | None = None,
+        each: Callable[[int, int, int], Any] | None = None, frames: Any = None,
     ) -> tuple[list[memoryview | bytes | None], list[int]]:
         """``SyncIO.get_into``: each file opened and sized with ``fstat`` (no
         ``stat`` walking the path a second time), placed, then read into its
         place through the descriptor it was sized by (``each(j, offset, n)``
         right after, see ``_read_placed_all``). Beyond ``_HOLD_MAX`` keys,
         sizes come from ``stat`` and a file whose size changed in between (or a
-        symlink) is read as separate bytes instead."""
+        symlink) is read as separate bytes instead. Batches of up to
+        ``_HOLD_MAX`` keys outside a pinned block go through the C loops where
+        built (``batchread``: ``frames`` filled there)."""
         pins = getattr(_tls, "pins", None)
+        if pins is None and len(keys) <= _HOLD_MAX and native.available():
+            return batchread.read_into(self, keys, place, each, frames)
         held: list[int | None] = []
         sizes: list[int | None] = []
         try:

@@ -1,0 +1,76 @@
+"""The per-chunk loops of a batch read, in C, where ``cuzarr.runtime._native``
+was built (``setup.py``; optional: no C compiler, no module).
+
+A device read of 1 MiB chunk files spent most of its host time on Python calls
+per chunk: open, size, read into the staging buffer, close and the zstd frame
+walk. Here each loop is one call per batch, without the GIL. Every function
+does the common case only and marks, per item, what it did not do; the callers
+take those items through their Python path, which raises the precise error.
+``cuzarr.config`` key ``storage.native_io`` (default True) turns it off, for
+the Python path alone (tests run both).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from cuzarr.config import setting
+
+try:
+    from cuzarr.runtime import _native as _c
+except ImportError:  # not built (see setup.py): the callers' Python loops
+    _c = None
+
+__all__ = ["WALK_ERROR", "available", "close_fds", "open_sized", "read_placed", "zstd_frames"]
+
+#: what the zstd walk says of a frame it could not walk
+WALK_ERROR = np.uint64(2**64 - 1)
+
+
+def available() -> bool:
+    """Whether the C loops are built and ``storage.native_io`` is on."""
+    return _c is not None and bool(setting("storage.native_io", True))
+
+
+def open_sized(paths: list[Any]) -> tuple[np.ndarray, np.ndarray]:
+    """Each of ``paths`` (``str``; ``None``: skipped) opened read-only without
+    following a final symlink and sized: ``(fds, sizes)``, ``int64``; an fd < 0
+    is ``-errno`` (-1: skipped), a size -1 means not a regular file (or not
+    opened). The caller closes the descriptors (:func:`close_fds`)."""
+    n = len(paths)
+    fds = np.empty(n, np.int64)
+    sizes = np.empty(n, np.int64)
+    _c.open_sized(paths, fds, sizes)
+    return fds, sizes
+
+
+def close_fds(fds: np.ndarray) -> None:
+    """Close every descriptor >= 0 of ``fds`` (``int64``) and set it to -1."""
+    _c.close_fds(fds)
+
+
+def read_placed(fds: np.ndarray, sizes: np.ndarray, offsets: np.ndarray, buf: Any,
+                frames: np.ndarray | None = None) -> np.ndarray:
+    """Each file ``fds[j]`` (of ``sizes[j]`` bytes) read whole by one ``pread``
+    into ``buf[offsets[j]:]`` where it fits; returns where that worked (``bool``;
+    False: a short read, an error, no descriptor, no room). ``frames``
+    (``uint64``): filled for each read item with the compressed size of the zstd
+    frame it starts with (:func:`zstd_frames`), walked while its bytes are still
+    in the CPU's cache."""
+    got = np.zeros(len(fds), np.uint8)
+    _c.read_placed(fds, sizes, offsets, buf, got, frames)
+    return got.view(bool)
+
+
+def zstd_frames(buf: Any, offsets: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The compressed size of the zstd frame at each ``buf[offsets[j]:][:lengths[j]]``
+    (``uint64``; :data:`WALK_ERROR` where it cannot be walked): magic, frame
+    header, every block header (type, at most 128 KiB, inside the item) to the
+    last block, and the optional checksum, as ``cuzarr.gpu.scan``'s numpy walk
+    checks them. The frame header's other fields are the caller's."""
+    out = np.empty(len(offsets), np.uint64)
+    _c.zstd_frames(buf, np.ascontiguousarray(offsets, np.int64),
+                   np.ascontiguousarray(lengths, np.int64), out)
+    return out

@@ -1,0 +1,83 @@
+"""``SyncIO.get_into`` of a local store through the C loops of
+:mod:`cuzarr.runtime.native`: a batch's files opened and sized in one call,
+placed by the caller, then read into their places (and their zstd frames
+walked) in another, without the GIL.
+
+What the C loops do not do (a key whose path is not known safe yet, an open
+that failed, a short read, a value that does not fit its place) goes through
+``LocalStore``'s Python path for that key, which answers or raises exactly as a
+batch read without the C loops does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from cuzarr.runtime import native
+from cuzarr.storage.local.files import _read_placed_all
+
+__all__ = ["read_into"]
+
+Placed = tuple[list[Any], list[int]]
+
+
+def read_into(store: Any, keys: Sequence[str],
+              place: Callable[[list[int | None]], tuple[Any, list[int]]],
+              each: Callable[[int, int, int], Any] | None,
+              frames: np.ndarray | None) -> Placed:
+    """``get_into(keys, place, each, frames)`` of ``store`` (a ``LocalStore``; no
+    pinned block): see ``SyncIO.get_into``. ``frames`` (``uint64``) is filled
+    for every value the C loop read (the compressed size of the zstd frame it
+    starts with); ``each`` is called for the others, and for all of them when
+    ``frames`` is None."""
+    known = store._paths.get
+    paths = [known(k) if type(k) is str else None for k in keys]
+    fds, sizes = native.open_sized(paths)
+    try:
+        held: list[int | None] = fds.tolist()
+        told: list[int | None] = sizes.tolist()
+        for j in np.flatnonzero(fds < 0).tolist():
+            # not opened here (path not known safe yet, or the open failed):
+            # the Python path checks the key and raises what it should
+            fd, size = store._open_sized(keys[j], None)
+            if fd is not None:
+                fds[j] = fd  # closed with the others
+            held[j] = fd
+            told[j] = size
+            sizes[j] = -1 if size is None else size
+        for j in np.flatnonzero((fds >= 0) & (sizes < 0)).tolist():
+            told[j] = None  # open, but no regular file's size
+        buf, where = place(told)
+        got = native.read_placed(fds, sizes, np.asarray(where, np.int64), buf, frames)
+        view = memoryview(buf).cast("B")
+        if frames is None and each is not None:
+            for j in np.flatnonzero(got).tolist():
+                each(j, where[j], told[j])
+        if got.all():
+            return [view[at : at + n] for at, n in zip(where, told, strict=True)], list(where)
+        return _finish(store, keys, held, told, where, view, got, each)
+    finally:
+        native.close_fds(fds)
+
+
+def _finish(store: Any, keys: Sequence[str], held: list[int | None], told: list[int | None],
+            where: list[int], view: memoryview, got: np.ndarray,
+            each: Callable[[int, int, int], Any] | None) -> Placed:
+    """The values of a batch some of which the C loop did not read: those read
+    by ``_read_placed_all`` (its answers, and errors, for them)."""
+    values: list[Any] = [None] * len(keys)
+    offsets = list(where)
+    for j in np.flatnonzero(got).tolist():
+        values[j] = view[where[j] : where[j] + told[j]]  # type: ignore[operator]
+    rest = np.flatnonzero(~got).tolist()
+    sub_each = None if each is None else (lambda i, at, n: each(rest[i], at, n))
+    vals, offs = _read_placed_all(store, [keys[j] for j in rest], [held[j] for j in rest],
+                                  [told[j] for j in rest], [where[j] for j in rest], view,
+                                  sub_each)
+    for j, v, o in zip(rest, vals, offs, strict=True):
+        values[j] = v
+        offsets[j] = o
+    return values, offsets

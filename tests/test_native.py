@@ -1,0 +1,213 @@
+"""cuzarr.runtime.native (the C loops of a batch read) against Python's own
+answers: os.open/os.pread on real files, the numpy zstd walk of gpu.scan, and
+LocalStore's get_into with the C loops off (storage.native_io)."""
+
+from __future__ import annotations
+
+import errno
+import os
+
+import numpy as np
+import pytest
+import zstandard
+
+import cuzarr
+from cuzarr.gpu import scan
+from cuzarr.runtime import native
+from cuzarr.storage import LocalStore
+
+pytestmark = pytest.mark.skipif(os.name != "posix", reason="the C loops are POSIX only")
+
+
+@pytest.fixture(autouse=True)
+def built():
+    if native._c is None:
+        pytest.fail("cuzarr.runtime._native is not built (setup.py)")
+
+
+def _files(tmp_path, sizes):
+    rng = np.random.default_rng(0)
+    paths, blobs = [], []
+    for i, n in enumerate(sizes):
+        p = tmp_path / f"f{i}"
+        b = rng.integers(0, 256, n, dtype=np.uint8).tobytes()
+        p.write_bytes(b)
+        paths.append(str(p))
+        blobs.append(b)
+    return paths, blobs
+
+
+def test_open_sized_answers_like_os(tmp_path):
+    paths, _ = _files(tmp_path, [0, 1, 5000])
+    (tmp_path / "dir").mkdir()
+    os.symlink(paths[2], tmp_path / "link")
+    asked = [*paths, None, str(tmp_path / "missing"), str(tmp_path / "link"),
+             str(tmp_path / "dir")]
+    fds, sizes = native.open_sized(asked)
+    try:
+        assert sizes[:3].tolist() == [0, 1, 5000] and (fds[:3] >= 0).all()
+        assert fds[3] == -1 and sizes[3] == -1  # skipped
+        assert fds[4] == -errno.ENOENT and sizes[4] == -1
+        assert fds[5] == -errno.ELOOP  # a final symlink is not followed
+        assert fds[6] >= 0 and sizes[6] == -1  # opened, but no regular file's size
+    finally:
+        native.close_fds(fds)
+    assert (fds < 0).all() and fds[:3].tolist() == [-1, -1, -1]  # closed and forgotten
+
+
+def test_read_placed_reads_each_file_into_its_place(tmp_path):
+    paths, blobs = _files(tmp_path, [10, 0, 3000, 7])
+    fds, sizes = native.open_sized(paths)
+    buf = np.zeros(4000, np.uint8)
+    offs = np.array([0, 16, 32, 3995], np.int64)  # the last does not fit
+    try:
+        got = native.read_placed(fds, sizes, offs, buf)
+    finally:
+        native.close_fds(fds)
+    assert got.tolist() == [True, True, True, False]
+    for b, at, ok in zip(blobs, offs.tolist(), got.tolist(), strict=True):
+        if ok:
+            assert buf[at : at + len(b)].tobytes() == b
+    assert not buf[3995:].any()
+
+
+def test_read_placed_reports_a_short_read(tmp_path):
+    """A file that shrank between its sizing and its read is not taken."""
+    paths, _ = _files(tmp_path, [100, 100])
+    fds, sizes = native.open_sized(paths)
+    try:
+        os.truncate(paths[1], 50)
+        got = native.read_placed(fds, sizes, np.array([0, 128], np.int64),
+                                 np.zeros(256, np.uint8))
+    finally:
+        native.close_fds(fds)
+    assert got.tolist() == [True, False]
+
+
+def _frames():
+    rng = np.random.default_rng(3)
+    raw = [np.cumsum(rng.standard_normal(n)).round(1).astype("<f4").tobytes()
+           for n in (0, 1, 100, 40000, 300000)] + [bytes(300000)]
+    out = []
+    for r in raw:
+        for kw in ({"level": 1}, {"level": 5, "write_checksum": True},
+                   {"write_content_size": False}, {"level": -5}):
+            out.append(zstandard.ZstdCompressor(**kw).compress(r))
+    return out
+
+
+def _numpy_walk(data: bytes) -> int:
+    """gpu.scan's numpy walk of one frame: its end, or -1."""
+    buf = np.frombuffer(data + b"\0" * 8, np.uint8)
+    fhd = data[4] if len(data) > 4 else 0
+    single = (fhd >> 5) & 1
+    fcs = [single, 2, 4, 8][fhd >> 6]
+    first = 5 + (1 - single) + [0, 1, 2, 4][fhd & 3] + fcs
+    if len(data) < 6 or data[:4] != b"\x28\xb5\x2f\xfd" or first > len(data):
+        return -1
+    ok = np.ones(1, bool)
+    end = scan._walk_blocks(scan._words(buf, "<u4"), np.array([first]),
+                            np.array([len(data)]), ok)
+    if not ok[0]:
+        return -1
+    end = int(end[0]) + 4 * ((fhd >> 2) & 1)
+    return end if end <= len(data) else -1
+
+
+def test_zstd_walk_agrees_with_numpy_and_libzstd():
+    """Valid frames (raw, RLE and compressed blocks, checksums, no content
+    size, several frames) and every corruption of their headers: the C walk
+    gives the numpy walk's answer."""
+    cases = []
+    for f in _frames():
+        cases.append(f)
+        cases.append(f + f)  # the first frame's size
+        cases += [f[:k] for k in range(0, len(f), max(1, len(f) // 20))]
+        for i in range(min(len(f), 24)):
+            for v in (0, 0xFF, f[i] ^ 0x06, f[i] ^ 0x80):
+                b = bytearray(f)
+                b[i] = v
+                cases.append(bytes(b))
+    blob = b"".join(cases)
+    offs = np.cumsum([0] + [len(c) for c in cases[:-1]]).astype(np.int64)
+    lens = np.array([len(c) for c in cases], np.int64)
+    got = native.zstd_frames(np.frombuffer(blob, np.uint8), offs, lens).astype(np.int64)
+    want = [_numpy_walk(c) for c in cases]
+    assert got.tolist() == want
+    from cuzarr.codecs import libzstd
+
+    if libzstd.available():  # the same frame sizes where both walk through
+        ref = libzstd.first_frame_sizes(np.frombuffer(blob, np.uint8), offs, lens)
+        both = (got >= 0) & (ref >= 0)
+        assert (got[both] == ref[both]).all() and both.sum() > len(cases) // 4
+
+
+def test_zstd_walk_refuses_a_block_over_128k_and_items_outside():
+    """A block header claiming more than 128 KiB (which libzstd's own walk
+    lets through) is refused, and an item outside the buffer is not read."""
+    head = b"\x28\xb5\x2f\xfd" + bytes([0x20])  # single segment, 1-byte content size
+    block = ((200000 << 3) | 1).to_bytes(3, "little")  # last, raw, 200,000 bytes
+    data = head + b"\x10" + block + bytes(200000)
+    buf = np.frombuffer(data, np.uint8)
+    out = native.zstd_frames(buf, np.array([0, 0], np.int64),
+                             np.array([len(data), len(data) + 1], np.int64))
+    assert (out == native.WALK_ERROR).all()
+
+
+def _mixed_store(tmp_path):
+    store = LocalStore(tmp_path)
+    keys = [f"k/{i}" for i in range(6)]
+    rng = np.random.default_rng(5)
+    values = {k: rng.integers(0, 256, 100 * i, dtype=np.uint8).tobytes()
+              for i, k in enumerate(keys)}
+    for k, v in values.items():
+        (tmp_path / k).parent.mkdir(exist_ok=True)
+        (tmp_path / k).write_bytes(v)
+    os.remove(tmp_path / "k" / "2")  # missing
+    os.symlink(tmp_path / "k" / "3", tmp_path / "k" / "link")  # not followed
+    return store, [*keys, "k/link", "k/nothere"], values
+
+
+@pytest.mark.parametrize("room", [1 << 20, 700])
+def test_get_into_through_c_loops_as_in_python(tmp_path, room):
+    """LocalStore.get_into answers the same with the C loops and without,
+    for present, empty, missing and symlinked keys, and for values that do not
+    fit the buffer the caller laid out (read as separate bytes)."""
+    store, keys, values = _mixed_store(tmp_path)
+
+    def place(sizes):
+        offs, p = [], 0
+        for n in sizes:
+            offs.append(p if n is not None else -1)
+            p += -(-(n or 0) // 16) * 16
+        return np.zeros(room, np.uint8), offs
+
+    answers = {}
+    for on in (True, False):
+        with cuzarr.config.set({"storage.native_io": on}):
+            sio = store.sync_io()
+            walked: list[int] = []
+            vals, offs = sio.get_into(keys, place, lambda j, at, n, w=walked: w.append(j))
+            answers[on] = ([None if v is None else bytes(v) for v in vals], offs,
+                           sorted(walked))
+    assert answers[True] == answers[False]
+    vals = answers[True][0]
+    assert vals[:2] == [values["k/0"], values["k/1"]] and vals[2] is None
+    assert vals[-1] is None
+
+
+def test_get_into_fills_frames_in_the_c_loop(tmp_path):
+    store = LocalStore(tmp_path)
+    frames_in = _frames()[:6]
+    keys = []
+    for i, f in enumerate(frames_in):
+        (tmp_path / f"z{i}").write_bytes(f)
+        keys.append(f"z{i}")
+    frames = np.zeros(len(keys), np.uint64)
+    called = []
+    with cuzarr.config.set({"storage.native_io": True}):
+        store.sync_io().get_into(
+            keys, lambda s: (np.zeros(1 << 20, np.uint8), list(np.cumsum([0, *s[:-1]]))),
+            lambda j, at, n: called.append(j), frames)
+    assert not called  # the C loop walked them all
+    assert frames.astype(np.int64).tolist() == [_numpy_walk(f) for f in frames_in]
