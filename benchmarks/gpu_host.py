@@ -186,6 +186,9 @@ def measure(a: Any, layout: str, repeats: int, workers: int) -> dict:
 PHASES = [
     ("cuzarr.storage.local.store", "LocalStore._open_all", "open+size"),
     ("cuzarr.storage.local.store", "_read_placed_all", "reads"),
+    # the same steps through the C loops (storage.native_io), one call a batch
+    ("cuzarr.runtime.native", "open_sized", "open+size"),
+    ("cuzarr.runtime.native", "read_placed", "reads"),
     ("cuzarr.gpu.reader", "prepare_batch", "prepare"),
     ("cuzarr.gpu.batch", "_scan_in_place", "scan"),
     ("cuzarr.gpu.batch", "build_plan", "plan"),

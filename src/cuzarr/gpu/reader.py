@@ -60,6 +60,9 @@ __all__ = [
 ]
 
 
+_UNSET = object()
+
+
 def wait_for_user_stream(stream: Any) -> None:
     """Make ``stream`` (ours) wait for the work queued so far on the caller's stream
     (``cuzarr.config`` key ``gpu.stream``: a CuPy or PyTorch stream, or a raw
@@ -228,6 +231,7 @@ class DeviceReader:
     ) -> None:
         self.pipeline = pipeline
         self.out = out
+        self._out_address: Any = _UNSET  # see _out_ptr
         self.fill = fill
         self.chunk_shape = chunk_shape
         self.executor = executor
@@ -304,13 +308,20 @@ class DeviceReader:
 
     def _out_ptr(self) -> int | None:
         """The output's address when whole chunks may be decoded straight into
-        it (C-contiguous: a chunk's block of it is contiguous)."""
-        out = self.out
-        if not out.flags.c_contiguous or out.size == 0:
-            return None
-        if isinstance(out, np.ndarray):  # (out.data of a datetime array is no buffer)
-            return int(out.ctypes.data)
-        return int(out.data.ptr)
+        it (C-contiguous: a chunk's block of it is contiguous). Asked once per
+        read: ``flags`` and ``ctypes`` build objects each time (~10 us a batch
+        right after its copies)."""
+        ptr = self._out_address
+        if ptr is _UNSET:
+            out = self.out
+            if not out.flags.c_contiguous or out.size == 0:
+                ptr = None
+            elif isinstance(out, np.ndarray):  # (out.data of a datetime array is no buffer)
+                ptr = int(out.ctypes.data)
+            else:
+                ptr = int(out.data.ptr)
+            self._out_address = ptr
+        return ptr
 
     def _host_decode(self, data: Any, shape: tuple[int, ...]) -> np.ndarray:
         # Host-decoded chunks enter the staging buffer in the output's byte order.
