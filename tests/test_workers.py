@@ -303,11 +303,14 @@ def test_writes_survive_the_lock_directory_being_removed(tmp_path, monkeypatch):
     np.testing.assert_array_equal(a[...], want)
 
 
-def test_cancelled_loops_stop_after_their_current_batch():
+@pytest.mark.parametrize("slice_s", [10.0, 0.001])
+def test_cancelled_loops_stop_after_their_current_batch(slice_s):
+    """Also when the loops go back to the pool's queue after every batch
+    (short slices): the cancelled call waits for the batch running then."""
     job = _CountingJob(0.02)
 
     async def main() -> None:
-        task = asyncio.ensure_future(pull_batches(10_000, 1, job, slice_s=10.0))
+        task = asyncio.ensure_future(pull_batches(10_000, 1, job, slice_s=slice_s))
         await asyncio.sleep(0.05)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
