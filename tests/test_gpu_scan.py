@@ -121,6 +121,27 @@ def test_scan_zstd_corruptions(which, walk):
     assert not ok[-2:].any()
 
 
+@pytest.mark.parametrize("which", [2, 5, 7])
+def test_scan_zstd_native_and_numpy_agree(which):
+    """The C walk (each frame header read once, in C) and the numpy scan take
+    the same chunks of every corrupted variant."""
+    data, n = _zstd_chunks()[which]
+    variants = [data[:k] for k in range(0, len(data), max(1, len(data) // 50))]
+    for i in [*range(min(64, len(data))), *range(max(0, len(data) - 8), len(data))]:
+        for v in (0, 0xFF, data[i] ^ 0x08, data[i] ^ 0x80, data[i] ^ 0x20):
+            b = bytearray(data)
+            b[i] = v
+            variants.append(bytes(b))
+    buf, offs, lens = _batch(variants)
+    expect = np.full(len(variants), n, np.int64)
+    masks = {}
+    for walker in ("native", "numpy"):
+        with cuzarr.config.set({"storage.native_io": walker == "native",
+                                "codecs.zstd_system_library": False}):
+            masks[walker] = scan.scan_zstd(buf, offs, lens, expect, MAX)
+    assert (masks["native"] == masks["numpy"]).all() and masks["numpy"].any()
+
+
 def test_scan_lz4():
     import lz4.block
 

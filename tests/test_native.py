@@ -114,10 +114,26 @@ def _numpy_walk(data: bytes) -> int:
     return end if end <= len(data) else -1
 
 
+def _content(data: bytes) -> int:
+    """The content size of the frame header at ``data`` where nvCOMP may take
+    it, read here in Python (-1: bad magic, cut short, no content size field,
+    a dictionary id or the reserved bit)."""
+    if len(data) < 6 or data[:4] != b"\x28\xb5\x2f\xfd":
+        return -1
+    fhd = data[4]
+    single = (fhd >> 5) & 1
+    fcs = [single, 2, 4, 8][fhd >> 6]
+    start = 5 + (1 - single) + [0, 1, 2, 4][fhd & 3]
+    if start + fcs > len(data) or fcs == 0 or fhd & 0x08 or fhd & 3:
+        return -1
+    return int.from_bytes(data[start : start + fcs], "little") + (256 if fcs == 2 else 0)
+
+
 def test_zstd_walk_agrees_with_numpy_and_libzstd():
     """Valid frames (raw, RLE and compressed blocks, checksums, no content
     size, several frames) and every corruption of their headers: the C walk
-    gives the numpy walk's answer."""
+    gives the numpy walk's frame size, and the content size a Python parse of
+    the frame header gives."""
     cases = []
     for f in _frames():
         cases.append(f)
@@ -131,9 +147,10 @@ def test_zstd_walk_agrees_with_numpy_and_libzstd():
     blob = b"".join(cases)
     offs = np.cumsum([0] + [len(c) for c in cases[:-1]]).astype(np.int64)
     lens = np.array([len(c) for c in cases], np.int64)
-    got = native.zstd_frames(np.frombuffer(blob, np.uint8), offs, lens).astype(np.int64)
-    want = [_numpy_walk(c) for c in cases]
-    assert got.tolist() == want
+    walked = native.zstd_frames(np.frombuffer(blob, np.uint8), offs, lens).view(np.int64)
+    got = walked[:, 0]
+    assert got.tolist() == [_numpy_walk(c) for c in cases]
+    assert walked[:, 1].tolist() == [_content(c) for c in cases]
     from cuzarr.codecs import libzstd
 
     if libzstd.available():  # the same frame sizes where both walk through
@@ -151,7 +168,8 @@ def test_zstd_walk_refuses_a_block_over_128k_and_items_outside():
     buf = np.frombuffer(data, np.uint8)
     out = native.zstd_frames(buf, np.array([0, 0], np.int64),
                              np.array([len(data), len(data) + 1], np.int64))
-    assert (out == native.WALK_ERROR).all()
+    assert (out[:, 0] == native.WALK_ERROR).all()
+    assert out[0, 1] == 0x10 and out[1, 1] == native.NO_CONTENT  # the header holds
 
 
 def _mixed_store(tmp_path):
@@ -203,11 +221,13 @@ def test_get_into_fills_frames_in_the_c_loop(tmp_path):
     for i, f in enumerate(frames_in):
         (tmp_path / f"z{i}").write_bytes(f)
         keys.append(f"z{i}")
-    frames = np.zeros(len(keys), np.uint64)
+    frames = native.frames_array(len(keys))
     called = []
     with cuzarr.config.set({"storage.native_io": True}):
         store.sync_io().get_into(
             keys, lambda s: (np.zeros(1 << 20, np.uint8), list(np.cumsum([0, *s[:-1]]))),
             lambda j, at, n: called.append(j), frames)
     assert not called  # the C loop walked them all
-    assert frames.astype(np.int64).tolist() == [_numpy_walk(f) for f in frames_in]
+    walked = frames.view(np.int64)
+    assert walked[:, 0].tolist() == [_numpy_walk(f) for f in frames_in]
+    assert walked[:, 1].tolist() == [_content(f) for f in frames_in]

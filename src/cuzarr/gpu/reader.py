@@ -201,8 +201,10 @@ class HostBuffered(list):
     """Chunk bytes fetched into one host buffer (``base``; pinned on a GPU):
     item ``i`` lies at ``offsets[i]`` in it (-1: separate bytes, or missing),
     ``sizes[i]`` bytes long when known (else ``len`` of the item); ``frames[i]``
-    (``uint64``, when walked as it was read): the stored size of the first zstd
-    frame there (0: not walked; an error code is larger than the chunk)."""
+    (when walked as it was read; see ``cuzarr.runtime.native.frames_array``):
+    the stored size of the first zstd frame there (0: not walked; an error code
+    is larger than the chunk) and its content size (``NOT_PARSED`` where only
+    libzstd walked it)."""
 
     def __init__(self, values: Sequence[Any], base: np.ndarray, offsets: Any,
                  sizes: Any = None, frames: np.ndarray | None = None) -> None:
@@ -281,7 +283,7 @@ class DeviceReader:
         # store's C loop walks them (cuzarr.runtime.native); chunks read in
         # Python are walked by libzstd through ``each``, or later by gpu.scan.
         walk = kind == "zstd" and (native.available() or libzstd.available())
-        frames = np.zeros(len(keys), np.uint64) if walk else None
+        frames = native.frames_array(len(keys)) if walk else None
         find = libzstd.frame_size_at() if walk and libzstd.available() else None
         base = [0]
 
@@ -293,7 +295,7 @@ class DeviceReader:
             return buf, offsets
 
         def each(j: int, at: int, n: int) -> None:
-            frames[j] = find(base[0] + at, n)  # type: ignore[index, misc]
+            frames[j, 0] = find(base[0] + at, n)  # type: ignore[index, misc]
 
         # pinned memory is allocated in the output device's context
         on_device = getattr(self.executor, "device", False)

@@ -89,16 +89,40 @@ def scan_zstd(buf: np.ndarray, offs: np.ndarray, lens: np.ndarray, expect: np.nd
     (type, inside the chunk) up to the last block and the optional checksum,
     ending exactly at the chunk's end.
 
-    The block headers are walked in C: by ``cuzarr.runtime.native`` where it
-    was built (the checks of :func:`_walk_blocks`), else by the system's
-    libzstd (``ZSTD_findFrameCompressedSize``, which does not hold a block to
-    128 KiB); with neither, side by side in numpy (:func:`_walk_blocks`).
-    ``frames``: the C walk's answer per chunk where the caller walked each
-    chunk as it was read (``uint64``; 0: not walked, walked here)."""
+    The headers are walked in C where they can be: by ``cuzarr.runtime.native``
+    where it was built (each frame header read once, with the checks of
+    :func:`_walk_blocks` for its blocks), else the frame headers here in numpy
+    and the block headers by the system's libzstd
+    (``ZSTD_findFrameCompressedSize``, which does not hold a block to 128 KiB);
+    with neither, the block headers side by side in numpy (:func:`_walk_blocks`).
+    ``frames`` (n x 2, ``cuzarr.runtime.native.frames_array``): the walk of each
+    chunk made as it was read (a row not walked is walked here)."""
     if len(offs) == 0:
         return np.zeros(0, bool)
-    u64 = _words(buf, "<u8")
     end = offs + lens
+    ok = (lens >= 6) & (end <= len(buf))
+    if frames is None and native.available():
+        frames = native.zstd_frames(buf, offs, lens)
+    if frames is not None and native.available():
+        todo = np.flatnonzero(frames[:, 0] == 0)
+        if len(todo):  # not walked as they were read (read as separate bytes)
+            frames = frames.copy()
+            frames[todo] = native.zstd_frames(buf, offs[todo], lens[todo])
+        if not (frames[:, 1] == native.NOT_PARSED).any():
+            # every frame header parsed in C: sizes compared, nothing read here
+            walked = frames.view(np.int64)  # errors and NO_CONTENT: negative
+            content = walked[:, 1]
+            return ok & (walked[:, 0] == lens) & (content == expect) & (content <= max_size)
+    return ok & _scan_headers(buf, offs, lens, expect, max_size, end,
+                              None if frames is None else frames[:, 0])
+
+
+def _scan_headers(buf: np.ndarray, offs: np.ndarray, lens: np.ndarray, expect: np.ndarray,
+                  max_size: int, end: np.ndarray, frames: np.ndarray | None) -> np.ndarray:
+    """:func:`scan_zstd` with the frame headers read here (numpy), the block
+    headers walked by libzstd (``frames``: frame sizes walked already, 0: not)
+    or numpy."""
+    u64 = _words(buf, "<u8")
     ok = (lens >= 6) & (end <= len(buf))
     head = _at(u64, offs)  # the magic, then the frame header descriptor
     ok &= (head & 0xFFFFFFFF) == ZSTD_MAGIC
@@ -116,11 +140,10 @@ def scan_zstd(buf: np.ndarray, offs: np.ndarray, lens: np.ndarray, expect: np.nd
     content = content.view(np.int64) + 256 * (fcs_size == 2)
     ok &= (content == expect) & (content <= max_size)
     if native.available() or libzstd.available():
-        # the block headers walked in C: cuzarr.runtime.native's walk (one call
-        # a batch, the same checks as _walk_blocks), else libzstd's own (one call
-        # per chunk, ~0.5 us), against ~19 numpy operations per block position
-        # of the batch (~6 us per 1 MiB chunk in a batch of 32); error codes
-        # turn negative
+        # the block headers walked in C: libzstd's own walk (one call per
+        # chunk, ~0.5 us) against ~19 numpy operations per block position of
+        # the batch (~6 us per 1 MiB chunk in a batch of 32); error codes turn
+        # negative
         idx = np.flatnonzero(ok)
         sizes = np.zeros(len(idx), np.int64) if frames is None else frames[idx].astype(np.int64)
         todo = np.flatnonzero(sizes == 0)
@@ -138,7 +161,7 @@ def _walk(buf: np.ndarray, offs: np.ndarray, lens: np.ndarray) -> np.ndarray:
     """The compressed size of the zstd frame at each chunk, walked in C
     (``int64``; negative where the walk failed)."""
     if native.available():
-        return native.zstd_frames(buf, offs, lens).astype(np.int64)
+        return native.zstd_frames(buf, offs, lens)[:, 0].astype(np.int64)
     return libzstd.first_frame_sizes(buf, offs, lens)
 
 

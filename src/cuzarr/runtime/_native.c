@@ -36,6 +36,7 @@
 #define ZSTD_MAGIC 0xFD2FB528u
 #define ZSTD_BLOCK_MAX (128u << 10)
 #define WALK_ERROR UINT64_MAX
+#define NO_CONTENT UINT64_MAX
 
 typedef struct {
     Py_buffer view;
@@ -175,41 +176,58 @@ static inline uint32_t le32(const uint8_t *p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-/* The compressed size of the zstd frame at p (n bytes there), walked header by
- * header: magic, frame header, every block header (type, a size of at most
- * 128 KiB, inside the n bytes) to the last block, then the optional checksum.
- * WALK_ERROR where any of that fails. It checks what cuzarr.gpu.scan's numpy
- * walk checks, block for block; the frame header's other fields (reserved
- * bit, dictionary, content size) are the caller's. */
-static uint64_t zstd_frame_size(const uint8_t *p, uint64_t n) {
+/* The zstd frame at p (n bytes there), walked header by header: magic, frame
+ * header, every block header (type, a size of at most 128 KiB, inside the n
+ * bytes) to the last block, then the optional checksum. out[0] = its compressed
+ * size (WALK_ERROR where any of that fails); out[1] = its content size where
+ * nvCOMP's raw zstd decoder may take it: a content size field present, no
+ * dictionary id, the reserved bit clear (NO_CONTENT otherwise). It checks what
+ * cuzarr.gpu.scan checks, field for field and block for block: each frame
+ * header is read once, here, while the chunk's bytes are in the CPU's cache. */
+static void zstd_walk(const uint8_t *p, uint64_t n, uint64_t *out) {
+    out[0] = WALK_ERROR;
+    out[1] = NO_CONTENT;
     if (n < 6 || le32(p) != ZSTD_MAGIC) {
-        return WALK_ERROR;
+        return;
     }
     uint8_t fhd = p[4];
     unsigned fcs_flag = fhd >> 6, single = (fhd >> 5) & 1, checksum = (fhd >> 2) & 1;
     static const unsigned did_size[4] = {0, 1, 2, 4};
     static const unsigned fcs_size[4] = {0, 2, 4, 8};
     unsigned fcs = fcs_flag == 0 ? single : fcs_size[fcs_flag];
-    uint64_t pos = 5 + (single ? 0 : 1) + did_size[fhd & 3] + fcs;
+    uint64_t start = 5 + (single ? 0 : 1) + did_size[fhd & 3]; /* the content size */
+    uint64_t pos = start + fcs;
+    if (pos > n) {
+        return;
+    }
+    if (fcs > 0 && (fhd & 0x08) == 0 && (fhd & 3) == 0) {
+        uint64_t v = 0;
+        for (unsigned i = 0; i < fcs; i++) {
+            v |= (uint64_t)p[start + i] << (8 * i);
+        }
+        out[1] = v + (fcs == 2 ? 256 : 0);
+    }
     for (;;) {
         if (pos + 3 > n) {
-            return WALK_ERROR;
+            return;
         }
         uint32_t h = (uint32_t)p[pos] | (uint32_t)p[pos + 1] << 8 | (uint32_t)p[pos + 2] << 16;
         uint32_t last = h & 1, type = (h >> 1) & 3, size = h >> 3;
         if (type == 3 || size > ZSTD_BLOCK_MAX) {
-            return WALK_ERROR;
+            return;
         }
         pos += 3 + (type == 1 ? 1 : size);
         if (pos > n) {
-            return WALK_ERROR;
+            return;
         }
         if (last) {
             break;
         }
     }
     pos += checksum ? 4 : 0;
-    return pos > n ? WALK_ERROR : pos;
+    if (pos <= n) {
+        out[0] = pos;
+    }
 }
 
 /* read_placed(fds, sizes, offsets, buf, got, frames) -> int
@@ -217,10 +235,10 @@ static uint64_t zstd_frame_size(const uint8_t *p, uint64_t n) {
  * For each j with fds[j] >= 0, sizes[j] >= 0 and its bytes fitting at
  * buf[offsets[j]:]: one pread of the whole file there. got[j] = 1 where it read
  * sizes[j] bytes, else 0 (a short read, an error, no descriptor: the caller's
- * slow path). frames (or None): for each read item, the compressed size of the
- * zstd frame it starts with (zstd_frame_size; 2**64 - 1 where the walk fails),
- * walked while its bytes are still in the CPU's cache. Returns how many items
- * were read. */
+ * slow path). frames (or None, else n x 2 uint64): for each read item, the
+ * zstd walk of the frame it starts with (zstd_walk: its compressed size and
+ * content size), while its bytes are still in the CPU's cache. Returns how
+ * many items were read. */
 static PyObject *read_placed(PyObject *self, PyObject *args) {
     PyObject *fds_obj, *sizes_obj, *offs_obj, *buf_obj, *got_obj, *frames_obj;
     if (!PyArg_ParseTuple(args, "OOOOOO", &fds_obj, &sizes_obj, &offs_obj, &buf_obj, &got_obj,
@@ -240,7 +258,7 @@ static PyObject *read_placed(PyObject *self, PyObject *args) {
         get_buffer(got_obj, &got_b, n, 1, "got") < 0) {
         goto done;
     }
-    if (frames_obj != Py_None && get_buffer(frames_obj, &frames_b, n, 8, "frames") < 0) {
+    if (frames_obj != Py_None && get_buffer(frames_obj, &frames_b, 2 * n, 8, "frames") < 0) {
         goto done;
     }
     const int64_t *fds = fds_b.view.buf, *sizes = sizes_b.view.buf, *offs = offs_b.view.buf;
@@ -265,7 +283,7 @@ static PyObject *read_placed(PyObject *self, PyObject *args) {
         got[j] = 1;
         count++;
         if (frames != NULL) {
-            frames[j] = zstd_frame_size(base + at, (uint64_t)size);
+            zstd_walk(base + at, (uint64_t)size, frames + 2 * j);
         }
     }
     Py_END_ALLOW_THREADS
@@ -280,9 +298,9 @@ done:
     return result;
 }
 
-/* zstd_frames(buf, offsets, lengths, out) -> None: out[j] = the compressed size
- * of the zstd frame at buf[offsets[j]:offsets[j] + lengths[j]] (zstd_frame_size;
- * 2**64 - 1 where it fails or the item lies outside buf). The buffers are only
+/* zstd_frames(buf, offsets, lengths, out) -> None: out[j] (n x 2 uint64) = the
+ * zstd walk of the frame at buf[offsets[j]:offsets[j] + lengths[j]] (zstd_walk;
+ * both 2**64 - 1 where the item lies outside buf). The other buffers are only
  * read. */
 static PyObject *zstd_frames(PyObject *self, PyObject *args) {
     PyObject *buf_obj, *offs_obj, *lens_obj, *out_obj;
@@ -296,7 +314,7 @@ static PyObject *zstd_frames(PyObject *self, PyObject *args) {
     if (get_buffer(out_obj, &out_b, 0, 8, "out") < 0) {
         goto done;
     }
-    Py_ssize_t n = out_b.view.len / 8;
+    Py_ssize_t n = out_b.view.len / 16;
     if (get_buffer(buf_obj, &buf_b, 0, 1, "in: buf") < 0 ||
         get_buffer(offs_obj, &offs_b, n, 8, "in: offsets") < 0 ||
         get_buffer(lens_obj, &lens_b, n, 8, "in: lengths") < 0) {
@@ -310,10 +328,11 @@ static PyObject *zstd_frames(PyObject *self, PyObject *args) {
     for (Py_ssize_t j = 0; j < n; j++) {
         int64_t at = offs[j], len = lens[j];
         if (at < 0 || len < 0 || at > cap - len) {
-            out[j] = WALK_ERROR;
+            out[2 * j] = WALK_ERROR;
+            out[2 * j + 1] = NO_CONTENT;
             continue;
         }
-        out[j] = zstd_frame_size(base + at, (uint64_t)len);
+        zstd_walk(base + at, (uint64_t)len, out + 2 * j);
     }
     Py_END_ALLOW_THREADS
     result = Py_NewRef(Py_None);

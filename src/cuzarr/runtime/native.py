@@ -23,10 +23,26 @@ try:
 except ImportError:  # not built (see setup.py): the callers' Python loops
     _c = None
 
-__all__ = ["WALK_ERROR", "available", "close_fds", "open_sized", "read_placed", "zstd_frames"]
+__all__ = [
+    "NOT_PARSED",
+    "NO_CONTENT",
+    "WALK_ERROR",
+    "available",
+    "close_fds",
+    "frames_array",
+    "open_sized",
+    "read_placed",
+    "zstd_frames",
+]
 
-#: what the zstd walk says of a frame it could not walk
+#: the zstd walk's frame size for a frame it could not walk
 WALK_ERROR = np.uint64(2**64 - 1)
+#: the zstd walk's content size for a frame nvCOMP's raw decoder does not take
+#: (no content size field, a dictionary id, the reserved bit set)
+NO_CONTENT = np.uint64(2**64 - 1)
+#: a content size nobody has parsed yet (a frame walked by libzstd, which gives
+#: the frame's size alone)
+NOT_PARSED = np.uint64(2**64 - 2)
 
 
 def available() -> bool:
@@ -51,26 +67,36 @@ def close_fds(fds: np.ndarray) -> None:
     _c.close_fds(fds)
 
 
+def frames_array(n: int) -> np.ndarray:
+    """An (``n`` x 2) ``uint64`` array for zstd walks (see :func:`zstd_frames`),
+    none walked yet: frame sizes 0, content sizes :data:`NOT_PARSED`."""
+    out = np.zeros((n, 2), np.uint64)
+    out[:, 1] = NOT_PARSED
+    return out
+
+
 def read_placed(fds: np.ndarray, sizes: np.ndarray, offsets: np.ndarray, buf: Any,
                 frames: np.ndarray | None = None) -> np.ndarray:
     """Each file ``fds[j]`` (of ``sizes[j]`` bytes) read whole by one ``pread``
     into ``buf[offsets[j]:]`` where it fits; returns where that worked (``bool``;
     False: a short read, an error, no descriptor, no room). ``frames``
-    (``uint64``): filled for each read item with the compressed size of the zstd
-    frame it starts with (:func:`zstd_frames`), walked while its bytes are still
-    in the CPU's cache."""
+    (:func:`frames_array`): row ``j`` of each read item set to the zstd walk of
+    the frame it starts with (:func:`zstd_frames`), while its bytes are still in
+    the CPU's cache."""
     got = np.zeros(len(fds), np.uint8)
     _c.read_placed(fds, sizes, offsets, buf, got, frames)
     return got.view(bool)
 
 
 def zstd_frames(buf: Any, offsets: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """The compressed size of the zstd frame at each ``buf[offsets[j]:][:lengths[j]]``
-    (``uint64``; :data:`WALK_ERROR` where it cannot be walked): magic, frame
-    header, every block header (type, at most 128 KiB, inside the item) to the
-    last block, and the optional checksum, as ``cuzarr.gpu.scan``'s numpy walk
-    checks them. The frame header's other fields are the caller's."""
-    out = np.empty(len(offsets), np.uint64)
+    """The zstd walk of the frame at each ``buf[offsets[j]:][:lengths[j]]``: an
+    (n x 2) ``uint64`` array of its compressed size (:data:`WALK_ERROR` where
+    magic, frame header, a block header (type, at most 128 KiB, inside the item)
+    or the optional checksum does not hold, as ``cuzarr.gpu.scan``'s numpy walk
+    checks them) and its content size where nvCOMP's raw decoder may take the
+    frame (:data:`NO_CONTENT`: no content size field, a dictionary id, the
+    reserved bit set). Each frame header is read once, in C."""
+    out = np.empty((len(offsets), 2), np.uint64)
     _c.zstd_frames(buf, np.ascontiguousarray(offsets, np.int64),
                    np.ascontiguousarray(lengths, np.int64), out)
     return out
