@@ -37,30 +37,44 @@ def read_into(store: Any, keys: Sequence[str],
     paths = [known(k) if type(k) is str else None for k in keys]
     fds, sizes = native.open_sized(paths)
     try:
-        held: list[int | None] = fds.tolist()
-        told: list[int | None] = sizes.tolist()
-        for j in np.flatnonzero(fds < 0).tolist():
-            # not opened here (path not known safe yet, or the open failed):
-            # the Python path checks the key and raises what it should
-            fd, size = store._open_sized(keys[j], None)
-            if fd is not None:
-                fds[j] = fd  # closed with the others
-            held[j] = fd
-            told[j] = size
-            sizes[j] = -1 if size is None else size
-        for j in np.flatnonzero((fds >= 0) & (sizes < 0)).tolist():
-            told[j] = None  # open, but no regular file's size
+        held: list[int | None] | None = None
+        if ((fds | sizes) < 0).any():  # a failed open, or no regular file's size
+            held, told = _slow_opens(store, keys, fds, sizes)
+        else:
+            told = sizes.tolist()
         buf, where = place(told)
-        got = native.read_placed(fds, sizes, np.asarray(where, np.int64), buf, frames)
+        got = native.read_placed(fds, sizes, np.array(where, np.int64), buf, frames)
         view = memoryview(buf).cast("B")
         if frames is None and each is not None:
             for j in np.flatnonzero(got).tolist():
                 each(j, where[j], told[j])
         if got.all():
             return [view[at : at + n] for at, n in zip(where, told, strict=True)], list(where)
-        return _finish(store, keys, held, told, where, view, got, each)
+        return _finish(store, keys, fds.tolist() if held is None else held, told, where, view,
+                       got, each)
     finally:
         native.close_fds(fds)
+
+
+def _slow_opens(store: Any, keys: Sequence[str], fds: np.ndarray,
+                sizes: np.ndarray) -> tuple[list[int | None], list[int | None]]:
+    """Descriptors and sizes where the C loop opened or sized a file not as the
+    common case: keys it did not open go through the store's Python path (which
+    checks the key and raises what it should), and a file with no regular size
+    is sized ``None``. Returns them as lists (``fds`` and ``sizes`` follow)."""
+    held: list[int | None] = fds.tolist()
+    told: list[int | None] = sizes.tolist()
+    for j in np.flatnonzero(fds < 0).tolist():
+        # not opened here (path not known safe yet, or the open failed)
+        fd, size = store._open_sized(keys[j], None)
+        if fd is not None:
+            fds[j] = fd  # closed with the others
+        held[j] = fd
+        told[j] = size
+        sizes[j] = -1 if size is None else size
+    for j in np.flatnonzero((fds >= 0) & (sizes < 0)).tolist():
+        told[j] = None  # open, but no regular file's size
+    return held, told
 
 
 def _finish(store: Any, keys: Sequence[str], held: list[int | None], told: list[int | None],
