@@ -104,7 +104,19 @@ def environment(mode: str) -> dict[str, Any]:
             "hostname": socket.gethostname(), "cpu_count": os.cpu_count(),
             "cpus_usable": affinity, "cpu_model": _cpu_model(),
             "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
-            "argv": sys.argv[1:], "versions": versions(), "device": device_info()}
+            "argv": sys.argv[1:], "versions": versions(), "device": device_info(),
+            "settings": _settings()}
+
+
+def _settings() -> dict[str, Any]:
+    """The settings that change what a device read does on the host: whether the
+    C loops are in use, read-ahead, batch size and read threads."""
+    import cuzarr
+    from cuzarr.runtime import native
+
+    return {"native_io": native.available(),
+            **{k: cuzarr.config.get(k) for k in ("gpu.read_ahead", "gpu.read_batch_bytes",
+                                                 "gpu.read_workers", "gpu.streams")}}
 
 
 def row(times: list[float], gib: float, base: float | None = None) -> dict[str, Any]:

@@ -47,6 +47,7 @@ fi
     python3 -c 'import sys, cupy, cuzarr; print(sys.version.split()[0], "cupy", cupy.__version__, "devices", cupy.cuda.runtime.getDeviceCount(), "cuzarr", cuzarr.__file__)'
     python3 -c 'from nvidia import nvcomp; print("nvcomp", getattr(nvcomp, "__version__", "?"))' || true
     python3 -c 'import kvikio; print("kvikio", kvikio.__version__)' || true
+    python3 -c 'from cuzarr.runtime import native; print("native io (C loops)", native.available())' || true
     python3 -c 'from cuzarr.gpu import kernels; print("nvrtc", kernels.compile_check("90"))'
     python3 scripts/nvcomp_alignments.py || true
     if command -v nvcc >/dev/null; then CUZARR_PYTHON_BIN=python3 bash scripts/compile_kernels.sh; fi
