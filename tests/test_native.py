@@ -231,3 +231,50 @@ def test_get_into_fills_frames_in_the_c_loop(tmp_path):
     walked = frames.view(np.int64)
     assert walked[:, 0].tolist() == [_numpy_walk(f) for f in frames_in]
     assert walked[:, 1].tolist() == [_content(f) for f in frames_in]
+
+
+def _decoder():
+    from cuzarr.codecs import libzstd
+
+    if not libzstd.available():
+        pytest.skip("no system libzstd on this machine")
+    return libzstd.decompress_function()
+
+
+@pytest.mark.parametrize("layout", ["c", "f", "reversed", "strided", "contiguous-rows"])
+def test_zstd_decode_into_places_each_chunk_as_numpy_would(layout):
+    """Chunks decoded into blocks of targets of every layout (a contiguous
+    block, rows, Fortran order, negative and stepped strides): the target ends
+    as numpy's assignment leaves it; a block outside the target, a corrupt
+    chunk and one of the wrong size are not placed and leave it untouched."""
+    rng = np.random.default_rng(7)
+    shape = (3, 4, 5)
+    base = {
+        "c": np.zeros((6, 8, 5), "<i4"),
+        "f": np.zeros((6, 8, 10), "<i4", order="F"),
+        "reversed": np.zeros((6, 8, 10), "<i4")[::-1, :, ::-1],
+        "strided": np.zeros((12, 8, 20), "<i4")[::2, :, ::2],
+        "contiguous-rows": np.zeros((3, 4, 5), "<i4"),
+    }[layout]
+    target = base
+    want = target.copy()
+    starts, srcs = [], []
+    for at in [(0, 0, 0), (3, 4, 0), (3, 0, 0), (0, 4, 0)]:
+        if any(a + s > t for a, s, t in zip(at, shape, target.shape, strict=True)):
+            continue
+        chunk = rng.integers(-9, 9, shape).astype("<i4")
+        want[tuple(slice(a, a + s) for a, s in zip(at, shape, strict=True))] = chunk
+        starts.append(at)
+        srcs.append(zstandard.ZstdCompressor().compress(chunk.tobytes()))
+    scratch = np.empty(4 * 60, np.uint8)
+    done = native.zstd_decode_into(_decoder(), srcs, np.array(starts), target, shape, scratch)
+    assert done.all() and len(done) == len(srcs)
+    np.testing.assert_array_equal(target, want)
+    # not placed: cut short, the wrong size, a block outside the target (a
+    # block decoded in place may hold part of a bad chunk: its caller raises)
+    bad = [srcs[0][:-3], zstandard.ZstdCompressor().compress(b"x" * 12), srcs[0]]
+    at = np.array([(0, 0, 0), (0, 0, 0), (target.shape[0], 0, 0)])
+    done = native.zstd_decode_into(_decoder(), bad, at, target, shape, scratch)
+    assert not done.any()
+    if layout != "contiguous-rows":  # decoded into scratch: the target untouched
+        np.testing.assert_array_equal(target, want)

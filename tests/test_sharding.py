@@ -441,3 +441,28 @@ def test_shards_dict_index_location_as_zarr_python(tmp_path, loc):
     a[...] = np.arange(256, dtype="i4").reshape(16, 16)
     np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "c"), mode="r")[...],
                                   a[...])
+
+
+@pytest.mark.parametrize("native_io", [True, False])
+def test_large_inner_chunks_decoded_together_in_groups(tmp_path, native_io):
+    """Whole inner chunks of 36 KiB (shared out to idle worker loops in groups,
+    each group one C call where cuzarr.runtime.native is built) read as numpy
+    has them, with edge shards, partial selections and missing inner chunks;
+    a corrupt inner chunk raises a CodecError naming its shard."""
+    rng = np.random.default_rng(4)
+    data = np.cumsum(rng.standard_normal((800, 430)), axis=1).astype("f4")
+    data[96:192, 0:96] = 0  # an inner chunk of fill: not stored
+    with cuzarr.config.set({"storage.native_io": native_io, "threading.max_workers": 2}):
+        a = cuzarr.create_array(str(tmp_path / "a"), shape=data.shape, dtype="f4",
+                                chunks=(96, 96), shards=(384, 384), fill_value=0,
+                                compressors={"name": "zstd", "configuration": {"level": 1}})
+        a[...] = data
+        for sel in [np.s_[...], np.s_[5:700, 90:400], np.s_[::7, ::-3], np.s_[300, :]]:
+            np.testing.assert_array_equal(a[sel], data[sel])
+        shard = tmp_path / "a" / "c" / "0" / "0"
+        raw = bytearray(shard.read_bytes())
+        raw[0] ^= 0xFF  # the first inner chunk's zstd magic (the index is at the end)
+        shard.write_bytes(bytes(raw))
+        with pytest.raises(CodecError, match="c/0/0"):
+            a[...]
+        np.testing.assert_array_equal(a[400:], data[400:])

@@ -525,3 +525,21 @@ def test_sharded_reads_match_numpy_on_random_selections(tmp_path, cuzarr_pipelin
             else:
                 got, want = a[sel], data[sel]
             assert np.array_equal(got, want), (case, shape, inner, shard, kind, sel)
+
+
+def test_corrupt_inner_chunk_of_a_shard_names_the_shard(tmp_path, cuzarr_pipeline):
+    """A shard's inner chunks are decoded together in C where they can be; one
+    that is corrupt still raises a CodecError naming its shard, and the others
+    read right."""
+    data = _data((32, 32), "f4")
+    a = zarr.create_array(tmp_path, shape=data.shape, chunks=(8, 8), shards=(16, 32),
+                          dtype="f4")  # fmt: skip
+    a[...] = data
+    np.testing.assert_array_equal(a[...], data)
+    shard = tmp_path / "c" / "1" / "0"
+    raw = bytearray(shard.read_bytes())
+    raw[0] ^= 0xFF  # the first inner chunk's zstd magic (the index is at the end)
+    shard.write_bytes(bytes(raw))
+    with pytest.raises(CodecError, match="c/1/0"):
+        a[...]
+    np.testing.assert_array_equal(a[:16], data[:16])

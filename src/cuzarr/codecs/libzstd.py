@@ -23,6 +23,7 @@ from ..errors import CodecError
 
 __all__ = [
     "available",
+    "decompress_function",
     "decompress_into",
     "decompress_to_address",
     "first_frame_sizes",
@@ -173,6 +174,19 @@ def decompress_to_address(src: Any, address: int, capacity: int) -> int:
         name = lib.ZSTD_getErrorName(ret).decode("ascii", "replace")
         raise CodecError(f"zstd decompression failed: {name}")
     return int(ret)
+
+
+def decompress_function() -> tuple[int, int]:
+    """The addresses of libzstd's ``ZSTD_decompressDCtx`` and of the calling
+    thread's decompression context, for C code that decodes many frames
+    without the GIL (``cuzarr.runtime.native.zstd_decode_into``); the context
+    lives as long as the thread. Call only when :func:`available`."""
+    lib = _lib if _loaded else _load()
+    ctx = getattr(_tls, "dctx", None)
+    if ctx is None:
+        ctx = _tls.dctx = _DCtx(lib)
+    fn = ctypes.cast(lib.ZSTD_decompressDCtx, ctypes.c_void_p).value
+    return int(fn or 0), int(ctx.ptr)
 
 
 def first_frame_sizes(buf: np.ndarray, offs: np.ndarray, lens: np.ndarray) -> np.ndarray:

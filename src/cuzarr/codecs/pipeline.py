@@ -32,6 +32,7 @@ from cuzarr.codecs.vlen import decode_vlen, encode_vlen
 from cuzarr.errors import CodecError, MetadataError
 from cuzarr.metadata.array import ArrayMetadata, check_sharded_edges
 from cuzarr.metadata.dtypes import DataType
+from cuzarr.runtime import native
 
 __all__ = ["V2Pipeline", "V3Pipeline"]
 
@@ -329,6 +330,29 @@ class V3Pipeline:
         if chunks.dtype != self._stored_dtype or not chunks.flags.c_contiguous:
             chunks = np.ascontiguousarray(chunks, dtype=self._stored_dtype)
         return _plain_encode(chunks, self.bytes_bytes[0] if self._plain_zstd else None)
+
+    def decode_chunks_into(self, datas: list[Any], starts: np.ndarray,
+                           shape: tuple[int, ...], target: np.ndarray) -> np.ndarray | None:
+        """Decode whole chunks of ``shape`` into ``target`` (a writable array of
+        the decoded dtype), chunk ``j`` to the block starting at element
+        ``starts[j]``, in one C call without the GIL (``cuzarr.runtime.native``),
+        where this pipeline is plain zstd of native-order data and both the C
+        loops and the system's libzstd are there; returns which chunks were
+        placed (the caller decodes the others one by one, which raises the
+        precise error), or ``None``: not this way at all."""
+        if not (self._plain_zstd and self._stored_dtype == self.dtype.dtype
+                and target.dtype == self._stored_dtype and native.available()
+                and libzstd.available()):
+            return None
+        n = self.dtype.item_size
+        for s in shape:
+            n *= s
+        buf = getattr(_tls, "buf", None)
+        if buf is None or buf.nbytes < n:
+            buf = _tls.buf = np.empty(max(n, 1), dtype=np.uint8)
+            _tls.buf_address = buf.__array_interface__["data"][0]
+        return native.zstd_decode_into(libzstd.decompress_function(), datas, starts, target,
+                                       shape, buf)
 
     @staticmethod
     def _decode_scratch(data: Any, n: int) -> np.ndarray:

@@ -344,7 +344,167 @@ done:
     return result;
 }
 
+typedef size_t (*zstd_decompress_fn)(void *dctx, void *dst, size_t cap, const void *src,
+                                     size_t n);
+
+#define MAX_DIMS 32
+
+/* Copy a C-ordered block of `shape` (items of `itemsize` bytes) from src to dst,
+ * whose strides (bytes, any sign) are `strides`. */
+static void copy_block(uint8_t *dst, const uint8_t *src, int ndim, const int64_t *shape,
+                       const Py_ssize_t *strides, Py_ssize_t itemsize) {
+    int64_t idx[MAX_DIMS] = {0};
+    Py_ssize_t inner = ndim ? strides[ndim - 1] : itemsize;
+    int64_t run = ndim ? shape[ndim - 1] : 1;
+    int contiguous_rows = inner == itemsize;
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] == 0) {
+            return;
+        }
+    }
+    for (;;) {
+        uint8_t *row = dst;
+        for (int d = 0; d < ndim - 1; d++) {
+            row += idx[d] * strides[d];
+        }
+        if (contiguous_rows) {
+            memcpy(row, src, (size_t)(run * itemsize));
+            src += run * itemsize;
+        } else {
+            for (int64_t k = 0; k < run; k++) {
+                memcpy(row + k * inner, src, (size_t)itemsize);
+                src += itemsize;
+            }
+        }
+        int d = ndim - 2;
+        while (d >= 0 && ++idx[d] == shape[d]) {
+            idx[d] = 0;
+            d--;
+        }
+        if (d < 0) {
+            return;
+        }
+    }
+}
+
+/* zstd_decode_into(fn, dctx, srcs, starts, target, chunk_shape, scratch, status)
+ *
+ * Decode each of the zstd chunks `srcs` (a list of bytes-like objects) with
+ * libzstd's ZSTD_decompressDCtx (`fn`, its address; `dctx`, a context of the
+ * calling thread) into the block of `target` (a writable buffer with strides,
+ * of the chunks' item type) that starts at element `starts[j]` (n x ndim
+ * int64) and has `chunk_shape` (ndim int64, C order): straight into it where
+ * that block is contiguous, else into `scratch` (at least one chunk's bytes)
+ * and copied. status[j] = 1 where chunk j decoded to exactly the block's size
+ * and was placed, 0 where not (a block outside `target`, a corrupt chunk, the
+ * wrong size: the caller decodes it again its own way, which raises the
+ * precise error; a block decoded in place may then hold part of the bad
+ * chunk). All without the GIL. */
+static PyObject *zstd_decode_into(PyObject *self, PyObject *args) {
+    unsigned long long fn_addr, dctx_addr;
+    PyObject *srcs, *starts_obj, *target_obj, *shape_obj, *scratch_obj, *status_obj;
+    if (!PyArg_ParseTuple(args, "KKO!OOOOO", &fn_addr, &dctx_addr, &PyList_Type, &srcs,
+                          &starts_obj, &target_obj, &shape_obj, &scratch_obj, &status_obj)) {
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(srcs);
+    Py_buffer target;
+    buf_t starts_b, shape_b, scratch_b, status_b;
+    starts_b.held = shape_b.held = scratch_b.held = status_b.held = 0;
+    Py_buffer *views = NULL;
+    Py_ssize_t got_views = 0;
+    PyObject *result = NULL;
+    if (PyObject_GetBuffer(target_obj, &target, PyBUF_STRIDES | PyBUF_WRITABLE) < 0) {
+        return NULL;
+    }
+    int ndim = target.ndim;
+    if (ndim > MAX_DIMS || target.itemsize <= 0 || fn_addr == 0 || dctx_addr == 0) {
+        PyErr_SetString(PyExc_ValueError, "zstd_decode_into: unsupported target or context");
+        goto done;
+    }
+    if (get_buffer(shape_obj, &shape_b, ndim, 8, "in: chunk_shape") < 0 ||
+        get_buffer(starts_obj, &starts_b, n * ndim, 8, "in: starts") < 0 ||
+        get_buffer(scratch_obj, &scratch_b, 0, 1, "scratch") < 0 ||
+        get_buffer(status_obj, &status_b, n, 1, "status") < 0) {
+        goto done;
+    }
+    const int64_t *shape = shape_b.view.buf, *starts = starts_b.view.buf;
+    int64_t nbytes = target.itemsize;
+    int contiguous = 1; /* a block of the chunk's shape is contiguous in target */
+    int64_t want = target.itemsize;
+    for (int d = ndim - 1; d >= 0; d--) {
+        if (shape[d] < 0) {
+            PyErr_SetString(PyExc_ValueError, "zstd_decode_into: negative chunk shape");
+            goto done;
+        }
+        nbytes *= shape[d];
+        if (shape[d] > 1 && target.strides[d] != want) {
+            contiguous = 0;
+        }
+        want *= shape[d];
+    }
+    if (!contiguous && scratch_b.view.len < nbytes) {
+        PyErr_SetString(PyExc_ValueError, "zstd_decode_into: scratch smaller than a chunk");
+        goto done;
+    }
+    views = PyMem_Calloc((size_t)(n ? n : 1), sizeof(Py_buffer));
+    if (views == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (; got_views < n; got_views++) {
+        if (PyObject_GetBuffer(PyList_GET_ITEM(srcs, got_views), &views[got_views],
+                               PyBUF_SIMPLE) < 0) {
+            goto done;
+        }
+    }
+    zstd_decompress_fn decompress = (zstd_decompress_fn)(uintptr_t)fn_addr;
+    void *dctx = (void *)(uintptr_t)dctx_addr;
+    uint8_t *status = status_b.view.buf, *scratch = scratch_b.view.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t j = 0; j < n; j++) {
+        status[j] = 0;
+        uint8_t *dst = target.buf;
+        int inside = 1;
+        for (int d = 0; d < ndim; d++) {
+            int64_t at = starts[j * ndim + d];
+            if (at < 0 || at > target.shape[d] - shape[d]) {
+                inside = 0;
+                break;
+            }
+            dst += at * target.strides[d];
+        }
+        if (!inside) {
+            continue;
+        }
+        uint8_t *into = contiguous ? dst : scratch;
+        size_t r = decompress(dctx, into, (size_t)nbytes, views[j].buf, (size_t)views[j].len);
+        if (r != (size_t)nbytes) {
+            continue;
+        }
+        if (!contiguous) {
+            copy_block(dst, scratch, ndim, shape, target.strides, target.itemsize);
+        }
+        status[j] = 1;
+    }
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+done:
+    for (Py_ssize_t j = 0; j < got_views; j++) {
+        PyBuffer_Release(&views[j]);
+    }
+    PyMem_Free(views);
+    release(&starts_b);
+    release(&shape_b);
+    release(&scratch_b);
+    release(&status_b);
+    PyBuffer_Release(&target);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"zstd_decode_into", zstd_decode_into, METH_VARARGS,
+     "zstd_decode_into(fn, dctx, srcs, starts, target, chunk_shape, scratch, status)."},
     {"open_sized", open_sized, METH_VARARGS,
      "open_sized(paths, fds, sizes): open and size each file (see the C source)."},
     {"close_fds", close_fds, METH_O, "close_fds(fds): close every descriptor >= 0."},

@@ -32,6 +32,7 @@ __all__ = [
     "frames_array",
     "open_sized",
     "read_placed",
+    "zstd_decode_into",
     "zstd_frames",
 ]
 
@@ -100,3 +101,25 @@ def zstd_frames(buf: Any, offsets: np.ndarray, lengths: np.ndarray) -> np.ndarra
     _c.zstd_frames(buf, np.ascontiguousarray(offsets, np.int64),
                    np.ascontiguousarray(lengths, np.int64), out)
     return out
+
+
+def zstd_decode_into(decompress: tuple[int, int], srcs: list[Any], starts: np.ndarray,
+                     target: np.ndarray, chunk_shape: tuple[int, ...],
+                     scratch: np.ndarray) -> np.ndarray:
+    """Decode the zstd chunks ``srcs`` (bytes-like) into the blocks of ``target``
+    (a writable numpy array of their item type) of ``chunk_shape`` starting at
+    the element positions ``starts`` (n x ndim): straight into a block that is
+    contiguous, else into ``scratch`` (``uint8``, at least one chunk) and
+    copied; in C, one call without the GIL (the work of a shard's inner chunks,
+    where one Python call per chunk traded the GIL between the read threads).
+    ``decompress``: libzstd's ``ZSTD_decompressDCtx`` and a context of this
+    thread, as addresses (``cuzarr.codecs.libzstd.decompress_function``).
+
+    Returns where each chunk decoded to exactly its block's size and was
+    placed (``bool``); the caller decodes the others its own way, which raises
+    the precise error."""
+    status = np.zeros(len(srcs), np.uint8)
+    _c.zstd_decode_into(decompress[0], decompress[1], srcs,
+                        np.ascontiguousarray(starts, np.int64), target,
+                        np.asarray(chunk_shape, np.int64), scratch, status)
+    return status.view(bool)

@@ -169,17 +169,18 @@ class ShardedReads:
 
     # -- compute -----------------------------------------------------------------------
     def decode(self, entries: list[tuple[int, list[int]]], pairs: list[tuple[int, Any]]) -> None:
-        """Decode (reader id, inner chunk bytes or None) pairs into their boxes."""
+        """Decode (reader id, inner chunk bytes or None) pairs into their boxes:
+        a shard's whole inner chunks in one C call where the inner pipeline
+        allows it (:meth:`_decode_together`), the rest one by one."""
+        if len(pairs) > 1:
+            pairs = self._decode_together(entries, pairs)
         inner, fill, items = self.codec.chunk_shape, self.spec.fill_value, self.items
         decode = self.inner_pipe.decode
         for m, data in pairs:
             i, start = entries[m]
             it = items[i]
             part = it.part
-            box = part.box
-            if box is None:
-                shape = tuple(h - lo for lo, h in zip(part.lo, part.hi, strict=True))
-                box = part.box = self.spec.dtype.full(shape, fill)
+            box = self._box(part)
             if part.cut:  # inner chunks past the box's end are cut to it
                 sel = tuple(map(_span, start, inner, box.shape))
             else:
@@ -195,6 +196,44 @@ class ShardedReads:
             if part.cut:
                 chunk = chunk[tuple(slice(0, x.stop - x.start) for x in sel)]
             box[sel] = chunk
+
+    def _box(self, part: ShardBox) -> np.ndarray:
+        """``part``'s box, made (filled with the fill value) on first use."""
+        box = part.box
+        if box is None:
+            shape = tuple(h - lo for lo, h in zip(part.lo, part.hi, strict=True))
+            box = part.box = self.spec.dtype.full(shape, self.spec.fill_value)
+        return box
+
+    def _decode_together(self, entries: list[tuple[int, list[int]]],
+                         pairs: list[tuple[int, Any]]) -> list[tuple[int, Any]]:
+        """Each shard's stored inner chunks decoded into its box by one call of
+        the inner pipeline's ``decode_chunks_into`` (in C, without the GIL: a
+        Python call per inner chunk traded the GIL between the read threads);
+        returns the pairs left for the one-by-one path (missing chunks, cut
+        boxes, chunks that call did not place, pipelines it does not take)."""
+        together = getattr(self.inner_pipe, "decode_chunks_into", None)
+        if together is None:
+            return pairs
+        groups: dict[int, list[tuple[int, Any]]] = {}
+        for pair in pairs:
+            groups.setdefault(entries[pair[0]][0], []).append(pair)
+        rest: list[tuple[int, Any]] = []
+        for i, group in groups.items():
+            part = self.items[i].part
+            stored = [p for p in group if p[1] is not None]
+            if part.cut or len(stored) < 2:
+                rest.extend(group)
+                continue
+            starts = np.array([entries[m][1] for m, _ in stored], np.int64)
+            done = together([d for _, d in stored], starts, self.codec.chunk_shape,
+                            self._box(part))
+            if done is None:  # not a pipeline (or box) that call takes
+                rest.extend(group)
+                continue
+            rest.extend(p for p in group if p[1] is None)
+            rest.extend(p for p, ok in zip(stored, done.tolist(), strict=True) if not ok)
+        return rest
 
     def finish(self, lo: int, hi: int) -> None:
         """Each shard's selection into the output (a missing one: the fill)."""
