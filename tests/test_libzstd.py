@@ -46,8 +46,15 @@ def system_lib(request, monkeypatch):
         mode.calls.append(capacity)
         return real_to(src, address, capacity)
 
+    real_fn = libzstd.decompress_function
+
+    def spy_fn():  # many frames decoded by cuzarr.runtime.native through libzstd
+        mode.calls.append(-1)
+        return real_fn()
+
     monkeypatch.setattr(libzstd, "decompress_into", spy)
     monkeypatch.setattr(libzstd, "decompress_to_address", spy_to)
+    monkeypatch.setattr(libzstd, "decompress_function", spy_fn)
     with cuzarr.config.set({"codecs.zstd_system_library": request.param}):
         yield mode
     if not request.param:
