@@ -38,7 +38,9 @@ def test_read_ahead_reads_what_numpy_has(tmp_path, ahead, sel):
 
 
 def test_read_ahead_fetches_off_the_worker_threads(tmp_path, monkeypatch):
-    """The batches' files are read on store I/O threads, not by the workers."""
+    """The batches' files are read on store I/O threads, not by the workers
+    (but the first batch each of the two worker loops takes: nothing was
+    taken before it to read it ahead)."""
     from cuzarr.gpu import reader as reader_module
 
     a, data = _array(tmp_path)
@@ -52,7 +54,8 @@ def test_read_ahead_fetches_off_the_worker_threads(tmp_path, monkeypatch):
     monkeypatch.setattr(reader_module.DeviceReader, "fetch_into", spy)
     with cuzarr.config.set({**SMALL, "gpu.read_ahead": 2}):
         np.testing.assert_array_equal(a[...], data)
-    assert len(threads) == 8 and all(t.startswith("cuzarr-store-io") for t in threads)
+    off = [t for t in threads if t.startswith("cuzarr-store-io")]
+    assert len(threads) == 8 and len(off) >= len(threads) - 2
 
 
 def test_read_ahead_error_names_the_chunk_and_returns_staging(tmp_path):

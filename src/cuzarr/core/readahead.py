@@ -8,11 +8,12 @@ another core (prepare_batch of 32 chunks: 166 against 79 us on the 2-CPU
 reference machine). Reading ahead on another thread moves those copies off the
 preparing core, and overlaps them with the preparation.
 
-The batches are the engine's (``plans.execute``): consecutive ranges of
-``size`` items from 0, taken by the worker loops in order. A batch is read at
-most ``depth`` batches ahead of the latest one taken; one not read ahead (a
-different split, or a closed read-ahead) is read by its taker, as without
-read-ahead. Errors of a read surface where its batch is taken.
+The batches are the engine's (``plans.execute``): ranges of ``size`` items
+from 0, which the worker loops take from a few contiguous runs in turn
+(``runtime.workers``). Taking a batch reads the ``depth`` batches after it
+ahead, those not asked for yet; a batch not read ahead (a different split, or
+a closed read-ahead) is read by its taker, as without read-ahead. Errors of a
+read surface where its batch is taken.
 """
 
 from __future__ import annotations
@@ -40,15 +41,16 @@ class ReadAhead:
         self._size = max(1, size)
         self._depth = max(1, depth)
         self._ahead: dict[int, tuple[int, Future[Any]]] = {}
-        self._next = 0  # the first item not yet asked for
+        self._asked: set[int] = set()  # batches read ahead or taken
         self._lock = threading.Lock()
         self._closed = False
 
     def take(self, lo: int, hi: int) -> Any:
         """Batch ``lo:hi``'s value: read ahead (waited for), or read now."""
         with self._lock:
+            self._asked.add(lo)
             if not self._closed:
-                self._submit_until(min(self._n, hi + self._depth * self._size))
+                self._submit_after(hi)
             got = self._ahead.pop(lo, None)
         if got is None or got[0] != hi:
             if got is not None:
@@ -56,13 +58,17 @@ class ReadAhead:
             return self._fetch(lo, hi)
         return got[1].result()
 
-    def _submit_until(self, limit: int) -> None:
+    def _submit_after(self, hi: int) -> None:
+        """The ``depth`` batches from ``hi`` on read ahead, those not asked yet."""
         pool = io_executor()
-        while self._next < limit:
-            lo = self._next
-            hi = min(lo + self._size, self._n)
-            self._ahead[lo] = (hi, pool.submit(self._fetch, lo, hi))
-            self._next = hi
+        for k in range(self._depth):
+            lo = hi + k * self._size
+            if lo >= self._n:
+                return
+            if lo not in self._asked:
+                self._asked.add(lo)
+                end = min(lo + self._size, self._n)
+                self._ahead[lo] = (end, pool.submit(self._fetch, lo, end))
 
     def close(self) -> None:
         """No more reads ahead; those no batch took end and are released
