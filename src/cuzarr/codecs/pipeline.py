@@ -341,8 +341,8 @@ class V3Pipeline:
         placed (the caller decodes the others one by one, which raises the
         precise error), or ``None``: not this way at all."""
         if not (self._plain_zstd and self._stored_dtype == self.dtype.dtype
-                and target.dtype == self._stored_dtype and native.available()
-                and libzstd.available()):
+                and target.dtype == self._stored_dtype and target.flags.writeable
+                and native.available() and libzstd.available()):
             return None
         n = self.dtype.item_size
         for s in shape:
