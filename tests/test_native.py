@@ -278,3 +278,26 @@ def test_zstd_decode_into_places_each_chunk_as_numpy_would(layout):
     assert not done.any()
     if layout != "contiguous-rows":  # decoded into scratch: the target untouched
         np.testing.assert_array_equal(target, want)
+
+
+def test_c_loops_refuse_misuse_without_crashing(tmp_path):
+    """A path whose __fspath__ empties the list being read, and starts or a
+    chunk shape of another number of dimensions than the target's: an answer
+    or a ValueError, never a crash or a chunk in the wrong place."""
+    paths: list = []
+
+    class Emptying:
+        def __fspath__(self):
+            paths.clear()
+            return str(tmp_path / "none")
+
+    paths.extend([Emptying(), str(tmp_path / "none2")])
+    fds, sizes = native.open_sized(paths)
+    native.close_fds(fds)
+    assert fds.tolist() == [-errno.ENOENT, -errno.ENOENT]
+    target = np.zeros((4, 4), "<i4")
+    chunk = zstandard.ZstdCompressor().compress(np.ones((2, 2), "<i4").tobytes())
+    with pytest.raises(ValueError, match="ndim"):
+        native.zstd_decode_into(_decoder(), [chunk], np.array([[0, 0, 0]]), target,
+                                (2, 2, 1), np.empty(64, np.uint8))
+    assert not target.any()

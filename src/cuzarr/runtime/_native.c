@@ -83,13 +83,19 @@ static PyObject *open_sized(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "O!OO", &PyList_Type, &paths, &fds_obj, &sizes_obj)) {
         return NULL;
     }
-    Py_ssize_t n = PyList_GET_SIZE(paths);
+    /* a snapshot: encoding a path may run Python code that changes the list */
+    PyObject *seq = PyList_AsTuple(paths);
+    if (seq == NULL) {
+        return NULL;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(seq);
     buf_t fds_b, sizes_b;
     sizes_b.held = 0;
     if (get_buffer(fds_obj, &fds_b, n, 8, "fds") < 0 ||
         get_buffer(sizes_obj, &sizes_b, n, 8, "sizes") < 0) {
         release(&fds_b);
         release(&sizes_b);
+        Py_DECREF(seq);
         return NULL;
     }
     PyObject **encoded = PyMem_Calloc((size_t)(n ? n : 1), sizeof(PyObject *));
@@ -100,7 +106,7 @@ static PyObject *open_sized(PyObject *self, PyObject *args) {
         goto done;
     }
     for (Py_ssize_t j = 0; j < n; j++) {
-        PyObject *p = PyList_GET_ITEM(paths, j);
+        PyObject *p = PyTuple_GET_ITEM(seq, j);
         if (p == Py_None) {
             continue;
         }
@@ -148,6 +154,7 @@ done:
     PyMem_Free(names);
     release(&fds_b);
     release(&sizes_b);
+    Py_DECREF(seq);
     return result;
 }
 
@@ -407,14 +414,20 @@ static PyObject *zstd_decode_into(PyObject *self, PyObject *args) {
                           &starts_obj, &target_obj, &shape_obj, &scratch_obj, &status_obj)) {
         return NULL;
     }
-    Py_ssize_t n = PyList_GET_SIZE(srcs);
     Py_buffer target;
     buf_t starts_b, shape_b, scratch_b, status_b;
     starts_b.held = shape_b.held = scratch_b.held = status_b.held = 0;
     Py_buffer *views = NULL;
     Py_ssize_t got_views = 0;
     PyObject *result = NULL;
+    /* a snapshot: taking a buffer may run Python code that changes the list */
+    PyObject *seq = PyList_AsTuple(srcs);
+    if (seq == NULL) {
+        return NULL;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(seq);
     if (PyObject_GetBuffer(target_obj, &target, PyBUF_STRIDES | PyBUF_WRITABLE) < 0) {
+        Py_DECREF(seq);
         return NULL;
     }
     int ndim = target.ndim;
@@ -426,6 +439,11 @@ static PyObject *zstd_decode_into(PyObject *self, PyObject *args) {
         get_buffer(starts_obj, &starts_b, n * ndim, 8, "in: starts") < 0 ||
         get_buffer(scratch_obj, &scratch_b, 0, 1, "scratch") < 0 ||
         get_buffer(status_obj, &status_b, n, 1, "status") < 0) {
+        goto done;
+    }
+    if (shape_b.view.len != (Py_ssize_t)ndim * 8 || starts_b.view.len != n * ndim * 8) {
+        PyErr_SetString(PyExc_ValueError,
+                        "zstd_decode_into: chunk_shape and starts must have the target's ndim");
         goto done;
     }
     const int64_t *shape = shape_b.view.buf, *starts = starts_b.view.buf;
@@ -453,7 +471,7 @@ static PyObject *zstd_decode_into(PyObject *self, PyObject *args) {
         goto done;
     }
     for (; got_views < n; got_views++) {
-        if (PyObject_GetBuffer(PyList_GET_ITEM(srcs, got_views), &views[got_views],
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(seq, got_views), &views[got_views],
                                PyBUF_SIMPLE) < 0) {
             goto done;
         }
@@ -499,6 +517,7 @@ done:
     release(&scratch_b);
     release(&status_b);
     PyBuffer_Release(&target);
+    Py_DECREF(seq);
     return result;
 }
 
