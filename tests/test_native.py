@@ -292,7 +292,7 @@ def test_c_loops_refuse_misuse_without_crashing(tmp_path):
             return str(tmp_path / "none")
 
     paths.extend([Emptying(), str(tmp_path / "none2")])
-    fds, sizes = native.open_sized(paths)
+    fds, _ = native.open_sized(paths)
     native.close_fds(fds)
     assert fds.tolist() == [-errno.ENOENT, -errno.ENOENT]
     target = np.zeros((4, 4), "<i4")
