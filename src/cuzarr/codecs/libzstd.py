@@ -112,6 +112,14 @@ class _DCtx:
             self.ptr = None
 
 
+def _context(lib: Any) -> _DCtx:
+    """The calling thread's decompression context (made on first use)."""
+    ctx = getattr(_tls, "dctx", None)
+    if ctx is None:
+        ctx = _tls.dctx = _DCtx(lib)
+    return ctx
+
+
 def available() -> bool:
     """Whether a usable system libzstd was found (and the config allows it)."""
     if not flag("codecs.zstd_system_library", True):
@@ -124,9 +132,7 @@ def decompress_into(src: Any, dst: np.ndarray) -> int:
     ``dst``; the number of bytes written. Raises ``CodecError`` on corrupt input
     or when the output does not fit."""
     lib = _lib if _loaded else _load()
-    ctx = getattr(_tls, "dctx", None)
-    if ctx is None:
-        ctx = _tls.dctx = _DCtx(lib)
+    ctx = _context(lib)
     # Raw pointers go to C: only contiguous memory, and a destination we may write.
     if not (isinstance(dst, np.ndarray) and dst.flags.c_contiguous and dst.flags.writeable):
         raise CodecError("zstd output must be a writable, C-contiguous numpy array")
@@ -158,9 +164,7 @@ def decompress_to_address(src: Any, address: int, capacity: int) -> int:
     ``capacity``, which every error code does). Raises ``CodecError`` on
     corrupt input or when the output does not fit."""
     lib = _lib if _loaded else _load()
-    ctx = getattr(_tls, "dctx", None)
-    if ctx is None:
-        ctx = _tls.dctx = _DCtx(lib)
+    ctx = _context(lib)
     if type(src) is bytes:
         ret = lib.ZSTD_decompressDCtx(ctx.ptr, address, capacity, src, len(src))
     else:
@@ -182,9 +186,7 @@ def decompress_function() -> tuple[int, int]:
     without the GIL (``cuzarr.runtime.native.zstd_decode_into``); the context
     lives as long as the thread. Call only when :func:`available`."""
     lib = _lib if _loaded else _load()
-    ctx = getattr(_tls, "dctx", None)
-    if ctx is None:
-        ctx = _tls.dctx = _DCtx(lib)
+    ctx = _context(lib)
     fn = ctypes.cast(lib.ZSTD_decompressDCtx, ctypes.c_void_p).value
     return int(fn or 0), int(ctx.ptr)
 

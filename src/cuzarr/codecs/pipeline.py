@@ -171,6 +171,16 @@ def _plain_encode(chunks: np.ndarray, zstd: Any) -> list[bytes]:
     return [encode(memoryview(row), None) for row in flat]
 
 
+def _scratch(n: int) -> np.ndarray:
+    """This thread's scratch buffer, at least ``n`` bytes (grown when smaller;
+    ``_tls.buf_address`` is its address)."""
+    buf = getattr(_tls, "buf", None)
+    if buf is None or buf.nbytes < n:
+        buf = _tls.buf = np.empty(max(n, 1), dtype=np.uint8)
+        _tls.buf_address = buf.__array_interface__["data"][0]
+    return buf
+
+
 class V3Pipeline:
     """A v3 codec chain bound to an array's data type and fill value."""
 
@@ -347,19 +357,12 @@ class V3Pipeline:
         n = self.dtype.item_size
         for s in shape:
             n *= s
-        buf = getattr(_tls, "buf", None)
-        if buf is None or buf.nbytes < n:
-            buf = _tls.buf = np.empty(max(n, 1), dtype=np.uint8)
-            _tls.buf_address = buf.__array_interface__["data"][0]
         return native.zstd_decode_into(libzstd.decompress_function(), datas, starts, target,
-                                       shape, buf)
+                                       shape, _scratch(n))
 
     @staticmethod
     def _decode_scratch(data: Any, n: int) -> np.ndarray:
-        buf = getattr(_tls, "buf", None)
-        if buf is None or buf.nbytes < n:
-            buf = _tls.buf = np.empty(n, dtype=np.uint8)
-            _tls.buf_address = buf.__array_interface__["data"][0]
+        buf = _scratch(n)
         if libzstd.available():
             # straight into the buffer: libzstd stops at n bytes (an error), and
             # decodes several frames or ones without a content size as well

@@ -474,20 +474,12 @@ def place_chunks(sizes: Sequence[int | None], kind: str | None,
     goes: every chunk's first raw stream (``STREAM_HEAD`` of ``kind``) lands
     16-byte aligned, so nvCOMP can decode it in place."""
     head = STREAM_HEAD.get(kind or "", 0)
-    try:
-        n = np.array(sizes, np.int64)  # (every size known: the common case)
-    except TypeError:
-        n = np.array([-1 if x is None else x for x in sizes], np.int64)
+    n = np.array([-1 if x is None else x for x in sizes], np.int64)
+    present = n >= 0
     # the first start is aligned for its stream; each next one follows the
     # previous chunk rounded up to the alignment, which keeps it aligned
-    first = (-head) % STAGING_ALIGN
-    present = n >= 0
-    if len(n) and present.all():
-        step = -(-n // STAGING_ALIGN) * STAGING_ALIGN
-        starts = first + np.cumsum(step) - step
-        total = int(starts[-1] + n[-1])
-        return (alloc or _empty_bytes)(max(total, 1)), starts.tolist()
     step = np.where(present, -(-n // STAGING_ALIGN) * STAGING_ALIGN, 0)
+    first = (-head) % STAGING_ALIGN
     starts = first + np.cumsum(step) - step
     ends = starts + np.where(present, n, 0)
     total = int(ends[present].max()) if present.any() else 0

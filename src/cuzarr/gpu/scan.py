@@ -113,8 +113,8 @@ def scan_zstd(buf: np.ndarray, offs: np.ndarray, lens: np.ndarray, expect: np.nd
             walked = frames.view(np.int64)  # errors and NO_CONTENT: negative
             content = walked[:, 1]
             return ok & (walked[:, 0] == lens) & (content == expect) & (content <= max_size)
-    return ok & _scan_headers(buf, offs, lens, expect, max_size, end,
-                              None if frames is None else frames[:, 0])
+    return _scan_headers(buf, offs, lens, expect, max_size, end,
+                         None if frames is None else frames[:, 0])
 
 
 def _scan_headers(buf: np.ndarray, offs: np.ndarray, lens: np.ndarray, expect: np.ndarray,

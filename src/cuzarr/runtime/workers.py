@@ -276,25 +276,12 @@ def _drain_slices(pool: Any, batches: _Batches, job: Callable[[int, int], bool |
     the next: a wake-up of the loop thread and a hop per slice, ~1 ms of a
     1 GiB read's CPU on 2 cores.)"""
     try:
-        more = _drain(batches, job, slice_s)
-    except BaseException as e:
-        done.set_exception(e)
-        return
-    if more:
-        try:
-            pool.submit(_drain_slices, pool, batches, job, slice_s, done)
-            return
-        except RuntimeError:  # the pool is shut down: the loop goes on here
-            _drain_slices_here(batches, job, slice_s, done)
-            return
-    done.set_result(False)
-
-
-def _drain_slices_here(batches: _Batches, job: Callable[[int, int], bool | None],
-                       slice_s: float, done: concurrent.futures.Future[bool]) -> None:
-    try:
         while _drain(batches, job, slice_s):
-            pass
+            try:
+                pool.submit(_drain_slices, pool, batches, job, slice_s, done)
+                return
+            except RuntimeError:  # the pool is shut down: the loop goes on here
+                continue
     except BaseException as e:
         done.set_exception(e)
         return
