@@ -163,3 +163,126 @@ def test_scan_copy_and_empty_buffer(walk):
     z = np.zeros(1, np.int64)
     assert not scan.scan_zstd(empty, z, z, z, MAX).any()
     assert not scan.scan_lz4(empty, z, z, z + 1, MAX).any()
+
+
+def _in_place_batch(kind, native_io, out_ptr):
+    """A batch of 12 chunks of a 1-D float32 array lying in one host buffer, two
+    at odd offsets, one missing, two that zstd's scan leaves to the per-chunk
+    parsers; prepared with or without the C check."""
+    import lz4.block
+
+    from cuzarr.core.engine import chunk_items
+    from cuzarr.gpu.batch import STREAM_HEAD, prepare_batch
+    from cuzarr.indexing.selection import normalize_numpy
+    from cuzarr.metadata.chunk_grid import DimGrid, RegularChunkGrid
+
+    n, c = 12 * 500, 500
+    full = np.cumsum(np.random.default_rng(3).standard_normal(n)).astype("<f4")
+    raws = [full[i * c : (i + 1) * c].tobytes() for i in range(12)]
+    if kind == "zstd":
+        datas = [zstandard.ZstdCompressor().compress(r) for r in raws]
+        datas[4] = zstandard.ZstdCompressor(write_content_size=False).compress(raws[4])
+        datas[6] = (zstandard.ZstdCompressor().compress(raws[6][:100])
+                    + zstandard.ZstdCompressor().compress(raws[6][100:]))
+    elif kind == "lz4":
+        datas = [lz4.block.compress(r, store_size=True) for r in raws]
+    else:
+        datas = list(raws)
+    datas[2] = None
+    head = STREAM_HEAD[kind]
+    offs, p = [], 0
+    for j, d in enumerate(datas):
+        if d is None:
+            offs.append(-1)
+            continue
+        p = -(-p // 16) * 16 + (16 - head) % 16 + (3 if j in (5, 9) else 0)  # 5, 9: odd
+        offs.append(p)
+        p += len(d)
+    base = np.zeros(p, np.uint8)
+    for o, d in zip(offs, datas, strict=True):
+        if d is not None:
+            base[o : o + len(d)] = np.frombuffer(d, np.uint8)
+    sizes = [-1 if d is None else len(d) for d in datas]
+    views = [None if d is None else memoryview(base)[o : o + len(d)]
+             for o, d in zip(offs, datas, strict=True)]
+    p = normalize_numpy((slice(None),), (n,), [DimGrid(n, c)])
+    items = chunk_items(p.projections)
+    out = np.zeros(n, "<f4")
+
+    def cpu(data, shape):
+        if kind == "zstd":
+            dec = zstandard.ZstdDecompressor().stream_reader(bytes(data), read_across_frames=True)
+            return np.frombuffer(dec.read(), "<f4").reshape(shape)
+        if kind == "lz4":
+            return np.frombuffer(lz4.block.decompress(bytes(data)), "<f4").reshape(shape)
+        return np.frombuffer(bytes(data), "<f4").reshape(shape)
+
+    with cuzarr.config.set({"storage.native_io": native_io}):
+        batch = prepare_batch(items, views, RegularChunkGrid((c,)).stored_chunk_shape,
+                              out.shape, out.strides, np.dtype("<f4"), kind, cpu, base=base,
+                              base_offsets=offs, base_sizes=sizes,
+                              out_ptr=out_ptr)
+    return batch, full
+
+
+@pytest.mark.parametrize("kind", ["zstd", "lz4", "none"])
+@pytest.mark.parametrize("out_ptr", [None, 1 << 20, (1 << 20) + 4])
+def test_prepare_batch_native_and_numpy_agree(kind, out_ptr):
+    """prepare_batch's in-place check in C (``native.stream_rows``) makes the same
+    stream rows, owners, plan rows (counts zeroed where a chunk decodes into
+    the output) and host decodes as the numpy scan, and the host twin's run of
+    it gives the data."""
+    from cuzarr.gpu.batch import OUTPUT_ALIGN
+    from cuzarr.gpu.executor import HostExecutor
+
+    got = {io: _in_place_batch(kind, io, out_ptr) for io in (True, False)}
+    (a, full), (b, _) = got[True], got[False]
+    assert a.streams.keys() == b.streams.keys() and a.in_place == b.in_place
+    for codec in a.streams:
+        assert (a.streams[codec] == b.streams[codec]).all()
+        assert (a.owners[codec] == b.owners[codec]).all()
+    assert (a.plan.table == b.plan.table).all()
+    assert [s for s, _ in a.host_decoded] == [s for s, _ in b.host_decoded]
+    assert a.in_place == 11 - 2 * (kind == "zstd")  # missing; host-decoded
+    codec = {"none": "copy"}.get(kind, kind)
+    # into the output where it is aligned for the codec (zstd 8 bytes, lz4 4)
+    assert a.streams[codec]["out"].any() == (
+        out_ptr is not None and out_ptr % OUTPUT_ALIGN[codec] == 0)
+    out = np.zeros_like(full)
+    if out_ptr is None:
+        HostExecutor().run(a, out, -1.0)
+        ref = full.copy()
+        ref[1000:1500] = -1.0
+        np.testing.assert_array_equal(out, ref)
+
+
+@pytest.mark.parametrize("kind", ["zstd", "lz4"])
+def test_stream_rows_checks_as_the_scan_does(kind):
+    """``native.stream_rows`` takes exactly the chunks the numpy scan takes, over
+    every single-byte change of a chunk's first 64 bytes and last 8, and its
+    truncations."""
+    import lz4.block
+
+    from cuzarr.gpu.batch import STREAM_DTYPE
+
+    raw = np.cumsum(np.random.default_rng(4).standard_normal(30000)).astype("<f4").tobytes()
+    data = (zstandard.ZstdCompressor().compress(raw) if kind == "zstd"
+            else lz4.block.compress(raw, store_size=True))
+    variants = [data[:k] for k in range(0, len(data), max(1, len(data) // 50))]
+    for i in [*range(min(64, len(data))), *range(len(data) - 8, len(data))]:
+        for v in (0, 0xFF, data[i] ^ 0x08, data[i] ^ 0x80, data[i] ^ 0x20):
+            b = bytearray(data)
+            b[i] = v
+            variants.append(bytes(b))
+    variants += [data, data + b"\0"]
+    buf, offs, lens = _batch(variants)
+    expect = np.full(len(variants), len(raw), np.int64)
+    with cuzarr.config.set({"storage.native_io": False, "codecs.zstd_system_library": False}):
+        want = (scan.scan_zstd(buf, offs, lens, expect, MAX) if kind == "zstd"
+                else scan.scan_lz4(buf, offs, lens, expect, MAX))
+    slots = np.arange(len(variants), dtype=np.int64) * len(raw)
+    _rows, owners, done = native.stream_rows(
+        1 if kind == "zstd" else 2, 0, 1, MAX, buf, offs, lens, None, slots, expect, None, None,
+        -1, 8, STREAM_DTYPE)
+    assert (done == want).all() and want.any() and not want.all()
+    assert owners.tolist() == np.flatnonzero(want).tolist()

@@ -351,6 +351,137 @@ done:
     return result;
 }
 
+/* The stream table of a device batch (cuzarr.gpu.batch.STREAM_DTYPE, 34 bytes
+ * a row, packed) and its scatter plan's rows (cuzarr.gpu.plan.PLAN_DTYPE, 496
+ * bytes: dst_offset at 8, count at 16; kernels/cuzarr_plan.cuh). */
+#define STREAM_ROW 34
+#define PLAN_ROW 496
+#define NOT_PARSED (UINT64_MAX - 1)
+enum { KIND_COPY = 0, KIND_ZSTD = 1, KIND_LZ4 = 2 };
+
+/* Whether item j's bytes (n at p) are one raw stream of `kind` decoding to
+ * `expect` bytes (at most max_size), as cuzarr.gpu.scan checks them; fr: its
+ * zstd walk (frames row, walked here when not yet). */
+static int stream_ok(int kind, const uint8_t *p, int64_t n, int64_t expect, int64_t max_size,
+                     uint64_t *fr) {
+    if (kind == KIND_COPY) {
+        return n == expect;
+    }
+    if (kind == KIND_LZ4) {
+        if (n < 4) {
+            return 0;
+        }
+        int64_t size = le32(p), clen = n - 4;
+        return size == expect && !(size > 0 && clen == 0) && clen <= size + size / 255 + 16 &&
+               size <= clen * 255 + 64 && size <= max_size;
+    }
+    if (fr[0] == 0 || fr[1] == NOT_PARSED) {
+        zstd_walk(p, (uint64_t)n, fr);
+    }
+    return n >= 6 && fr[0] == (uint64_t)n && fr[1] == (uint64_t)expect &&
+           (int64_t)fr[1] <= max_size;
+}
+
+/* stream_rows(kind, head, in_align, max_size, base, offs, lens, frames, slots,
+ *             nbytes, table, whole, out_ptr, out_align, rows, owners, done) -> k
+ *
+ * The chunks of a batch lying in the host buffer `base` (item j at offs[j],
+ * lens[j] bytes; -1: not there) checked (stream_ok) and described where they
+ * lie, in item order: rows[0:k] (STREAM_DTYPE) and owners[0:k] (their items);
+ * done[j] = 1 for each. A chunk decodes into its staging slot (slots[j];
+ * -1: missing, skipped), or, where whole[j] (None: nowhere) and out_ptr (-1:
+ * none) + its table row's dst_offset is aligned to out_align, straight into
+ * the output: then its row's `out` is set and its plan row's count zeroed.
+ * Items not done take cuzarr.gpu.batch's per-chunk parsers. */
+static PyObject *stream_rows(PyObject *self, PyObject *args) {
+    int kind;
+    long long head, in_align, max_size, out_ptr, out_align;
+    PyObject *base_o, *offs_o, *lens_o, *frames_o, *slots_o, *nbytes_o, *table_o, *whole_o;
+    PyObject *rows_o, *owners_o, *done_o;
+    if (!PyArg_ParseTuple(args, "iLLLOOOOOOOOLLOOO", &kind, &head, &in_align, &max_size,
+                          &base_o, &offs_o, &lens_o, &frames_o, &slots_o, &nbytes_o, &table_o,
+                          &whole_o, &out_ptr, &out_align, &rows_o, &owners_o, &done_o)) {
+        return NULL;
+    }
+    if (kind < KIND_COPY || kind > KIND_LZ4 || head < 0 || in_align < 1 || out_align < 1) {
+        PyErr_SetString(PyExc_ValueError, "stream_rows: bad kind, head or alignment");
+        return NULL;
+    }
+    buf_t b[11];
+    for (int i = 0; i < 11; i++) {
+        b[i].held = 0;
+    }
+    PyObject *result = NULL;
+    if (get_buffer(done_o, &b[0], 0, 1, "done") < 0) {
+        goto done;
+    }
+    Py_ssize_t n = b[0].view.len;
+    if (get_buffer(base_o, &b[1], 0, 1, "in: base") < 0 ||
+        get_buffer(offs_o, &b[2], n, 8, "in: offsets") < 0 ||
+        get_buffer(lens_o, &b[3], n, 8, "in: lengths") < 0 ||
+        get_buffer(slots_o, &b[4], n, 8, "in: slots") < 0 ||
+        get_buffer(nbytes_o, &b[5], n, 8, "in: nbytes") < 0 ||
+        get_buffer(rows_o, &b[6], n * STREAM_ROW, 1, "rows") < 0 ||
+        get_buffer(owners_o, &b[7], n, 8, "owners") < 0) {
+        goto done;
+    }
+    if (frames_o != Py_None && get_buffer(frames_o, &b[8], 2 * n, 8, "frames") < 0) {
+        goto done;
+    }
+    if (whole_o != Py_None && (get_buffer(whole_o, &b[9], n, 1, "in: whole") < 0 ||
+                               get_buffer(table_o, &b[10], n * (PLAN_ROW / 8), 8, "table") < 0)) {
+        goto done;
+    }
+    const uint8_t *base = b[1].view.buf;
+    const int64_t *offs = b[2].view.buf, *lens = b[3].view.buf;
+    const int64_t *slots = b[4].view.buf, *nbytes = b[5].view.buf;
+    uint8_t *rows = b[6].view.buf, *done_v = b[0].view.buf;
+    int64_t *owners = b[7].view.buf;
+    uint64_t *frames = b[8].held ? b[8].view.buf : NULL;
+    const uint8_t *whole = b[9].held ? b[9].view.buf : NULL;
+    uint8_t *table = b[10].held ? b[10].view.buf : NULL;
+    int64_t cap = (int64_t)b[1].view.len;
+    Py_ssize_t k = 0;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        int64_t at = offs[j], len = lens[j], slot = slots[j], expect = nbytes[j];
+        uint64_t walk[2] = {0, NOT_PARSED};
+        uint64_t *fr = frames ? frames + 2 * j : walk;
+        done_v[j] = 0;
+        if (slot < 0 || at < 0 || len < 0 || at > cap - len || (at + head) % in_align != 0 ||
+            len < head || !stream_ok(kind, base + at, len, expect, max_size, fr)) {
+            continue;
+        }
+        int64_t dst = slot;
+        uint8_t to_out = 0;
+        if (whole != NULL && whole[j] && out_ptr >= 0) {
+            int64_t d;
+            memcpy(&d, table + j * PLAN_ROW + 8, 8);
+            if ((uint64_t)(out_ptr + d) % (uint64_t)out_align == 0) {
+                int64_t zero = 0;
+                memcpy(table + j * PLAN_ROW + 16, &zero, 8); /* decoded in place */
+                dst = d;
+                to_out = 1;
+            }
+        }
+        int64_t src = at + head, nn = len - head;
+        uint8_t *r = rows + k * STREAM_ROW;
+        memcpy(r, &src, 8);
+        memcpy(r + 8, &nn, 8);
+        memcpy(r + 16, &dst, 8);
+        memcpy(r + 24, &expect, 8);
+        r[32] = 0;
+        r[33] = to_out;
+        owners[k++] = j;
+        done_v[j] = 1;
+    }
+    result = PyLong_FromSsize_t(k);
+done:
+    for (int i = 0; i < 11; i++) {
+        release(&b[i]);
+    }
+    return result;
+}
+
 typedef size_t (*zstd_decompress_fn)(void *dctx, void *dst, size_t cap, const void *src,
                                      size_t n);
 
@@ -529,6 +660,8 @@ static PyMethodDef methods[] = {
     {"close_fds", close_fds, METH_O, "close_fds(fds): close every descriptor >= 0."},
     {"read_placed", read_placed, METH_VARARGS,
      "read_placed(fds, sizes, offsets, buf, got, frames): read each file into its place."},
+    {"stream_rows", stream_rows, METH_VARARGS,
+     "stream_rows(kind, head, ...): a device batch's stream rows (see the C source)."},
     {"zstd_frames", zstd_frames, METH_VARARGS,
      "zstd_frames(buf, offsets, lengths, out): walk the zstd frame of each item."},
     {NULL, NULL, 0, NULL},

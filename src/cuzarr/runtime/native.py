@@ -32,6 +32,7 @@ __all__ = [
     "frames_array",
     "open_sized",
     "read_placed",
+    "stream_rows",
     "zstd_decode_into",
     "zstd_frames",
 ]
@@ -87,6 +88,38 @@ def read_placed(fds: np.ndarray, sizes: np.ndarray, offsets: np.ndarray, buf: An
     got = np.zeros(len(fds), np.uint8)
     _c.read_placed(fds, sizes, offsets, buf, got, frames)
     return got.view(bool)
+
+
+def stream_rows(kind: int, head: int, in_align: int, max_size: int, base: Any,
+                offsets: np.ndarray, lengths: np.ndarray, frames: np.ndarray | None,
+                slots: np.ndarray, nbytes: np.ndarray, table: np.ndarray,
+                whole: np.ndarray | None, out_ptr: int, out_align: int,
+                row_dtype: np.dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The raw streams of a device batch whose chunks lie in ``base``: item
+    ``j`` at ``offsets[j]`` (-1: not there), ``lengths[j]`` bytes, checked as
+    ``cuzarr.gpu.scan`` checks them (``kind`` 0: uncompressed, 1: one zstd
+    frame, walked here where ``frames`` has no walk of it, 2: numcodecs LZ4)
+    against its slot's ``nbytes[j]`` (``slots[j]`` -1: missing) and
+    ``max_size``, its raw stream (``head`` bytes in) aligned to ``in_align``.
+    Returns ``(rows, owners, done)``: ``row_dtype`` rows
+    (``cuzarr.gpu.batch.STREAM_DTYPE``) of the chunks that pass, in item order,
+    their items, and per item whether it passed. A passing chunk that is
+    ``whole[j]`` (``None``: none) and lands aligned to ``out_align`` at
+    ``out_ptr`` (-1: no output address) plus its ``table`` row's
+    ``dst_offset`` is decoded there: its row's ``out`` set, its plan row's
+    ``count`` zeroed."""
+    n = len(offsets)
+    rows = np.empty(n, row_dtype)
+    owners = np.empty(n, np.int64)
+    done = np.zeros(n, np.uint8)
+    k = _c.stream_rows(kind, head, in_align, max_size, base,
+                       np.ascontiguousarray(offsets, np.int64),
+                       np.ascontiguousarray(lengths, np.int64), frames,
+                       np.ascontiguousarray(slots, np.int64),
+                       np.ascontiguousarray(nbytes, np.int64), table,
+                       None if whole is None else np.ascontiguousarray(whole, bool),
+                       out_ptr, out_align, rows, owners, done)
+    return rows[:k], owners[:k], done.view(bool)
 
 
 def zstd_frames(buf: Any, offsets: np.ndarray, lengths: np.ndarray) -> np.ndarray:
