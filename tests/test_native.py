@@ -301,3 +301,27 @@ def test_c_loops_refuse_misuse_without_crashing(tmp_path):
         native.zstd_decode_into(_decoder(), [chunk], np.array([[0, 0, 0]]), target,
                                 (2, 2, 1), np.empty(64, np.uint8))
     assert not target.any()
+
+
+def test_place_agrees_with_numpy():
+    """``native.place`` (behind ``gpu.batch.place_chunks``) lays chunks out as the
+    numpy version does: same offsets, same buffer size, missing ones at -1,
+    every first raw stream 16-byte aligned."""
+    from cuzarr.gpu.batch import STREAM_HEAD, place_chunks
+
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        sizes = [None if rng.random() < 0.2 else int(rng.integers(0, 5000))
+                 for _ in range(int(rng.integers(0, 40)))]
+        for kind in ("zstd", "lz4", "gzip", None):
+            got = {}
+            for io in (True, False):
+                with cuzarr.config.set({"storage.native_io": io}):
+                    buf, offs = place_chunks(sizes, kind)
+                    arr = np.array([-1 if s is None else s for s in sizes], np.int64)
+                    assert place_chunks(arr, kind)[1] == offs
+                got[io] = (len(buf), offs)
+            assert got[True] == got[False]
+            head = STREAM_HEAD.get(kind or "", 0)
+            assert all((o + head) % 16 == 0 for o in got[True][1] if o >= 0)
+            assert [o < 0 for o in got[True][1]] == [s is None for s in sizes]

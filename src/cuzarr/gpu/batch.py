@@ -340,6 +340,8 @@ def _per_chunk(batch: GpuBatch, rows: _Rows, datas: Sequence[Any], todo: np.ndar
     # streams not decoded in place are copied after the base buffer
     ext0 = 0 if base is None else -(-len(base) // STAGING_ALIGN) * STAGING_ALIGN
     pos = ext0
+    if not len(todo):
+        return pieces, ext0, pos
     unshuffle_rows = []
     scratch = 0
     for i in todo.tolist():
@@ -496,13 +498,20 @@ def _pack(pieces: Sequence[Any], nbytes: int, start: int,
     return packed
 
 
-def place_chunks(sizes: Sequence[int | None], kind: str | None,
+def place_chunks(sizes: Sequence[int | None] | np.ndarray, kind: str | None,
                  alloc: Callable[[int], np.ndarray] | None = None) -> tuple[np.ndarray, list[int]]:
-    """A host buffer for whole chunks of ``sizes`` (None: missing) and where each
-    goes: every chunk's first raw stream (``STREAM_HEAD`` of ``kind``) lands
-    16-byte aligned, so nvCOMP can decode it in place."""
+    """A host buffer for whole chunks of ``sizes`` (None, or negative in an
+    ``int64`` array: missing) and where each goes: every chunk's first raw
+    stream (``STREAM_HEAD`` of ``kind``) lands 16-byte aligned, so nvCOMP can
+    decode it in place."""
     head = STREAM_HEAD.get(kind or "", 0)
-    n = np.array([-1 if x is None else x for x in sizes], np.int64)
+    if isinstance(sizes, np.ndarray):
+        n = sizes
+    else:
+        n = np.array([-1 if x is None else x for x in sizes], np.int64)
+    if native.available():  # one C call, not eight numpy operations
+        offsets, total = native.place(n, head, STAGING_ALIGN)
+        return (alloc or _empty_bytes)(max(total, 1)), offsets.tolist()
     present = n >= 0
     # the first start is aligned for its stream; each next one follows the
     # previous chunk rounded up to the alignment, which keeps it aligned

@@ -287,7 +287,7 @@ class DeviceReader:
         find = libzstd.frame_size_at() if walk and libzstd.available() else None
         base = [0]
 
-        def place(sizes: list[int | None]) -> tuple[np.ndarray, list[int]]:
+        def place(sizes: list[int | None] | np.ndarray) -> tuple[np.ndarray, list[int]]:
             buf, offsets = place_chunks(sizes, kind, self.executor.host_buffer)
             made.append(buf)
             made.append(sizes)
@@ -305,7 +305,9 @@ class DeviceReader:
             else:
                 values, offsets = get_into(keys, place, each if find is not None else None, frames)
         # a value read as separate bytes (offset -1) has its own length
-        sizes = [-1 if n is None else n for n in made[1]]
+        sizes = made[1]
+        if not isinstance(sizes, np.ndarray):
+            sizes = [-1 if n is None else n for n in sizes]
         return HostBuffered(values, made[0], offsets, sizes, frames)
 
     def _out_ptr(self) -> int | None:

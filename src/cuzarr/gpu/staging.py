@@ -20,7 +20,7 @@ from collections.abc import Callable
 import numpy as np
 
 from cuzarr.buffer.gpu import import_cupy
-from cuzarr.config import config
+from cuzarr.config import setting
 
 __all__ = ["HostStaging", "host_staging", "pinned_staging"]
 
@@ -39,7 +39,7 @@ def _pinned_block(size: int) -> np.ndarray:
 
 
 def _keep_bytes() -> int:
-    value = config.get("gpu.staging_keep_bytes", KEEP_BYTES)
+    value = setting("gpu.staging_keep_bytes", KEEP_BYTES)
     return KEEP_BYTES if value is None else max(0, int(value))
 
 

@@ -351,6 +351,53 @@ done:
     return result;
 }
 
+/* place(sizes, head, align, offsets) -> total
+ *
+ * Where each value of a batch goes in one host buffer: offsets[j] = -1 where
+ * sizes[j] < 0 (missing), else the next start after the previous value rounded
+ * up to `align`, the first at (-head) mod align, so that every value's first
+ * `head` bytes end on an aligned address (cuzarr.gpu.batch.place_chunks).
+ * Returns the buffer's size: the end of the last value placed. */
+static PyObject *place(PyObject *self, PyObject *args) {
+    PyObject *sizes_o, *offs_o;
+    long long head, align;
+    if (!PyArg_ParseTuple(args, "OLLO", &sizes_o, &head, &align, &offs_o)) {
+        return NULL;
+    }
+    if (align < 1 || head < 0) {
+        PyErr_SetString(PyExc_ValueError, "place: align must be >= 1 and head >= 0");
+        return NULL;
+    }
+    buf_t s_b, o_b;
+    s_b.held = o_b.held = 0;
+    PyObject *result = NULL;
+    if (get_buffer(sizes_o, &s_b, 0, 8, "in: sizes") < 0) {
+        goto done;
+    }
+    Py_ssize_t n = s_b.view.len / 8;
+    if (get_buffer(offs_o, &o_b, n, 8, "offsets") < 0) {
+        goto done;
+    }
+    const int64_t *sizes = s_b.view.buf;
+    int64_t *offs = o_b.view.buf;
+    int64_t p = (align - head % align) % align, total = 0;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        int64_t size = sizes[j];
+        if (size < 0) {
+            offs[j] = -1;
+            continue;
+        }
+        offs[j] = p;
+        total = p + size;
+        p += (size + align - 1) / align * align;
+    }
+    result = PyLong_FromLongLong(total);
+done:
+    release(&s_b);
+    release(&o_b);
+    return result;
+}
+
 /* The stream table of a device batch (cuzarr.gpu.batch.STREAM_DTYPE, 34 bytes
  * a row, packed) and its scatter plan's rows (cuzarr.gpu.plan.PLAN_DTYPE, 496
  * bytes: dst_offset at 8, count at 16; kernels/cuzarr_plan.cuh). */
@@ -660,6 +707,8 @@ static PyMethodDef methods[] = {
     {"close_fds", close_fds, METH_O, "close_fds(fds): close every descriptor >= 0."},
     {"read_placed", read_placed, METH_VARARGS,
      "read_placed(fds, sizes, offsets, buf, got, frames): read each file into its place."},
+    {"place", place, METH_VARARGS,
+     "place(sizes, head, align, offsets): where each value of a batch goes."},
     {"stream_rows", stream_rows, METH_VARARGS,
      "stream_rows(kind, head, ...): a device batch's stream rows (see the C source)."},
     {"zstd_frames", zstd_frames, METH_VARARGS,

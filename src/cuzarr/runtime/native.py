@@ -31,6 +31,7 @@ __all__ = [
     "close_fds",
     "frames_array",
     "open_sized",
+    "place",
     "read_placed",
     "stream_rows",
     "zstd_decode_into",
@@ -75,6 +76,16 @@ def frames_array(n: int) -> np.ndarray:
     out = np.zeros((n, 2), np.uint64)
     out[:, 1] = NOT_PARSED
     return out
+
+
+def place(sizes: np.ndarray, head: int, align: int) -> tuple[np.ndarray, int]:
+    """Where each value of ``sizes`` (``int64``; negative: missing, offset -1)
+    goes in one buffer, one after another, each start rounded up to ``align``
+    after ``head`` bytes (the first at ``(-head) % align``): ``(offsets,
+    total)``, ``total`` the end of the last value placed (0: none)."""
+    sizes = np.ascontiguousarray(sizes, np.int64)
+    offsets = np.empty(len(sizes), np.int64)
+    return offsets, _c.place(sizes, head, align, offsets)
 
 
 def read_placed(fds: np.ndarray, sizes: np.ndarray, offsets: np.ndarray, buf: Any,

@@ -125,7 +125,7 @@ class SyncIO:
     pinned: Any = None
     # (keys, place) -> (values, offsets): whole values read straight into one
     # buffer the caller lays out; ``place(sizes)`` gets each key's size (None:
-    # missing) and returns (buffer, offsets). ``offsets[i]`` is where value i
+    # missing; or an int64 array, -1: missing) and returns (buffer, offsets). ``offsets[i]`` is where value i
     # lies in the buffer, or -1 when it came back as separate bytes (it changed
     # size meanwhile) or is missing (None: not offered). An optional third
     # argument ``each(i, offset, n)`` is called as soon as value i lies whole in

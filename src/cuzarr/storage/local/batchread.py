@@ -40,9 +40,10 @@ def read_into(store: Any, keys: Sequence[str],
         held: list[int | None] | None = None
         if ((fds | sizes) < 0).any():  # a failed open, or no regular file's size
             held, told = _slow_opens(store, keys, fds, sizes)
+            buf, where = place(told)
         else:
             told = sizes.tolist()
-        buf, where = place(told)
+            buf, where = place(sizes)  # (an int64 array: no list to convert back)
         got = native.read_placed(fds, sizes, np.array(where, np.int64), buf, frames)
         view = memoryview(buf).cast("B")
         if frames is None and each is not None:
