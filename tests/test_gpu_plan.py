@@ -288,3 +288,29 @@ def test_product_rows_of_a_subset_match_per_item_rows(data):
     out = np.zeros(plan_sel.buffer_shape, "<i4")
     args = (grid.stored_chunk_shape, out.shape, out.strides, 4)
     np.testing.assert_array_equal(build_plan(part, *args).table, build_plan(list(part), *args).table)
+
+
+def test_plan_read_makes_the_table_batches_gather_from():
+    """``plan_read`` makes a read's descriptor table before its batches run; a
+    batch's plan is then its rows of it, the same plan a batch of items that
+    share no table builds for itself."""
+    from cuzarr.gpu.plan import build_plan, plan_read
+    from cuzarr.indexing.items import window
+
+    shape, chunks = (37, 29), (8, 6)
+    sel = (slice(3, 35, 2), slice(None, None, -1))
+    dims = [DimGrid(s, c) for s, c in zip(shape, chunks, strict=True)]
+    out = np.zeros(normalize_numpy(sel, shape, dims).buffer_shape, "<f4")
+    fn = RegularChunkGrid(chunks).stored_chunk_shape
+    items = chunk_items(normalize_numpy(sel, shape, dims).projections)
+    plan_read(items, fn, out.shape, out.strides, 4)
+    tables = [k for k in items.shared if k[0] == "plan-table"]
+    assert len(tables) == 1
+    made = items.shared[tables[0]]
+    lo, hi = 3, 11
+    got = build_plan(window(items, lo, hi), fn, out.shape, out.strides, 4)
+    assert [k for k in items.shared if k[0] == "plan-table"] == tables
+    assert items.shared[tables[0]] is made  # gathered from, not made again
+    alone = chunk_items(normalize_numpy(sel, shape, dims).projections)
+    want = build_plan(window(alone, lo, hi), fn, out.shape, out.strides, 4)
+    assert (got.table == want.table).all() and (got.slots == want.slots).all()

@@ -138,6 +138,8 @@ class ReadJob:
         self.ahead: ReadAhead | None = None  # see read_ahead
         if self.device is None:
             self.blocks = BlockDecoder.make(items, out, self.grid, pipeline)
+        else:
+            self.device.plan_read(items)
 
     def plan(self, lo: int, hi: int) -> Plan:
         """Fetch items ``lo:hi`` (one request), then decode and scatter them."""

@@ -340,6 +340,8 @@ class ShardReadJob:
         self.device = device_reader_for(self.inner, out, self.fill,
                                         RegularChunkGrid(self.inner_shape).stored_chunk_shape,
                                         store_path.store)
+        if self.device is not None:
+            self.device.plan_read(items)
         self.sio = sio = store_path.store.sync_io()
         self.reader = ShardReader(codec, self.shard_shape, sio, self.device is not None)
         # Idle worker loops decode a part's inner chunks too (workers.share): large

@@ -43,7 +43,7 @@ from cuzarr.gpu.executor import (
     prepare_batch,
     stream_kind,
 )
-from cuzarr.gpu.plan import is_slice_only
+from cuzarr.gpu.plan import is_slice_only, plan_read
 from cuzarr.gpu.staging import host_staging, pinned_staging
 from cuzarr.runtime import native
 
@@ -250,6 +250,12 @@ class DeviceReader:
             kind = None  # a dtype the raw bytes do not hold directly (e.g. a cast)
         self.kind = decode_route(kind, bool(getattr(executor, "device", False)))
         self.swap = swap_unit(stored, self.out_dtype) if kind is not None and stored is not None else 0
+
+    def plan_read(self, items: Sequence[Any]) -> None:
+        """Before a read's batches run: the descriptor table of all of its
+        ``items`` (``gpu.plan.plan_read``), which each batch's plan gathers from."""
+        plan_read(items, self.chunk_shape, self.out.shape, self.out.strides,
+                  self.out_dtype.itemsize, self.order, self.swap)
 
     def fetch(self, keys: Sequence[str], items: Sequence[Any]) -> list[Any] | None:
         """File references for direct reads, or the chunks read into one host
