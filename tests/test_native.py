@@ -55,6 +55,25 @@ def test_open_sized_answers_like_os(tmp_path):
     assert (fds < 0).all() and fds[:3].tolist() == [-1, -1, -1]  # closed and forgotten
 
 
+def test_open_sized_with_known_paths(tmp_path):
+    """With a dict of checked paths, items are its keys: a key found stands for
+    its path, anything else (unknown, not a str, a str subclass) is skipped."""
+
+    class Key(str):
+        pass
+
+    paths, _ = _files(tmp_path, [3, 4])
+    known = {"a/0": paths[0], "a/1": paths[1], "odd": 7}
+    fds, sizes = native.open_sized(["a/1", "a/9", None, Key("a/0"), "odd", "a/0"], known)
+    try:
+        assert sizes.tolist() == [4, -1, -1, -1, -1, 3]
+        assert fds.tolist()[1:5] == [-1] * 4 and fds[0] >= 0 and fds[5] >= 0
+    finally:
+        native.close_fds(fds)
+    with pytest.raises(TypeError):
+        native.open_sized(["a/0"], known=["not", "a", "dict"])
+
+
 def test_read_placed_reads_each_file_into_its_place(tmp_path):
     paths, blobs = _files(tmp_path, [10, 0, 3000, 7])
     fds, sizes = native.open_sized(paths)

@@ -144,14 +144,16 @@ class ReadJob:
     def plan(self, lo: int, hi: int) -> Plan:
         """Fetch items ``lo:hi`` (one request), then decode and scatter them."""
         datas = None
+        part = None  # the device reader's items lo:hi, made once for both steps
         if self.ahead is not None:
             datas = self.ahead.take(lo, hi)
         elif self.device is not None and self.sio is not None:
             # file references or chunks read straight into a staging buffer
-            datas = self.device.fetch(self.keys[lo:hi], window(self.items, lo, hi))
+            part = window(self.items, lo, hi)
+            datas = self.device.fetch(self.keys[lo:hi], part)
         if datas is None:
             datas = yield Get(self.keys[lo:hi], reuse=self.one_by_one)
-        yield Compute(self.decode_batch, lo, datas)
+        yield Compute(self.decode_batch, lo, datas, part)
 
     def lock_keys(self, lo: int, hi: int) -> None:
         return None
@@ -183,14 +185,16 @@ class ReadJob:
         if self.device is not None:
             self.device.executor.synchronize()
 
-    def decode_batch(self, lo: int, datas: list[Any]) -> None:
-        """Decode the chunks of items ``lo:lo + len(datas)`` into the output."""
+    def decode_batch(self, lo: int, datas: list[Any], part: Any = None) -> None:
+        """Decode the chunks of items ``lo:lo + len(datas)`` into the output
+        (``part``: those items, where the caller has them)."""
         missing = [self.keys[lo + j] for j, d in enumerate(datas) if d is None]
         if missing and missing_chunks_refused(self.meta):
             refuse_missing(self.store_path, missing)
         if self.device is not None:
             hi = lo + len(datas)
-            self.device(window(self.items, lo, hi), datas, self.keys[lo:hi])
+            self.device(window(self.items, lo, hi) if part is None else part, datas,
+                        self.keys[lo:hi])
             return
         done = self.blocks.run(lo, datas) if self.blocks is not None else None
         for j, data in enumerate(datas):

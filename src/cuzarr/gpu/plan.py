@@ -241,6 +241,7 @@ def _product_rows(items: ChunkItems, chunk_shape: Callable[[tuple[int, ...]], tu
 
 # rows of a read's whole table kept for its batches (496 bytes each: 8 MiB)
 READ_TABLE_MAX = 16384
+_NO_TABLE = object()  # (a read too large for one is kept as None)
 
 
 @dataclass
@@ -282,13 +283,15 @@ def _read_table(items: ChunkItems, chunk_shape: Callable[[tuple[int, ...]], tupl
     ``READ_TABLE_MAX`` chunks (their batches build their own rows)."""
     dims = items.dims
     assert dims is not None
-    total = math.prod(len(p.chunks) for p in dims)
-    if total > READ_TABLE_MAX:
-        return None
     key = ("plan-table", chunk_shape, tuple(out_shape), tuple(out_strides), itemsize,
            chunk_order, swap, pad)
-    got = items.shared.get(key)
-    if got is None:
+    shared = items.shared
+    got = shared.get(key, _NO_TABLE)
+    if got is _NO_TABLE:
+        total = math.prod(len(p.chunks) for p in dims)
+        if total > READ_TABLE_MAX:
+            shared[key] = None
+            return None
         every = ChunkItems()
         every.dims, every.positions_ = dims, np.arange(total, dtype=np.int64)
         every.__dict__["_shared"] = items.shared
@@ -297,7 +300,7 @@ def _read_table(items: ChunkItems, chunk_shape: Callable[[tuple[int, ...]], tupl
         plan = _fill_table(table, rows, np.ones(total, bool), itemsize, chunk_order, swap, pad)
         nbytes = plan.table["chunk_count"].astype(np.int64) * itemsize
         padded = -(-nbytes // STAGING_ALIGN) * STAGING_ALIGN
-        got = items.shared[key] = _ReadTable(plan.table, nbytes, padded, whole_block(plan.table))
+        got = shared[key] = _ReadTable(plan.table, nbytes, padded, whole_block(plan.table))
     return got
 
 

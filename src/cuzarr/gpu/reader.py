@@ -243,6 +243,7 @@ class DeviceReader:
         # lay out (pinned on a GPU): no bytes objects, no packing copy.
         self.get_into: Any = None
         self.out_dtype = np.dtype(out.dtype)
+        self._walks: dict[str | None, tuple[bool, Any]] = {}  # see _walk
         kind, stored, self.order = device_codec(pipeline)
         if kind is not None and stored is not None and (
             stored.newbyteorder("=") != self.out_dtype.newbyteorder("=")
@@ -284,37 +285,47 @@ class DeviceReader:
         its first raw stream (per ``kind``, see ``STREAM_HEAD``) lands 16-byte
         aligned."""
         made: list[Any] = []
-        # zstd frames are walked as each chunk lands, its bytes still in the
-        # CPU's cache: after the batch's copies they are not (gpu.scan). The
-        # store's C loop walks them (cuzarr.runtime.native); chunks read in
-        # Python are walked by libzstd through ``each``, or later by gpu.scan.
-        walk = kind == "zstd" and (native.available() or libzstd.available())
+        walk, find = self._walk(kind)
         frames = native.frames_array(len(keys)) if walk else None
-        find = libzstd.frame_size_at() if walk and libzstd.available() else None
         base = [0]
 
         def place(sizes: list[int | None] | np.ndarray) -> tuple[np.ndarray, list[int]]:
             buf, offsets = place_chunks(sizes, kind, self.executor.host_buffer)
             made.append(buf)
             made.append(sizes)
-            base[0] = buf.__array_interface__["data"][0]
+            if find is not None:
+                base[0] = buf.__array_interface__["data"][0]
             return buf, offsets
 
         def each(j: int, at: int, n: int) -> None:
             frames[j, 0] = find(base[0] + at, n)  # type: ignore[index, misc]
 
-        # pinned memory is allocated in the output device's context
-        on_device = getattr(self.executor, "device", False)
-        with self.out.device if on_device else contextlib.nullcontext():
-            if frames is None:
-                values, offsets = get_into(keys, place)
-            else:
-                values, offsets = get_into(keys, place, each if find is not None else None, frames)
+        args = (keys, place) if frames is None else (
+            keys, place, each if find is not None else None, frames)
+        if getattr(self.executor, "device", False):
+            with self.out.device:  # pinned memory is allocated in the output's context
+                values, offsets = get_into(*args)
+        else:
+            values, offsets = get_into(*args)
         # a value read as separate bytes (offset -1) has its own length
         sizes = made[1]
         if not isinstance(sizes, np.ndarray):
             sizes = [-1 if n is None else n for n in sizes]
         return HostBuffered(values, made[0], offsets, sizes, frames)
+
+    def _walk(self, kind: str | None) -> tuple[bool, Any]:
+        """Whether the zstd frames of ``kind`` chunks are walked as each lands
+        (its bytes still in the CPU's cache; after the batch's copies they are
+        not: ``gpu.scan``), and libzstd's walk for those read in Python (the
+        store's C loop walks the others, ``cuzarr.runtime.native``; with
+        neither, ``gpu.scan`` walks them later). Decided once per reader: a
+        read's settings do not change under it."""
+        got = self._walks.get(kind)
+        if got is None:
+            walk = kind == "zstd" and (native.available() or libzstd.available())
+            find = libzstd.frame_size_at() if walk and libzstd.available() else None
+            got = self._walks[kind] = (walk, find)
+        return got
 
     def _out_ptr(self) -> int | None:
         """The output's address when whole chunks may be decoded straight into

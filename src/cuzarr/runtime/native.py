@@ -53,15 +53,21 @@ def available() -> bool:
     return _c is not None and bool(setting("storage.native_io", True))
 
 
-def open_sized(paths: list[Any]) -> tuple[np.ndarray, np.ndarray]:
+def open_sized(paths: list[Any], known: dict[str, str] | None = None,
+               ) -> tuple[np.ndarray, np.ndarray]:
     """Each of ``paths`` (``str``; ``None``: skipped) opened read-only without
     following a final symlink and sized: ``(fds, sizes)``, ``int64``; an fd < 0
     is ``-errno`` (-1: skipped), a size -1 means not a regular file (or not
-    opened). The caller closes the descriptors (:func:`close_fds`)."""
+    opened). With ``known``, ``paths`` are keys of it, each standing for its
+    path there (a key not in it, or not a ``str``, is skipped). The caller
+    closes the descriptors (:func:`close_fds`)."""
     n = len(paths)
     fds = np.empty(n, np.int64)
     sizes = np.empty(n, np.int64)
-    _c.open_sized(paths, fds, sizes)
+    if known is None:
+        _c.open_sized(paths, fds, sizes)
+    else:
+        _c.open_sized(paths, fds, sizes, known)
     return fds, sizes
 
 

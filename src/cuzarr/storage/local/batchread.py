@@ -33,9 +33,8 @@ def read_into(store: Any, keys: Sequence[str],
     for every value the C loop read (the compressed size of the zstd frame it
     starts with); ``each`` is called for the others, and for all of them when
     ``frames`` is None."""
-    known = store._paths.get
-    paths = [known(k) if type(k) is str else None for k in keys]
-    fds, sizes = native.open_sized(paths)
+    # keys whose paths the store checked already, looked up in C
+    fds, sizes = native.open_sized(keys if type(keys) is list else list(keys), store._paths)
     try:
         held: list[int | None] | None = None
         if ((fds | sizes) < 0).any():  # a failed open, or no regular file's size
