@@ -358,15 +358,20 @@ def _dim_rows(d: int, p: Any, extents: list[int], out_len: int, out_stride: int)
     with numpy where every selection is a forward step-1 slice inside its chunk
     and its output (as ``project_slice`` makes them), else one by one."""
     cs, os_ = p.chunk_sels, p.out_sels
-    ok = set(map(type, cs)) | set(map(type, os_)) <= {slice}
-    ok = ok and {s.step for s in cs} | {s.step for s in os_} <= {None, 1}
+    runs = getattr(p, "runs", None)  # the same slices' bounds, where made with numpy
+    if runs is not None:
+        ok, c, o = True, runs[:, :2], runs[:, 2:]
+    else:
+        ok = set(map(type, cs)) | set(map(type, os_)) <= {slice}
+        ok = ok and {s.step for s in cs} | {s.step for s in os_} <= {None, 1}
+        if ok:
+            cols = [[s.start for s in cs], [s.stop for s in cs], [s.start for s in os_],
+                    [s.stop for s in os_]]
+            ok = not any(None in col for col in cols)
+        if ok:
+            c = np.array(cols[:2], np.int64).T
+            o = np.array(cols[2:], np.int64).T
     if ok:
-        cols = [[s.start for s in cs], [s.stop for s in cs], [s.start for s in os_],
-                [s.stop for s in os_]]
-        ok = not any(None in col for col in cols)
-    if ok:
-        c = np.array(cols[:2], np.int64).T
-        o = np.array(cols[2:], np.int64).T
         ext = np.asarray(extents, np.int64)
         n = c[:, 1] - c[:, 0]
         ok = bool((c >= 0).all() and (c[:, 1] <= ext).all() and (n >= 0).all()

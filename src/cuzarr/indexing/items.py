@@ -122,8 +122,11 @@ def chunk_items(projections: Sequence[DimProjection]) -> list[ChunkItem]:
     if any(not p.chunks for p in projections):
         return []
     # (the types of each side's selections, found in C: a few ns per chunk)
-    csel_arrays = [np.ndarray in set(map(type, p.chunk_sels)) for p in projections]
-    osel_arrays = [np.ndarray in set(map(type, p.out_sels)) for p in projections]
+    # (a projection with numpy-made runs holds slices only)
+    csel_arrays = [getattr(p, "runs", None) is None and np.ndarray in set(
+        map(type, p.chunk_sels)) for p in projections]
+    osel_arrays = [getattr(p, "runs", None) is None and np.ndarray in set(
+        map(type, p.out_sels)) for p in projections]
     n_arrays = sum(csel_arrays)
     # Index arrays on two or more dimensions, on either side (a contiguous run of
     # a chunk can land on scattered output positions, and the reverse), broadcast

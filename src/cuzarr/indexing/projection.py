@@ -8,7 +8,7 @@ of its dimensions' projections (orthogonal indexing).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -41,6 +41,10 @@ class DimProjection:
     # (see ``combine_complete``).
     complete: list[Any]
     out_len: int
+    #: where the selections are step-1 slices made with numpy (``_project_run``):
+    #: their bounds, one row per chunk (chunk start, chunk stop, output start,
+    #: output stop), so that per-chunk tables need not read the slices back
+    runs: np.ndarray | None = field(default=None, compare=False, repr=False)
 
 
 # A chunk cut by the array's end (stored elements past it, stale after a shrink),
@@ -124,9 +128,11 @@ def _project_run(start: int, last: int, c0: int, c1: int, dim: DimGrid) -> DimPr
     dl = np.minimum(chunk, dim.size - off)
     code = np.where((first == off) & (cnt == dl), np.where(dl < chunk, 3, 1), 0)
     complete = [_COMPLETE[k] for k in code.tolist()]
-    csels = list(map(slice, lo.tolist(), (lo + cnt).tolist()))
-    osels = list(map(slice, o.tolist(), (o + cnt).tolist()))
-    return DimProjection(ci.tolist(), csels, osels, complete, last - start + 1)
+    runs = np.stack([lo, lo + cnt, o, o + cnt], axis=1)
+    cols = runs.T.tolist()
+    csels = list(map(slice, cols[0], cols[1]))
+    osels = list(map(slice, cols[2], cols[3]))
+    return DimProjection(ci.tolist(), csels, osels, complete, last - start + 1, runs)
 
 
 def _add_strided(
