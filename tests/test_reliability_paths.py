@@ -213,3 +213,26 @@ def test_unhashable_key_is_a_key_error(tmp_path):
     store = LocalStore(tmp_path)
     with pytest.raises(cuzarr.errors.StoreKeyError):
         store._path(["a"])
+
+
+def test_symlinked_chunk_directory_beside_checked_ones(sandbox):
+    """A chunk directory that is a symlink out of the root is refused even after
+    its siblings (plain directories) and their parent were checked and kept."""
+    parent, root = sandbox
+    for i in range(3):
+        (root / "c" / str(i)).mkdir(parents=True)
+        (root / "c" / str(i) / "0").write_bytes(bytes([i]))
+    os.symlink(parent / "outside", root / "c" / "9")
+    store = LocalStore(root)
+    for i in range(3):
+        assert asyncio.run(store.get(f"c/{i}/0")) == bytes([i])
+    with pytest.raises(cuzarr.errors.StoreKeyError):
+        asyncio.run(store.get("c/9/keep"))
+    # the same through the batch reads of device reads (C opens of checked keys)
+    from cuzarr.gpu.batch import place_chunks
+
+    fresh = LocalStore(root)
+    values, _ = fresh.sync_io().get_into(["c/0/0", "c/1/0"], lambda s: place_chunks(s, None))
+    assert [bytes(v) for v in values] == [b"\x00", b"\x01"]
+    with pytest.raises(cuzarr.errors.StoreKeyError):
+        fresh.sync_io().get_into(["c/2/0", "c/9/keep"], lambda s: place_chunks(s, None))

@@ -11,6 +11,7 @@ batch read without the C loops does.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -34,8 +35,11 @@ def read_into(store: Any, keys: Sequence[str],
     starts with); ``each`` is called for the others, and for all of them when
     ``frames`` is None."""
     # keys whose paths the store checked already, looked up in C
-    fds, sizes = native.open_sized(keys if type(keys) is list else list(keys), store._paths)
+    keys = keys if type(keys) is list else list(keys)
+    fds, sizes = native.open_sized(keys, store._paths)
     try:
+        if (fds == -1).any():  # keys not checked yet (a store's first read of them)
+            _check_new(store, keys, fds, sizes)
         held: list[int | None] | None = None
         if ((fds | sizes) < 0).any():  # a failed open, or no regular file's size
             held, told = _slow_opens(store, keys, fds, sizes)
@@ -54,6 +58,23 @@ def read_into(store: Any, keys: Sequence[str],
                        got, each)
     finally:
         native.close_fds(fds)
+
+
+def _check_new(store: Any, keys: list[str], fds: np.ndarray, sizes: np.ndarray) -> None:
+    """Keys the C loop skipped as not checked yet: their paths checked (and
+    kept by the store) in one pass, then opened in C too. A key whose check
+    fails stays skipped: ``_slow_opens`` raises its error. (Checked one by one
+    in ``_slow_opens`` instead, a first read of 1,024 chunk files cost ~12 us
+    more per chunk than a later one.)"""
+    skipped = np.flatnonzero(fds == -1).tolist()
+    for j in skipped:
+        key = keys[j]
+        if type(key) is str:
+            with contextlib.suppress(Exception):
+                store._path(key)  # cached where the key and its directory are safe
+    again, more = native.open_sized([keys[j] for j in skipped], store._paths)
+    fds[skipped] = again
+    sizes[skipped] = more
 
 
 def _slow_opens(store: Any, keys: Sequence[str], fds: np.ndarray,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 
 from cuzarr.errors import StoreKeyError
 from cuzarr.storage.base import normalize_key
@@ -22,6 +23,14 @@ __all__ = ["KeyPaths"]
 _PLAIN_KEY = re.compile(r"[\w\-][\w.\-]{0,254}(?:/[\w\-][\w.\-]{0,254})*", re.ASCII)
 # Keys whose checked paths a LocalStore keeps (then it starts over).
 _PATHS_MAX = 1 << 16
+
+
+def _is_real_dir(path: str) -> bool:
+    """Whether ``path`` is a directory itself (not a symlink to one)."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except (OSError, ValueError):
+        return False
 
 
 class KeyPaths:
@@ -72,6 +81,15 @@ class KeyPaths:
         """Refuse a key whose directory resolves (through symlinks) outside the root."""
         if self._real_root is None:
             self._real_root = os.path.realpath(self._root_str)
+        parent = os.path.dirname(directory)
+        if len(parent) > len(self._root_str) and parent not in self._safe_dirs:
+            self._note_safe(parent)
+        if parent in self._safe_dirs and _is_real_dir(directory):
+            # a directory, not a symlink, in a checked one: its real path is
+            # below the root too (one lstat; chunk keys of one directory per
+            # chunk row made a first read resolve every one of them)
+            self._safe_dirs.add(directory)
+            return
         # Only existing components can be symlinks: check the deepest existing
         # ancestor (a new array's chunk directories do not exist yet, and a full
         # realpath of them on every write cost ~8% of a write's CPU time).
@@ -91,6 +109,17 @@ class KeyPaths:
             # Cache only what exists. A directory swapped for a symlink later, while
             # this store object is in use, goes unnoticed (docs/reliability.md).
             self._safe_dirs.add(existing)
+
+    def _note_safe(self, directory: str) -> None:
+        """Keep ``directory`` as checked where it is an existing directory whose
+        real path lies below the root (nothing kept, nothing raised otherwise)."""
+        try:
+            real = self._realpath_below_root(directory)
+        except (OSError, ValueError):
+            return
+        assert self._real_root is not None
+        if real.startswith(os.path.join(self._real_root, "")) and os.path.isdir(directory):
+            self._safe_dirs.add(directory)
 
     def _realpath_below_root(self, path: str) -> str:
         """``os.path.realpath(path)`` of an existing ``path`` inside the root (no
