@@ -314,3 +314,14 @@ def test_plan_read_makes_the_table_batches_gather_from():
     alone = chunk_items(normalize_numpy(sel, shape, dims).projections)
     want = build_plan(window(alone, lo, hi), fn, out.shape, out.strides, 4)
     assert (got.table == want.table).all() and (got.slots == want.slots).all()
+    # a window's rows taken as one block equal the rows gathered one by one,
+    # with some chunks missing too; the read's arrays stay read-only
+    for present in (np.ones(hi - lo, bool), np.arange(hi - lo) % 3 != 1):
+        block = made.run(lo, hi, present, 4)
+        each = made.rows(np.arange(lo, hi), present, 4)
+        assert (block.table == each.table).all() and (block.slots == each.slots).all()
+        assert (block.slot_nbytes == each.slot_nbytes).all()
+        assert (block.whole == each.whole).all()
+        assert block.staging_nbytes == each.staging_nbytes
+    with pytest.raises(ValueError):
+        made.run(lo, hi, np.ones(hi - lo, bool), 4).slot_nbytes[0] = 1

@@ -176,7 +176,10 @@ def build_plan(
         read = _read_table(items, shapes_fn, out_shape, out_strides, itemsize, chunk_order,
                            swap, pad)
         if read is not None:  # the read's table, made once: this batch's rows of it
-            return read.rows(items.positions(), np.asarray(present, bool), itemsize)
+            present = np.asarray(present, bool)
+            if items.positions_ is None:  # a window: consecutive items
+                return read.run(items.start, items.start + n_items, present, itemsize)
+            return read.rows(items.positions(), present, itemsize)
         dims = _product_rows(items, shapes_fn, out_shape, out_strides)
         return _fill_table(np.zeros(n_items, dtype=PLAN_DTYPE), dims, np.asarray(present, bool),
                            itemsize, chunk_order, swap, pad)
@@ -254,11 +257,26 @@ class _ReadTable:
     nbytes: np.ndarray
     padded: np.ndarray
     whole: np.ndarray
+    #: running sum of ``padded`` (each batch of consecutive items takes its
+    #: slots from it: no cumulative sum per batch)
+    ends: np.ndarray
 
     def rows(self, pos: np.ndarray, present: np.ndarray, itemsize: int) -> ScatterPlan:
         """The plan of the items at ``pos`` of the read (one gather per column)."""
         return _with_slots(self.table[pos], present, itemsize, self.nbytes[pos],
                            self.padded[pos], self.whole[pos])
+
+    def run(self, lo: int, hi: int, present: np.ndarray, itemsize: int) -> ScatterPlan:
+        """:meth:`rows` of the consecutive items ``lo:hi``: their rows copied as
+        one block, sizes and slots from the read's arrays (read-only views)."""
+        if not present.all():
+            return self.rows(np.arange(lo, hi, dtype=np.int64), present, itemsize)
+        table = self.table[lo:hi].copy()
+        ends = self.ends[lo:hi] - (int(self.ends[lo - 1]) if lo else 0)
+        starts = ends - self.padded[lo:hi]
+        table["src_offset"] = starts
+        return ScatterPlan(table, int(ends[-1]) if hi > lo else 0, starts, self.nbytes[lo:hi],
+                           itemsize, self.whole[lo:hi])
 
 
 def plan_read(items: Any, chunk_shape: Callable[[tuple[int, ...]], tuple[int, ...]],
@@ -300,7 +318,10 @@ def _read_table(items: ChunkItems, chunk_shape: Callable[[tuple[int, ...]], tupl
         plan = _fill_table(table, rows, np.ones(total, bool), itemsize, chunk_order, swap, pad)
         nbytes = plan.table["chunk_count"].astype(np.int64) * itemsize
         padded = -(-nbytes // STAGING_ALIGN) * STAGING_ALIGN
-        got = shared[key] = _ReadTable(plan.table, nbytes, padded, whole_block(plan.table))
+        got = _ReadTable(plan.table, nbytes, padded, whole_block(plan.table), np.cumsum(padded))
+        for arr in (got.nbytes, got.padded, got.whole, got.ends):
+            arr.flags.writeable = False  # batches' plans hold views of them
+        shared[key] = got
     return got
 
 
