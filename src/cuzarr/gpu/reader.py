@@ -433,6 +433,13 @@ def direct_reads(store: Any, device: bool) -> bool:
     return flag("gpu.gds")
 
 
+@contextlib.contextmanager
+def _on_device(out: Any) -> Iterator[Any]:
+    """The calling thread's executor for ``out``'s device, that device current."""
+    with out.device, _executor(out.device.id) as ex:
+        yield ex
+
+
 class _ThreadExecutor:
     """Forwards each batch to the calling thread's executor for the output's
     device (batches run in pool threads) and keeps the events they return, so
@@ -463,24 +470,21 @@ class _ThreadExecutor:
             with self._lock:
                 self.events.append(ev)
 
-    @contextlib.contextmanager
-    def _leased(self, out: Any) -> Iterator[Any]:
-        """An executor for ``out``'s device, with that device current."""
+    def _leased(self, out: Any) -> contextlib.AbstractContextManager[Any]:
+        """An executor for ``out``'s device, with that device current (the host
+        twin's lease itself: one generator context fewer per batch)."""
         if not self.device:
-            with _executor(None) as ex:
-                self._used.add(ex)
-                yield ex
-            return
-        with out.device, _executor(out.device.id) as ex:
-            self._used.add(ex)
-            yield ex
+            return _executor(None)
+        return _on_device(out)
 
     def run(self, batch: Any, out: Any, fill: Any) -> None:
         with self._leased(out) as ex:
+            self._used.add(ex)
             self._keep(ex.run(batch, out, fill))  # a Pending: event and deferred checks
 
     def scatter_fancy(self, items: Any, chunks: Any, out: Any, fill: Any) -> None:
         with self._leased(out) as ex:
+            self._used.add(ex)
             self._keep(ex.scatter_fancy(items, chunks, out, fill))
 
     def synchronize(self) -> None:
