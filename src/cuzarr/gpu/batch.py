@@ -270,9 +270,9 @@ def _scan_in_place(batch: GpuBatch, rows: _Rows, base: np.ndarray, offs: np.ndar
                    out_ptr: int | None = None, frames: np.ndarray | None = None) -> np.ndarray:
     """Check the chunks lying in ``base`` at once and describe their streams where
     they lie; returns which chunks are done."""
-    plan = batch.plan
     if native.available():
         return _scan_native(batch, rows, base, offs, lens, kind, out_ptr, frames)
+    plan = batch.plan
     cand = np.flatnonzero(present & (offs >= 0) & (offs + lens <= len(base)))
     o, n, expect = offs[cand], lens[cand], plan.slot_nbytes[cand]
     if kind == "zstd":

@@ -72,6 +72,13 @@ static void release(buf_t *b) {
     }
 }
 
+/* release each of the n buffers at bs that is held (a function's exit path) */
+static void release_all(buf_t *const *bs, int n) {
+    for (int i = 0; i < n; i++) {
+        release(bs[i]);
+    }
+}
+
 /* open_sized(paths, fds, sizes[, known]) -> None
  *
  * paths: a list of str (or bytes), or None for an item to skip. Each is opened
@@ -314,12 +321,7 @@ static PyObject *read_placed(PyObject *self, PyObject *args) {
     Py_END_ALLOW_THREADS
     result = PyLong_FromSsize_t(count);
 done:
-    release(&fds_b);
-    release(&sizes_b);
-    release(&offs_b);
-    release(&buf_b);
-    release(&got_b);
-    release(&frames_b);
+    release_all((buf_t *const[]){&fds_b, &sizes_b, &offs_b, &buf_b, &got_b, &frames_b}, 6);
     return result;
 }
 
@@ -362,10 +364,7 @@ static PyObject *zstd_frames(PyObject *self, PyObject *args) {
     Py_END_ALLOW_THREADS
     result = Py_NewRef(Py_None);
 done:
-    release(&buf_b);
-    release(&out_b);
-    release(&offs_b);
-    release(&lens_b);
+    release_all((buf_t *const[]){&buf_b, &out_b, &offs_b, &lens_b}, 4);
     return result;
 }
 
@@ -708,10 +707,7 @@ done:
         PyBuffer_Release(&views[j]);
     }
     PyMem_Free(views);
-    release(&starts_b);
-    release(&shape_b);
-    release(&scratch_b);
-    release(&status_b);
+    release_all((buf_t *const[]){&starts_b, &shape_b, &scratch_b, &status_b}, 4);
     PyBuffer_Release(&target);
     Py_DECREF(seq);
     return result;
