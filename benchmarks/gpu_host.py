@@ -109,13 +109,15 @@ def null_device(null: NullExecutor):
     import cuzarr
     import cuzarr.gpu.reader as rd
 
-    orig = rd._executor
+    orig = rd._executor, rd._lease_executor, rd._return_executor
     rd._executor = lambda device: contextlib.nullcontext(null)
+    rd._lease_executor = lambda device: null
+    rd._return_executor = lambda device, ex: None
     try:
         with cuzarr.config.set({"gpu.emulate": True}):
             yield
     finally:
-        rd._executor = orig
+        rd._executor, rd._lease_executor, rd._return_executor = orig
 
 
 def _timed(fn: Any, wall: list[float], cpu: list[float], user: list[float]) -> None:

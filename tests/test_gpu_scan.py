@@ -286,3 +286,122 @@ def test_stream_rows_checks_as_the_scan_does(kind):
         -1, 8, STREAM_DTYPE)
     assert (done == want).all() and want.any() and not want.all()
     assert owners.tolist() == np.flatnonzero(want).tolist()
+
+
+def _window_batch(kind, out_ptr, lo, read_table, corrupt=False):
+    """Chunks ``lo:lo + 12`` of a 1-D float32 read of 20 chunks, all present,
+    lying in one host buffer (the items at ``odd`` at odd offsets), prepared
+    with the read's table (``read_table``) or without it; returns the batch,
+    the data, the read's table and the buffer."""
+    import lz4.block
+
+    from cuzarr.core.engine import chunk_items
+    from cuzarr.gpu.batch import STREAM_HEAD, prepare_batch
+    from cuzarr.gpu.plan import plan_read
+    from cuzarr.indexing.selection import normalize_numpy
+    from cuzarr.metadata.chunk_grid import DimGrid, RegularChunkGrid
+
+    n, c = 20 * 500, 500
+    full = np.cumsum(np.random.default_rng(5).standard_normal(n)).astype("<f4")
+    raws = [full[i * c : (i + 1) * c].tobytes() for i in range(lo, lo + 12)]
+    if kind == "zstd":
+        datas = [zstandard.ZstdCompressor().compress(r) for r in raws]
+        datas[4] = zstandard.ZstdCompressor(write_content_size=False).compress(raws[4])
+        if corrupt:  # the per-chunk parser's error, named by the chunk's key
+            datas[7] = b"\x28\xb5\x2f\xfd" + bytes(40)
+    elif kind == "lz4":
+        datas = [lz4.block.compress(r, store_size=True) for r in raws]
+    else:
+        datas = list(raws)
+    head = STREAM_HEAD[kind]
+    offs, p = [], 0
+    for j, d in enumerate(datas):
+        p = -(-p // 16) * 16 + (16 - head) % 16 + (3 if j in (5, 9) else 0)
+        offs.append(p)
+        p += len(d)
+    base = np.zeros(p, np.uint8)
+    for o, d in zip(offs, datas, strict=True):
+        base[o : o + len(d)] = np.frombuffer(d, np.uint8)
+    views = [memoryview(base)[o : o + len(d)] for o, d in zip(offs, datas, strict=True)]
+    proj = normalize_numpy((slice(None),), (n,), [DimGrid(n, c)])
+    every = chunk_items(proj.projections)
+    out = np.zeros(n, "<f4")
+    shape = RegularChunkGrid((c,)).stored_chunk_shape
+    table = plan_read(every, shape, out.shape, out.strides, 4)
+    items = every.window(lo, lo + 12)
+
+    def cpu(data, shape):
+        if kind == "zstd":
+            try:
+                dec = zstandard.ZstdDecompressor().stream_reader(bytes(data)).read()
+            except zstandard.ZstdError as e:
+                raise CodecError(str(e)) from e
+            return np.frombuffer(dec, "<f4").reshape(shape)
+        if kind == "lz4":
+            return np.frombuffer(lz4.block.decompress(bytes(data)), "<f4").reshape(shape)
+        return np.frombuffer(bytes(data), "<f4").reshape(shape)
+
+    batch = prepare_batch(items, views, shape, out.shape, out.strides, np.dtype("<f4"), kind,
+                          cpu, base=base, base_offsets=np.array(offs, np.int64),
+                          base_sizes=np.array([len(d) for d in datas], np.int64),
+                          out_ptr=out_ptr, read_table=table if read_table else None,
+                          names=[f"c/{lo + j}" for j in range(12)])
+    return batch, full, table, base
+
+
+@pytest.mark.parametrize("kind", ["zstd", "lz4", "none"])
+@pytest.mark.parametrize("out_ptr", [None, 1 << 20, (1 << 20) + 4])
+@pytest.mark.parametrize("lo", [0, 5])
+def test_prepare_window_agrees_with_the_general_path(kind, out_ptr, lo, monkeypatch):
+    """A window of a read's items, all present in the host buffer, is planned and
+    checked in one C call (``native.window_rows``): the same plan rows, slots,
+    stream rows, owners and host decodes as the general path, which leaves the
+    read's own table as it was; the host twin's run of it gives the data."""
+    from cuzarr.gpu.executor import HostExecutor
+
+    calls = []
+    real = native.window_rows
+    monkeypatch.setattr(native, "window_rows", lambda *a: calls.append(1) or real(*a))
+    if kind == "zstd":
+        for read_table in (True, False):
+            with pytest.raises(CodecError, match="c/" + str(lo + 7)):
+                _window_batch(kind, out_ptr, lo, read_table, corrupt=True)
+        assert len(calls) == 1
+        calls.clear()
+    a, full, table, base = _window_batch(kind, out_ptr, lo, True)
+    assert calls, "the window path was not taken"
+    before = table.table.copy()
+    b, *_ = _window_batch(kind, out_ptr, lo, False)
+    assert len(calls) == 1  # (the general path does not call it)
+    assert (table.table == before).all()
+    assert a.streams.keys() == b.streams.keys() and a.in_place == b.in_place
+    for codec in a.streams:
+        assert (a.streams[codec] == b.streams[codec]).all()
+        assert (a.owners[codec] == b.owners[codec]).all()
+    assert (a.plan.table == b.plan.table).all()
+    assert a.plan.slots.tolist() == b.plan.slots.tolist()
+    assert a.plan.slot_nbytes.tolist() == b.plan.slot_nbytes.tolist()
+    assert a.plan.staging_nbytes == b.plan.staging_nbytes
+    assert (a.plan.whole == b.plan.whole).all()
+    assert [s for s, _ in a.host_decoded] == [s for s, _ in b.host_decoded]
+    assert a.packed is base and a.in_place == 12 - (kind == "zstd")  # 4: no content size
+    if out_ptr is None:
+        out = np.zeros_like(full)
+        HostExecutor().run(a, out, -1.0)
+        ref = np.zeros_like(full)
+        ref[lo * 500 : (lo + 12) * 500] = full[lo * 500 : (lo + 12) * 500]
+        np.testing.assert_array_equal(out, ref)
+
+
+def test_window_rows_refuses_a_window_outside_the_read():
+    """``window_rows`` checks the window against the read's table (a ValueError,
+    nothing written past its arrays)."""
+    from cuzarr.gpu.batch import STREAM_DTYPE
+
+    _, _, table, base = _window_batch("none", None, 0, True)
+    n = len(table.nbytes)
+    offs = np.zeros(4, np.int64)
+    for lo in (-1, n - 3, n + 1):
+        with pytest.raises(ValueError, match="window_rows"):
+            native.window_rows(0, 0, 1, MAX, base, offs, offs, None, lo, table, None, -1, 8,
+                               STREAM_DTYPE)

@@ -45,6 +45,29 @@ def test_keep_bytes_follows_the_config():
     assert pool.free_bytes == 1 << 20
 
 
+def test_keep_given_by_the_caller_and_dead_blocks_forgotten():
+    """``give(buf, keep)`` takes the caller's limit (a read asks the setting
+    once); a block the pool made and then dropped is forgotten when it dies,
+    so a new array at the same address is not taken for it."""
+    import gc
+
+    pool = HostStaging()
+    assert pool.keep_limit() == staging.KEEP_BYTES
+    a = pool.take(10)
+    pool.give(a, 0)  # the caller's limit: nothing kept
+    assert pool.free_bytes == 0
+    assert len(pool._ours) == 1
+    del a
+    gc.collect()
+    assert pool._ours == {}  # its block died with its last view
+    b = pool.take(10)
+    pool.give(b, 1 << 20)
+    pool.give(b, 1 << 20)  # twice: kept once
+    assert pool.free_bytes == 1 << 20 and pool.take(5).base is b.base
+    pool.clear()
+    assert pool.free_bytes == 0
+
+
 def test_device_reads_give_staging_back_and_reuse_it(tmp_path, monkeypatch):
     """The host twin of a device read takes its staging from the pool and gives
     it back: a second read of the same array allocates nothing new."""

@@ -43,8 +43,9 @@ def test_open_sized_answers_like_os(tmp_path):
     os.symlink(paths[2], tmp_path / "link")
     asked = [*paths, None, str(tmp_path / "missing"), str(tmp_path / "link"),
              str(tmp_path / "dir")]
-    fds, sizes = native.open_sized(asked)
+    fds, sizes, flags = native.open_sized(asked)
     try:
+        assert flags == native.OPEN_SKIPPED | native.OPEN_UNSIZED
         assert sizes[:3].tolist() == [0, 1, 5000] and (fds[:3] >= 0).all()
         assert fds[3] == -1 and sizes[3] == -1  # skipped
         assert fds[4] == -errno.ENOENT and sizes[4] == -1
@@ -53,6 +54,13 @@ def test_open_sized_answers_like_os(tmp_path):
     finally:
         native.close_fds(fds)
     assert (fds < 0).all() and fds[:3].tolist() == [-1, -1, -1]  # closed and forgotten
+    # the flags say what the arrays hold, whichever item it is
+    for one, expect in ((paths, 0), ([*paths, None], 3), ([None, *paths], 3),
+                        ([str(tmp_path / "missing"), *paths], native.OPEN_UNSIZED),
+                        ([*paths, str(tmp_path / "dir")], native.OPEN_UNSIZED), ([], 0)):
+        fds, sizes, flags = native.open_sized(one)
+        native.close_fds(fds)
+        assert flags == expect, one
 
 
 def test_open_sized_with_known_paths(tmp_path):
@@ -64,8 +72,10 @@ def test_open_sized_with_known_paths(tmp_path):
 
     paths, _ = _files(tmp_path, [3, 4])
     known = {"a/0": paths[0], "a/1": paths[1], "odd": 7}
-    fds, sizes = native.open_sized(["a/1", "a/9", None, Key("a/0"), "odd", "a/0"], known)
+    fds, sizes, flags = native.open_sized(["a/1", "a/9", None, Key("a/0"), "odd", "a/0"],
+                                          known)
     try:
+        assert flags == native.OPEN_SKIPPED | native.OPEN_UNSIZED
         assert sizes.tolist() == [4, -1, -1, -1, -1, 3]
         assert fds.tolist()[1:5] == [-1] * 4 and fds[0] >= 0 and fds[5] >= 0
     finally:
@@ -76,14 +86,15 @@ def test_open_sized_with_known_paths(tmp_path):
 
 def test_read_placed_reads_each_file_into_its_place(tmp_path):
     paths, blobs = _files(tmp_path, [10, 0, 3000, 7])
-    fds, sizes = native.open_sized(paths)
+    fds, sizes, flags = native.open_sized(paths)
+    assert flags == 0
     buf = np.zeros(4000, np.uint8)
     offs = np.array([0, 16, 32, 3995], np.int64)  # the last does not fit
     try:
-        got = native.read_placed(fds, sizes, offs, buf)
+        got, count = native.read_placed(fds, sizes, offs, buf)
     finally:
         native.close_fds(fds)
-    assert got.tolist() == [True, True, True, False]
+    assert got.tolist() == [True, True, True, False] and count == 3
     for b, at, ok in zip(blobs, offs.tolist(), got.tolist(), strict=True):
         if ok:
             assert buf[at : at + len(b)].tobytes() == b
@@ -93,14 +104,14 @@ def test_read_placed_reads_each_file_into_its_place(tmp_path):
 def test_read_placed_reports_a_short_read(tmp_path):
     """A file that shrank between its sizing and its read is not taken."""
     paths, _ = _files(tmp_path, [100, 100])
-    fds, sizes = native.open_sized(paths)
+    fds, sizes, _ = native.open_sized(paths)
     try:
         os.truncate(paths[1], 50)
-        got = native.read_placed(fds, sizes, np.array([0, 128], np.int64),
-                                 np.zeros(256, np.uint8))
+        got, count = native.read_placed(fds, sizes, np.array([0, 128], np.int64),
+                                        np.zeros(256, np.uint8))
     finally:
         native.close_fds(fds)
-    assert got.tolist() == [True, False]
+    assert got.tolist() == [True, False] and count == 1
 
 
 def _frames():
@@ -311,7 +322,7 @@ def test_c_loops_refuse_misuse_without_crashing(tmp_path):
             return str(tmp_path / "none")
 
     paths.extend([Emptying(), str(tmp_path / "none2")])
-    fds, _ = native.open_sized(paths)
+    fds, _, _ = native.open_sized(paths)
     native.close_fds(fds)
     assert fds.tolist() == [-errno.ENOENT, -errno.ENOENT]
     target = np.zeros((4, 4), "<i4")
@@ -337,8 +348,9 @@ def test_place_agrees_with_numpy():
             for io in (True, False):
                 with cuzarr.config.set({"storage.native_io": io}):
                     buf, offs = place_chunks(sizes, kind)
+                    offs = np.asarray(offs, np.int64).tolist()
                     arr = np.array([-1 if s is None else s for s in sizes], np.int64)
-                    assert place_chunks(arr, kind)[1] == offs
+                    assert np.asarray(place_chunks(arr, kind)[1], np.int64).tolist() == offs
                 got[io] = (len(buf), offs)
             assert got[True] == got[False]
             head = STREAM_HEAD.get(kind or "", 0)

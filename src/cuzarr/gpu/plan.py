@@ -281,15 +281,17 @@ class _ReadTable:
 
 def plan_read(items: Any, chunk_shape: Callable[[tuple[int, ...]], tuple[int, ...]],
               out_shape: Sequence[int], out_strides: Sequence[int], itemsize: int,
-              chunk_order: str = "C", swap: int = 0) -> None:
+              chunk_order: str = "C", swap: int = 0) -> _ReadTable | None:
     """Make the descriptor table of a whole read (:func:`_read_table`) before its
     batches run, where :func:`build_plan` would use one: once, on the thread
     that plans the read, rather than in the first batch of each worker, right
     after that batch's copies have left the CPU's caches cold (~1 ms for 1,024
-    chunks there, a third of that here)."""
+    chunks there, a third of that here). Returns it (``None``: none is made),
+    for ``gpu.batch.prepare_batch``'s windows of the read."""
     if isinstance(items, ChunkItems) and items.dims is not None and items.slices_only():
-        _read_table(items, chunk_shape, [int(s) for s in out_shape],
-                    [int(s) for s in out_strides], itemsize, chunk_order, swap, False)
+        return _read_table(items, chunk_shape, [int(s) for s in out_shape],
+                           [int(s) for s in out_strides], itemsize, chunk_order, swap, False)
+    return None
 
 
 def _read_table(items: ChunkItems, chunk_shape: Callable[[tuple[int, ...]], tuple[int, ...]],

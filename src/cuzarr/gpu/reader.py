@@ -38,10 +38,12 @@ from cuzarr.gpu.dispatch import emulating
 from cuzarr.gpu.executor import (
     GpuExecutor,
     HostExecutor,
+    lease,
     leased,
     place_chunks,
     prepare_batch,
     stream_kind,
+    unlease,
 )
 from cuzarr.gpu.plan import is_slice_only, plan_read
 from cuzarr.gpu.staging import host_staging, pinned_staging
@@ -110,6 +112,16 @@ def _executor(device: int | None) -> Any:
     """An executor for CUDA device ``device`` (``None``: the host twin), the
     calling thread's for the ``with`` block."""
     return leased("executors", device, HostExecutor, GpuExecutor)
+
+
+def _lease_executor(device: int | None) -> Any:
+    """:func:`_executor` without a context manager: give it back with
+    :func:`_return_executor`."""
+    return lease("executors", device, HostExecutor, GpuExecutor)
+
+
+def _return_executor(device: int | None, ex: Any) -> None:
+    unlease("executors", device, ex)
 
 
 def _little(dt: np.dtype) -> bool:
@@ -244,6 +256,7 @@ class DeviceReader:
         self.get_into: Any = None
         self.out_dtype = np.dtype(out.dtype)
         self._walks: dict[str | None, tuple[bool, Any]] = {}  # see _walk
+        self._read_table: Any = None  # see plan_read
         kind, stored, self.order = device_codec(pipeline)
         if kind is not None and stored is not None and (
             stored.newbyteorder("=") != self.out_dtype.newbyteorder("=")
@@ -255,8 +268,9 @@ class DeviceReader:
     def plan_read(self, items: Sequence[Any]) -> None:
         """Before a read's batches run: the descriptor table of all of its
         ``items`` (``gpu.plan.plan_read``), which each batch's plan gathers from."""
-        plan_read(items, self.chunk_shape, self.out.shape, self.out.strides,
-                  self.out_dtype.itemsize, self.order, self.swap)
+        self._read_table = plan_read(items, self.chunk_shape, self.out.shape,
+                                     self.out.strides, self.out_dtype.itemsize, self.order,
+                                     self.swap)
 
     def fetch(self, keys: Sequence[str], items: Sequence[Any]) -> list[Any] | None:
         """File references for direct reads, or the chunks read into one host
@@ -393,6 +407,7 @@ class DeviceReader:
             base_frames=None if buffered is None else buffered.frames,
             alloc=self.executor.host_buffer,
             out_ptr=self._out_ptr(),
+            read_table=self._read_table,
         )
 
     def _host_batch(self, items: Sequence[Any], datas: Sequence[Any],
@@ -450,6 +465,8 @@ class _ThreadExecutor:
         self.events: list[Any] = []
         self._lock = threading.Lock()
         self.staging = pinned_staging if device else host_staging
+        # what the pool keeps of the buffers given back, asked once per read
+        self._keep = self.staging.keep_limit()
         self._used: set[Any] = set()  # executors this read queued work on
 
     def host_buffer(self, nbytes: int) -> np.ndarray:
@@ -463,9 +480,9 @@ class _ThreadExecutor:
         once the executor sees its upload done (at the latest when the read
         ends, see :meth:`synchronize`)."""
         if isinstance(buf, np.ndarray) and not (uploaded and self.device):
-            self.staging.give(buf)
+            self.staging.give(buf, self._keep)
 
-    def _keep(self, ev: Any) -> None:
+    def _pend(self, ev: Any) -> None:
         if ev is not None:
             with self._lock:
                 self.events.append(ev)
@@ -478,14 +495,22 @@ class _ThreadExecutor:
         return _on_device(out)
 
     def run(self, batch: Any, out: Any, fill: Any) -> None:
+        if not self.device:  # the host twin's lease, without a context manager
+            ex = _lease_executor(None)
+            try:
+                self._used.add(ex)
+                self._pend(ex.run(batch, out, fill))
+            finally:
+                _return_executor(None, ex)
+            return
         with self._leased(out) as ex:
             self._used.add(ex)
-            self._keep(ex.run(batch, out, fill))  # a Pending: event and deferred checks
+            self._pend(ex.run(batch, out, fill))  # a Pending: event and deferred checks
 
     def scatter_fancy(self, items: Any, chunks: Any, out: Any, fill: Any) -> None:
         with self._leased(out) as ex:
             self._used.add(ex)
-            self._keep(ex.scatter_fancy(items, chunks, out, fill))
+            self._pend(ex.scatter_fancy(items, chunks, out, fill))
 
     def synchronize(self) -> None:
         """Wait for this read's batches (the one wait of a read), then settle

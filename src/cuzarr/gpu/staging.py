@@ -54,10 +54,13 @@ class HostStaging:
         self.keep_bytes = keep_bytes
         self._alloc = alloc
         self._free: dict[int, list[np.ndarray]] = {}
+        self._free_ids: set[int] = set()  # id() of each block in _free
         self._held = 0
         self._lock = threading.Lock()
-        # blocks this pool made (weakly): only those are taken back
-        self._ours: weakref.WeakValueDictionary[int, np.ndarray] = weakref.WeakValueDictionary()
+        # blocks this pool made, by id(), weakly: only those are taken back (a
+        # plain dict of references: a WeakValueDictionary lookup runs Python
+        # code, several microseconds a batch right after its copies)
+        self._ours: dict[int, weakref.ref[np.ndarray]] = {}
 
     @property
     def free_bytes(self) -> int:
@@ -72,30 +75,43 @@ class HostStaging:
             block = free.pop() if free else None
             if block is not None:
                 self._held -= size
+                self._free_ids.discard(id(block))
         if block is None:
             block = self._alloc(size)
-            self._ours[id(block)] = block
+            key = id(block)
+            self._ours[key] = weakref.ref(block, lambda _, k=key: self._ours.pop(k, None))
         return block[:nbytes]
 
-    def give(self, buf: np.ndarray) -> None:
-        """Return a buffer :meth:`take` lent (anything else is ignored)."""
+    def keep_limit(self) -> int:
+        """Bytes of free blocks kept at most: ``keep_bytes``, or the setting."""
+        return _keep_bytes() if self.keep_bytes is None else self.keep_bytes
+
+    def give(self, buf: np.ndarray, keep: int | None = None) -> None:
+        """Return a buffer :meth:`take` lent (anything else is ignored);
+        ``keep``: :meth:`keep_limit`, where the caller asked it already."""
         block = buf.base if isinstance(buf, np.ndarray) else None
-        if not isinstance(block, np.ndarray) or self._ours.get(id(block)) is not block:
+        if not isinstance(block, np.ndarray):
+            return
+        ref = self._ours.get(id(block))
+        if ref is None or ref() is not block:
             return
         size = len(block)
-        keep = _keep_bytes() if self.keep_bytes is None else self.keep_bytes
+        if keep is None:
+            keep = self.keep_limit()
         with self._lock:
             if self._held + size > keep:
                 return  # dropped: freed once the last view goes
-            if any(b is block for b in self._free.get(size, ())):
+            if id(block) in self._free_ids:
                 return  # given twice
             self._free.setdefault(size, []).append(block)
+            self._free_ids.add(id(block))
             self._held += size
 
     def clear(self) -> None:
         """Drop every free block."""
         with self._lock:
             self._free.clear()
+            self._free_ids.clear()
             self._held = 0
 
 

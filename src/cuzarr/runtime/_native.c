@@ -79,14 +79,19 @@ static void release_all(buf_t *const *bs, int n) {
     }
 }
 
-/* open_sized(paths, fds, sizes[, known]) -> None
+/* open_sized(paths, fds, sizes[, known]) -> flags
  *
  * paths: a list of str (or bytes), or None for an item to skip. Each is opened
  * read-only without following a final symlink; fds[j] is the descriptor, or
  * -errno (-1 for a skipped item), and sizes[j] the file's size (-1 when not a
  * regular file or not opened). With `known` (a dict of str to str), paths are
  * keys: each str found in it stands for its value there, any other is skipped
- * (a store's checked paths: one lookup here instead of a Python step each). */
+ * (a store's checked paths: one lookup here instead of a Python step each).
+ * flags: OPEN_SKIPPED where an item was skipped, | OPEN_UNSIZED where an item
+ * has no descriptor or no size (skipped, failed, not a regular file): the
+ * caller's two questions, answered without a numpy operation each. */
+#define OPEN_SKIPPED 1
+#define OPEN_UNSIZED 2
 static PyObject *open_sized(PyObject *self, PyObject *args) {
     PyObject *paths, *fds_obj, *sizes_obj, *known = NULL;
     if (!PyArg_ParseTuple(args, "O!OO|O!", &PyList_Type, &paths, &fds_obj, &sizes_obj,
@@ -141,34 +146,35 @@ static PyObject *open_sized(PyObject *self, PyObject *args) {
         names[j] = PyBytes_AS_STRING(encoded[j]);
     }
     int64_t *fds = (int64_t *)fds_b.view.buf, *sizes = (int64_t *)sizes_b.view.buf;
+    long flags = 0;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t j = 0; j < n; j++) {
         fds[j] = -1;
         sizes[j] = -1;
         if (names[j] == NULL) {
+            flags |= OPEN_SKIPPED | OPEN_UNSIZED;
             continue;
         }
         int fd = open(names[j], O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0) {
             fds[j] = -(int64_t)errno;
+            flags |= OPEN_UNSIZED;
             continue;
         }
         fds[j] = fd;
         off_t end = lseek(fd, 0, SEEK_END);
-        if (end < 0) {
-            continue;
-        }
-        if ((int64_t)end >= TYPE_CHECK_ABOVE) {
+        if (end >= 0 && (int64_t)end >= TYPE_CHECK_ABOVE) {
             struct stat st;
-            if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-                continue;
-            }
-            end = st.st_size;
+            end = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? st.st_size : -1;
+        }
+        if (end < 0) {
+            flags |= OPEN_UNSIZED;
+            continue;
         }
         sizes[j] = (int64_t)end;
     }
     Py_END_ALLOW_THREADS
-    result = Py_NewRef(Py_None);
+    result = PyLong_FromLong(flags);
 done:
     if (encoded != NULL) {
         for (Py_ssize_t j = 0; j < n; j++) {
@@ -446,17 +452,70 @@ static int stream_ok(int kind, const uint8_t *p, int64_t n, int64_t expect, int6
            (int64_t)fr[1] <= max_size;
 }
 
+/* The chunks of a batch lying in `base` (cap bytes; item j at offs[j], lens[j]
+ * bytes; -1: not there) checked (stream_ok) and described where they lie, in
+ * item order: rows[0:k] (STREAM_DTYPE) and owners[0:k] (their items); done[j]
+ * = 1 for each. A chunk decodes into its staging slot (slots[j]; -1: missing,
+ * skipped), or, where whole[j] (NULL: nowhere) and out_ptr (-1: none) + its
+ * table row's dst_offset is aligned to out_align, straight into the output:
+ * then its row's `out` is set and its plan row's count zeroed. Returns k. */
+static Py_ssize_t describe_streams(int kind, int64_t head, int64_t in_align, int64_t max_size,
+                                   const uint8_t *base, int64_t cap, const int64_t *offs,
+                                   const int64_t *lens, uint64_t *frames, const int64_t *slots,
+                                   const int64_t *nbytes, uint8_t *table, const uint8_t *whole,
+                                   int64_t out_ptr, int64_t out_align, uint8_t *rows,
+                                   int64_t *owners, uint8_t *done_v, Py_ssize_t n) {
+    Py_ssize_t k = 0;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        int64_t at = offs[j], len = lens[j], slot = slots[j], expect = nbytes[j];
+        uint64_t walk[2] = {0, NOT_PARSED};
+        uint64_t *fr = frames ? frames + 2 * j : walk;
+        done_v[j] = 0;
+        if (slot < 0 || at < 0 || len < 0 || at > cap - len || (at + head) % in_align != 0 ||
+            len < head || !stream_ok(kind, base + at, len, expect, max_size, fr)) {
+            continue;
+        }
+        int64_t dst = slot;
+        uint8_t to_out = 0;
+        if (whole != NULL && table != NULL && whole[j] && out_ptr >= 0) {
+            int64_t d;
+            memcpy(&d, table + j * PLAN_ROW + 8, 8);
+            if ((uint64_t)(out_ptr + d) % (uint64_t)out_align == 0) {
+                int64_t zero = 0;
+                memcpy(table + j * PLAN_ROW + 16, &zero, 8); /* decoded in place */
+                dst = d;
+                to_out = 1;
+            }
+        }
+        int64_t src = at + head, nn = len - head;
+        uint8_t *r = rows + k * STREAM_ROW;
+        memcpy(r, &src, 8);
+        memcpy(r + 8, &nn, 8);
+        memcpy(r + 16, &dst, 8);
+        memcpy(r + 24, &expect, 8);
+        r[32] = 0;
+        r[33] = to_out;
+        owners[k++] = j;
+        done_v[j] = 1;
+    }
+    return k;
+}
+
+static int bad_kind(int kind, long long head, long long in_align, long long out_align,
+                    const char *name) {
+    if (kind < KIND_COPY || kind > KIND_LZ4 || head < 0 || in_align < 1 || out_align < 1) {
+        PyErr_Format(PyExc_ValueError, "%s: bad kind, head or alignment", name);
+        return 1;
+    }
+    return 0;
+}
+
 /* stream_rows(kind, head, in_align, max_size, base, offs, lens, frames, slots,
  *             nbytes, table, whole, out_ptr, out_align, rows, owners, done) -> k
  *
- * The chunks of a batch lying in the host buffer `base` (item j at offs[j],
- * lens[j] bytes; -1: not there) checked (stream_ok) and described where they
- * lie, in item order: rows[0:k] (STREAM_DTYPE) and owners[0:k] (their items);
- * done[j] = 1 for each. A chunk decodes into its staging slot (slots[j];
- * -1: missing, skipped), or, where whole[j] (None: nowhere) and out_ptr (-1:
- * none) + its table row's dst_offset is aligned to out_align, straight into
- * the output: then its row's `out` is set and its plan row's count zeroed.
- * Items not done take cuzarr.gpu.batch's per-chunk parsers. */
+ * describe_streams over a batch (n = len(done)) whose plan is made: whole and
+ * table None together (no decode into the output). Items not done take
+ * cuzarr.gpu.batch's per-chunk parsers. */
 static PyObject *stream_rows(PyObject *self, PyObject *args) {
     int kind;
     long long head, in_align, max_size, out_ptr, out_align;
@@ -467,8 +526,7 @@ static PyObject *stream_rows(PyObject *self, PyObject *args) {
                           &whole_o, &out_ptr, &out_align, &rows_o, &owners_o, &done_o)) {
         return NULL;
     }
-    if (kind < KIND_COPY || kind > KIND_LZ4 || head < 0 || in_align < 1 || out_align < 1) {
-        PyErr_SetString(PyExc_ValueError, "stream_rows: bad kind, head or alignment");
+    if (bad_kind(kind, head, in_align, out_align, "stream_rows")) {
         return NULL;
     }
     buf_t b[11];
@@ -496,51 +554,96 @@ static PyObject *stream_rows(PyObject *self, PyObject *args) {
                                get_buffer(table_o, &b[10], n * (PLAN_ROW / 8), 8, "table") < 0)) {
         goto done;
     }
-    const uint8_t *base = b[1].view.buf;
-    const int64_t *offs = b[2].view.buf, *lens = b[3].view.buf;
-    const int64_t *slots = b[4].view.buf, *nbytes = b[5].view.buf;
-    uint8_t *rows = b[6].view.buf, *done_v = b[0].view.buf;
-    int64_t *owners = b[7].view.buf;
-    uint64_t *frames = b[8].held ? b[8].view.buf : NULL;
-    const uint8_t *whole = b[9].held ? b[9].view.buf : NULL;
-    uint8_t *table = b[10].held ? b[10].view.buf : NULL;
-    int64_t cap = (int64_t)b[1].view.len;
-    Py_ssize_t k = 0;
-    for (Py_ssize_t j = 0; j < n; j++) {
-        int64_t at = offs[j], len = lens[j], slot = slots[j], expect = nbytes[j];
-        uint64_t walk[2] = {0, NOT_PARSED};
-        uint64_t *fr = frames ? frames + 2 * j : walk;
-        done_v[j] = 0;
-        if (slot < 0 || at < 0 || len < 0 || at > cap - len || (at + head) % in_align != 0 ||
-            len < head || !stream_ok(kind, base + at, len, expect, max_size, fr)) {
-            continue;
-        }
-        int64_t dst = slot;
-        uint8_t to_out = 0;
-        if (whole != NULL && whole[j] && out_ptr >= 0) {
-            int64_t d;
-            memcpy(&d, table + j * PLAN_ROW + 8, 8);
-            if ((uint64_t)(out_ptr + d) % (uint64_t)out_align == 0) {
-                int64_t zero = 0;
-                memcpy(table + j * PLAN_ROW + 16, &zero, 8); /* decoded in place */
-                dst = d;
-                to_out = 1;
-            }
-        }
-        int64_t src = at + head, nn = len - head;
-        uint8_t *r = rows + k * STREAM_ROW;
-        memcpy(r, &src, 8);
-        memcpy(r + 8, &nn, 8);
-        memcpy(r + 16, &dst, 8);
-        memcpy(r + 24, &expect, 8);
-        r[32] = 0;
-        r[33] = to_out;
-        owners[k++] = j;
-        done_v[j] = 1;
-    }
+    Py_ssize_t k = describe_streams(
+        kind, head, in_align, max_size, b[1].view.buf, (int64_t)b[1].view.len, b[2].view.buf,
+        b[3].view.buf, b[8].held ? b[8].view.buf : NULL, b[4].view.buf, b[5].view.buf,
+        b[10].held ? b[10].view.buf : NULL, b[9].held ? b[9].view.buf : NULL, out_ptr, out_align,
+        b[6].view.buf, b[7].view.buf, b[0].view.buf, n);
     result = PyLong_FromSsize_t(k);
 done:
     for (int i = 0; i < 11; i++) {
+        release(&b[i]);
+    }
+    return result;
+}
+
+/* window_rows(kind, head, in_align, max_size, base, offs, lens, frames, lo,
+ *             read_table, read_nbytes, read_padded, read_ends, read_whole,
+ *             out_ptr, out_align, table, slots, rows, owners, done) -> (k, total)
+ *
+ * A batch of the consecutive items lo:lo + n of a read (n = len(done)), all
+ * present, in one call: its plan rows copied from the read's table
+ * (read_table[lo:lo + n], cuzarr.gpu.plan._ReadTable) into `table`, with
+ * staging slots one after another (slots[j], also each row's src_offset) from
+ * the read's running sum of padded slot sizes (read_ends); then its chunks
+ * described as stream_rows does (read_whole: None, or each item's whole-block
+ * flag). total: the batch's staging bytes. The read's arrays are only read. */
+static PyObject *window_rows(PyObject *self, PyObject *args) {
+    int kind;
+    long long head, in_align, max_size, out_ptr, out_align;
+    Py_ssize_t lo;
+    PyObject *o[15];
+    if (!PyArg_ParseTuple(args, "iLLLOOOOnOOOOOLLOOOOO", &kind, &head, &in_align, &max_size,
+                          &o[0], &o[1], &o[2], &o[3], &lo, &o[4], &o[5], &o[6], &o[7], &o[8],
+                          &out_ptr, &out_align, &o[9], &o[10], &o[11], &o[12], &o[13])) {
+        return NULL;
+    }
+    if (bad_kind(kind, head, in_align, out_align, "window_rows")) {
+        return NULL;
+    }
+    buf_t b[14];
+    for (int i = 0; i < 14; i++) {
+        b[i].held = 0;
+    }
+    PyObject *result = NULL;
+    if (get_buffer(o[13], &b[13], 0, 1, "done") < 0 ||
+        get_buffer(o[5], &b[5], 0, 8, "in: read_nbytes") < 0) {
+        goto done;
+    }
+    Py_ssize_t n = b[13].view.len, total_items = b[5].view.len / 8;
+    if (lo < 0 || lo > total_items - n) {
+        PyErr_Format(PyExc_ValueError, "window_rows: items %zd:%zd of a read of %zd", lo,
+                     lo + n, total_items);
+        goto done;
+    }
+    if (get_buffer(o[0], &b[0], 0, 1, "in: base") < 0 ||
+        get_buffer(o[1], &b[1], n, 8, "in: offsets") < 0 ||
+        get_buffer(o[2], &b[2], n, 8, "in: lengths") < 0 ||
+        get_buffer(o[4], &b[4], total_items * (PLAN_ROW / 8), 8, "in: read_table") < 0 ||
+        get_buffer(o[6], &b[6], total_items, 8, "in: read_padded") < 0 ||
+        get_buffer(o[7], &b[7], total_items, 8, "in: read_ends") < 0 ||
+        get_buffer(o[9], &b[9], n * (PLAN_ROW / 8), 8, "table") < 0 ||
+        get_buffer(o[10], &b[10], n, 8, "slots") < 0 ||
+        get_buffer(o[11], &b[11], n * STREAM_ROW, 1, "rows") < 0 ||
+        get_buffer(o[12], &b[12], n, 8, "owners") < 0) {
+        goto done;
+    }
+    if (o[3] != Py_None && get_buffer(o[3], &b[3], 2 * n, 8, "frames") < 0) {
+        goto done;
+    }
+    if (o[8] != Py_None && get_buffer(o[8], &b[8], total_items, 1, "in: read_whole") < 0) {
+        goto done;
+    }
+    const int64_t *padded = (const int64_t *)b[6].view.buf + lo;
+    const int64_t *ends = (const int64_t *)b[7].view.buf + lo;
+    int64_t before = lo ? ends[-1] : 0;
+    uint8_t *table = b[9].view.buf;
+    int64_t *slots = b[10].view.buf;
+    memcpy(table, (const uint8_t *)b[4].view.buf + lo * PLAN_ROW, (size_t)(n * PLAN_ROW));
+    for (Py_ssize_t j = 0; j < n; j++) {
+        slots[j] = ends[j] - padded[j] - before;
+        memcpy(table + j * PLAN_ROW, &slots[j], 8); /* src_offset */
+    }
+    int64_t total = n ? ends[n - 1] - before : 0;
+    Py_ssize_t k = describe_streams(
+        kind, head, in_align, max_size, b[0].view.buf, (int64_t)b[0].view.len, b[1].view.buf,
+        b[2].view.buf, b[3].held ? b[3].view.buf : NULL, slots,
+        (const int64_t *)b[5].view.buf + lo, table,
+        b[8].held ? (const uint8_t *)b[8].view.buf + lo : NULL, out_ptr, out_align,
+        b[11].view.buf, b[12].view.buf, b[13].view.buf, n);
+    result = Py_BuildValue("(nL)", k, (long long)total);
+done:
+    for (int i = 0; i < 14; i++) {
         release(&b[i]);
     }
     return result;
@@ -723,6 +826,8 @@ static PyMethodDef methods[] = {
      "read_placed(fds, sizes, offsets, buf, got, frames): read each file into its place."},
     {"place", place, METH_VARARGS,
      "place(sizes, head, align, offsets): where each value of a batch goes."},
+    {"window_rows", window_rows, METH_VARARGS,
+     "window_rows(...): a read's batch of consecutive items planned and described."},
     {"stream_rows", stream_rows, METH_VARARGS,
      "stream_rows(kind, head, ...): a device batch's stream rows (see the C source)."},
     {"zstd_frames", zstd_frames, METH_VARARGS,

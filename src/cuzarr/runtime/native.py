@@ -26,6 +26,8 @@ except ImportError:  # not built (see setup.py): the callers' Python loops
 __all__ = [
     "NOT_PARSED",
     "NO_CONTENT",
+    "OPEN_SKIPPED",
+    "OPEN_UNSIZED",
     "WALK_ERROR",
     "available",
     "close_fds",
@@ -34,6 +36,7 @@ __all__ = [
     "place",
     "read_placed",
     "stream_rows",
+    "window_rows",
     "zstd_decode_into",
     "zstd_frames",
 ]
@@ -53,22 +56,30 @@ def available() -> bool:
     return _c is not None and bool(setting("storage.native_io", True))
 
 
+#: :func:`open_sized` flags: an item was skipped (its fd is -1) ...
+OPEN_SKIPPED = 1
+#: ... an item has no descriptor or no size (skipped, failed, not a regular file)
+OPEN_UNSIZED = 2
+
+
 def open_sized(paths: list[Any], known: dict[str, str] | None = None,
-               ) -> tuple[np.ndarray, np.ndarray]:
+               ) -> tuple[np.ndarray, np.ndarray, int]:
     """Each of ``paths`` (``str``; ``None``: skipped) opened read-only without
-    following a final symlink and sized: ``(fds, sizes)``, ``int64``; an fd < 0
-    is ``-errno`` (-1: skipped), a size -1 means not a regular file (or not
-    opened). With ``known``, ``paths`` are keys of it, each standing for its
-    path there (a key not in it, or not a ``str``, is skipped). The caller
-    closes the descriptors (:func:`close_fds`)."""
+    following a final symlink and sized: ``(fds, sizes, flags)``, ``int64``; an
+    fd < 0 is ``-errno`` (-1: skipped), a size -1 means not a regular file (or
+    not opened); ``flags``: :data:`OPEN_SKIPPED` and :data:`OPEN_UNSIZED` where
+    they hold for some item (0: every file opened and sized). With ``known``,
+    ``paths`` are keys of it, each standing for its path there (a key not in
+    it, or not a ``str``, is skipped). The caller closes the descriptors
+    (:func:`close_fds`)."""
     n = len(paths)
     fds = np.empty(n, np.int64)
     sizes = np.empty(n, np.int64)
     if known is None:
-        _c.open_sized(paths, fds, sizes)
+        flags = _c.open_sized(paths, fds, sizes)
     else:
-        _c.open_sized(paths, fds, sizes, known)
-    return fds, sizes
+        flags = _c.open_sized(paths, fds, sizes, known)
+    return fds, sizes, flags
 
 
 def close_fds(fds: np.ndarray) -> None:
@@ -95,16 +106,16 @@ def place(sizes: np.ndarray, head: int, align: int) -> tuple[np.ndarray, int]:
 
 
 def read_placed(fds: np.ndarray, sizes: np.ndarray, offsets: np.ndarray, buf: Any,
-                frames: np.ndarray | None = None) -> np.ndarray:
+                frames: np.ndarray | None = None) -> tuple[np.ndarray, int]:
     """Each file ``fds[j]`` (of ``sizes[j]`` bytes) read whole by one ``pread``
     into ``buf[offsets[j]:]`` where it fits; returns where that worked (``bool``;
     False: a short read, an error, no descriptor, no room). ``frames``
     (:func:`frames_array`): row ``j`` of each read item set to the zstd walk of
     the frame it starts with (:func:`zstd_frames`), while its bytes are still in
-    the CPU's cache."""
-    got = np.zeros(len(fds), np.uint8)
-    _c.read_placed(fds, sizes, offsets, buf, got, frames)
-    return got.view(bool)
+    the CPU's cache. Returns ``(got, count)``, ``count`` how many were read."""
+    got = np.empty(len(fds), np.uint8)
+    count = _c.read_placed(fds, sizes, offsets, buf, got, frames)
+    return got.view(bool), count
 
 
 def stream_rows(kind: int, head: int, in_align: int, max_size: int, base: Any,
@@ -137,6 +148,31 @@ def stream_rows(kind: int, head: int, in_align: int, max_size: int, base: Any,
                        None if whole is None else np.ascontiguousarray(whole, bool),
                        out_ptr, out_align, rows, owners, done)
     return rows[:k], owners[:k], done.view(bool)
+
+
+def window_rows(kind: int, head: int, in_align: int, max_size: int, base: Any,
+                offsets: np.ndarray, lengths: np.ndarray, frames: np.ndarray | None, lo: int,
+                read: Any, whole: np.ndarray | None, out_ptr: int, out_align: int,
+                row_dtype: np.dtype) -> tuple[np.ndarray, np.ndarray, int, np.ndarray,
+                                              np.ndarray, np.ndarray]:
+    """:func:`stream_rows` of a batch of the consecutive items ``lo:lo + n`` of a
+    read (``n = len(offsets)``, every one present) together with its plan, in
+    one call: ``read`` (``cuzarr.gpu.plan._ReadTable``) holds the read's plan
+    rows (``table``), slot sizes (``nbytes``, ``padded``) and their running sum
+    (``ends``); ``whole``: its whole-block flags (``None``: no decode into the
+    output). Returns ``(table, slots, total, rows, owners, done)``: the batch's
+    plan rows (staging slots laid out one after another, ``total`` bytes in
+    all) and :func:`stream_rows`' answer."""
+    n = len(offsets)
+    table = np.empty(n, read.table.dtype)
+    slots = np.empty(n, np.int64)
+    rows = np.empty(n, row_dtype)
+    owners = np.empty(n, np.int64)
+    done = np.empty(n, np.uint8)
+    k, total = _c.window_rows(kind, head, in_align, max_size, base, offsets, lengths, frames,
+                              lo, read.table, read.nbytes, read.padded, read.ends, whole,
+                              out_ptr, out_align, table, slots, rows, owners, done)
+    return table, slots, total, rows[:k], owners[:k], done.view(bool)
 
 
 def zstd_frames(buf: Any, offsets: np.ndarray, lengths: np.ndarray) -> np.ndarray:

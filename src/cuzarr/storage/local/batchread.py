@@ -22,11 +22,12 @@ from cuzarr.storage.local.files import _read_placed_all
 
 __all__ = ["read_into"]
 
-Placed = tuple[list[Any], list[int]]
+# (values, offsets): offsets a list, or the caller's int64 array from ``place``
+Placed = tuple[list[Any], list[int] | np.ndarray]
 
 
 def read_into(store: Any, keys: Sequence[str],
-              place: Callable[[list[int | None]], tuple[Any, list[int]]],
+              place: Callable[[Any], tuple[Any, list[int] | np.ndarray]],
               each: Callable[[int, int, int], Any] | None,
               frames: np.ndarray | None) -> Placed:
     """``get_into(keys, place, each, frames)`` of ``store`` (a ``LocalStore``; no
@@ -36,26 +37,30 @@ def read_into(store: Any, keys: Sequence[str],
     ``frames`` is None."""
     # keys whose paths the store checked already, looked up in C
     keys = keys if type(keys) is list else list(keys)
-    fds, sizes = native.open_sized(keys, store._paths)
+    fds, sizes, flags = native.open_sized(keys, store._paths)
     try:
-        if (fds == -1).any():  # keys not checked yet (a store's first read of them)
+        if flags & native.OPEN_SKIPPED:  # keys not checked yet (a store's first read of them)
             _check_new(store, keys, fds, sizes)
         held: list[int | None] | None = None
-        if ((fds | sizes) < 0).any():  # a failed open, or no regular file's size
+        told: list[int | None] | None = None
+        if flags and ((fds | sizes) < 0).any():  # a failed open, or no regular file's size
             held, told = _slow_opens(store, keys, fds, sizes)
             buf, where = place(told)
         else:
-            told = sizes.tolist()
             buf, where = place(sizes)  # (an int64 array: no list to convert back)
-        got = native.read_placed(fds, sizes, np.array(where, np.int64), buf, frames)
+        at = np.asarray(where, np.int64)  # (the C placement's array as it is)
+        got, count = native.read_placed(fds, sizes, at, buf, frames)
         view = memoryview(buf).cast("B")
         if frames is None and each is not None:
             for j in np.flatnonzero(got).tolist():
-                each(j, where[j], told[j])
-        if got.all():
-            return [view[at : at + n] for at, n in zip(where, told, strict=True)], list(where)
-        return _finish(store, keys, fds.tolist() if held is None else held, told, where, view,
-                       got, each)
+                each(j, int(at[j]), int(sizes[j]))
+        if count == len(keys):
+            # one slice per value, made in C (map), none per Python step
+            ends = (at + sizes).tolist()
+            return list(map(view.__getitem__, map(slice, at.tolist(), ends))), at
+        where = at.tolist()
+        return _finish(store, keys, fds.tolist() if held is None else held,
+                       sizes.tolist() if told is None else told, where, view, got, each)
     finally:
         native.close_fds(fds)
 
@@ -72,7 +77,7 @@ def _check_new(store: Any, keys: list[str], fds: np.ndarray, sizes: np.ndarray) 
         if type(key) is str:
             with contextlib.suppress(Exception):
                 store._path(key)  # cached where the key and its directory are safe
-    again, more = native.open_sized([keys[j] for j in skipped], store._paths)
+    again, more, _ = native.open_sized([keys[j] for j in skipped], store._paths)
     fds[skipped] = again
     sizes[skipped] = more
 
