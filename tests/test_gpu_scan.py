@@ -288,11 +288,15 @@ def test_stream_rows_checks_as_the_scan_does(kind):
     assert owners.tolist() == np.flatnonzero(want).tolist()
 
 
+# the chunks of a subset batch (as a shard's inner chunks are): out of order
+_SUBSET = [7, 3, 12, 19, 0, 5, 6, 8, 15, 1, 18, 10]
+
+
 def _window_batch(kind, out_ptr, lo, read_table, corrupt=False):
-    """Chunks ``lo:lo + 12`` of a 1-D float32 read of 20 chunks, all present,
-    lying in one host buffer (the items at ``odd`` at odd offsets), prepared
-    with the read's table (``read_table``) or without it; returns the batch,
-    the data, the read's table and the buffer."""
+    """Chunks ``lo:lo + 12`` (``lo`` "subset": chunks ``_SUBSET``) of a 1-D
+    float32 read of 20 chunks, all present, lying in one host buffer (items 5
+    and 9 at odd offsets), prepared with the read's table (``read_table``) or
+    without it; returns the batch, the data, the read's table and the buffer."""
     import lz4.block
 
     from cuzarr.core.engine import chunk_items
@@ -303,7 +307,8 @@ def _window_batch(kind, out_ptr, lo, read_table, corrupt=False):
 
     n, c = 20 * 500, 500
     full = np.cumsum(np.random.default_rng(5).standard_normal(n)).astype("<f4")
-    raws = [full[i * c : (i + 1) * c].tobytes() for i in range(lo, lo + 12)]
+    ids = _SUBSET if lo == "subset" else list(range(lo, lo + 12))
+    raws = [full[i * c : (i + 1) * c].tobytes() for i in ids]
     if kind == "zstd":
         datas = [zstandard.ZstdCompressor().compress(r) for r in raws]
         datas[4] = zstandard.ZstdCompressor(write_content_size=False).compress(raws[4])
@@ -328,7 +333,7 @@ def _window_batch(kind, out_ptr, lo, read_table, corrupt=False):
     out = np.zeros(n, "<f4")
     shape = RegularChunkGrid((c,)).stored_chunk_shape
     table = plan_read(every, shape, out.shape, out.strides, 4)
-    items = every.window(lo, lo + 12)
+    items = every.subset(ids) if lo == "subset" else every.window(lo, lo + 12)
 
     def cpu(data, shape):
         if kind == "zstd":
@@ -345,18 +350,19 @@ def _window_batch(kind, out_ptr, lo, read_table, corrupt=False):
                           cpu, base=base, base_offsets=np.array(offs, np.int64),
                           base_sizes=np.array([len(d) for d in datas], np.int64),
                           out_ptr=out_ptr, read_table=table if read_table else None,
-                          names=[f"c/{lo + j}" for j in range(12)])
+                          names=[f"c/{i}" for i in ids])
     return batch, full, table, base
 
 
 @pytest.mark.parametrize("kind", ["zstd", "lz4", "none"])
 @pytest.mark.parametrize("out_ptr", [None, 1 << 20, (1 << 20) + 4])
-@pytest.mark.parametrize("lo", [0, 5])
+@pytest.mark.parametrize("lo", [0, 5, "subset"])
 def test_prepare_window_agrees_with_the_general_path(kind, out_ptr, lo, monkeypatch):
-    """A window of a read's items, all present in the host buffer, is planned and
-    checked in one C call (``native.window_rows``): the same plan rows, slots,
-    stream rows, owners and host decodes as the general path, which leaves the
-    read's own table as it was; the host twin's run of it gives the data."""
+    """A window (or a subset) of a read's items, all present in the host buffer,
+    is planned and checked in one C call (``native.window_rows``): the same plan
+    rows, slots, stream rows, owners and host decodes as the general path, which
+    leaves the read's own table as it was; the host twin's run of it gives the
+    data."""
     from cuzarr.gpu.executor import HostExecutor
 
     calls = []
@@ -364,7 +370,8 @@ def test_prepare_window_agrees_with_the_general_path(kind, out_ptr, lo, monkeypa
     monkeypatch.setattr(native, "window_rows", lambda *a: calls.append(1) or real(*a))
     if kind == "zstd":
         for read_table in (True, False):
-            with pytest.raises(CodecError, match="c/" + str(lo + 7)):
+            with pytest.raises(CodecError, match="c/" + str(
+                    _SUBSET[7] if lo == "subset" else lo + 7)):
                 _window_batch(kind, out_ptr, lo, read_table, corrupt=True)
         assert len(calls) == 1
         calls.clear()
@@ -389,7 +396,8 @@ def test_prepare_window_agrees_with_the_general_path(kind, out_ptr, lo, monkeypa
         out = np.zeros_like(full)
         HostExecutor().run(a, out, -1.0)
         ref = np.zeros_like(full)
-        ref[lo * 500 : (lo + 12) * 500] = full[lo * 500 : (lo + 12) * 500]
+        for i in _SUBSET if lo == "subset" else range(lo, lo + 12):
+            ref[i * 500 : (i + 1) * 500] = full[i * 500 : (i + 1) * 500]
         np.testing.assert_array_equal(out, ref)
 
 
@@ -403,5 +411,9 @@ def test_window_rows_refuses_a_window_outside_the_read():
     offs = np.zeros(4, np.int64)
     for lo in (-1, n - 3, n + 1):
         with pytest.raises(ValueError, match="window_rows"):
-            native.window_rows(0, 0, 1, MAX, base, offs, offs, None, lo, table, None, -1, 8,
+            native.window_rows(0, 0, 1, MAX, base, offs, offs, None, lo, None, table, -1, 8,
                                STREAM_DTYPE)
+    for bad in (-1, n):
+        with pytest.raises(ValueError, match="window_rows"):
+            native.window_rows(0, 0, 1, MAX, base, offs, offs, None, 0,
+                               np.array([0, 1, bad, 2], np.int64), table, -1, 8, STREAM_DTYPE)

@@ -26,6 +26,7 @@ import numpy as np
 from cuzarr.errors import CodecError
 from cuzarr.gpu import formats, scan
 from cuzarr.gpu.plan import STAGING_ALIGN, ScatterPlan, build_plan, whole_block
+from cuzarr.indexing.items import ChunkItems
 from cuzarr.runtime import native
 from cuzarr.storage.local import LocalFile
 
@@ -251,13 +252,13 @@ def prepare_batch(
     ``items`` are a window of that read's items; a window whose chunks are all
     present in ``base`` is then planned and checked in one C call
     (:func:`_prepare_window`)."""
-    if (read_table is not None and base is not None and base_offsets is not None
-            and kind in _SCANS and len(datas) and getattr(items, "positions_", 0) is None
+    if (read_table is not None and base is not None and kind in _SCANS and len(datas)
             and type(base_offsets) is np.ndarray and base_offsets.min() >= 0
+            and isinstance(items, ChunkItems) and items.dims is not None
             and native.available()):
         # (every chunk lies in base, so every one is present; ``None in datas``
         # would compare each memoryview with None, ~20 us a batch)
-        return _prepare_window(read_table, items.start, datas, kind, cpu_decode, chunk_order,
+        return _prepare_window(read_table, items, datas, kind, cpu_decode, chunk_order,
                                swap, names, base, base_offsets, base_sizes, base_frames,
                                alloc, out_ptr, dtype.itemsize)
     present = np.fromiter(map(operator.is_not, datas, itertools.repeat(None)), bool, len(datas))
@@ -324,32 +325,31 @@ def _scan_in_place(batch: GpuBatch, rows: _Rows, base: np.ndarray, offs: np.ndar
     return done
 
 
-def _prepare_window(read: Any, lo: int, datas: Sequence[Any], kind: str,
+def _prepare_window(read: Any, items: ChunkItems, datas: Sequence[Any], kind: str,
                     cpu_decode: Callable[[Any, tuple[int, ...]], np.ndarray], chunk_order: str,
                     swap: int, names: Sequence[str] | None, base: np.ndarray, base_offsets: Any,
                     base_sizes: Any, frames: np.ndarray | None,
                     alloc: Callable[[int], np.ndarray] | None, out_ptr: int | None,
                     itemsize: int) -> GpuBatch:
-    """``prepare_batch`` of the consecutive items ``lo:lo + len(datas)`` of a
-    read whose table is ``read``, every chunk present: the plan (the read's rows
-    with this batch's staging slots) and the in-place check of the chunks lying
-    in ``base`` in one C call (``native.window_rows``), about 30 numpy
-    operations fewer per batch, each slow right after the batch's copies have
-    left the CPU's caches cold. Chunks it does not take go through
-    :func:`_per_chunk`, as in ``prepare_batch``."""
+    """``prepare_batch`` of ``items`` of a read whose table is ``read`` (a window
+    of consecutive items, or a subset: a shard's inner chunks), every chunk
+    present: the plan (the read's rows with this batch's staging slots) and the
+    in-place check of the chunks lying in ``base`` in one C call
+    (``native.window_rows``), about 30 numpy operations fewer per batch, each
+    slow right after the batch's copies have left the CPU's caches cold.
+    Chunks it does not take go through :func:`_per_chunk`, as in
+    ``prepare_batch``."""
     codec = _SCANS[kind]
     offs = np.asarray(base_offsets, np.int64)
     if base_sizes is None:
         lens = np.fromiter((len(d) for d in datas), np.int64, len(datas))
     else:
         lens = np.asarray(base_sizes, np.int64)
-    to_out = out_ptr is not None
-    table, slots, total, stream, owners, done = native.window_rows(
+    table, slots, nbytes, whole, total, stream, owners, done = native.window_rows(
         _NATIVE_KINDS[kind], _HEAD[kind], INPUT_ALIGN[codec], MAX_DEVICE_STREAM, base, offs,
-        lens, frames, lo, read, read.whole if to_out else None, out_ptr if to_out else -1,
-        OUTPUT_ALIGN[codec], STREAM_DTYPE)
-    hi = lo + len(datas)
-    plan = ScatterPlan(table, total, slots, read.nbytes[lo:hi], itemsize, read.whole[lo:hi])
+        lens, frames, items.start, items.positions_, read,
+        -1 if out_ptr is None else out_ptr, OUTPUT_ALIGN[codec], STREAM_DTYPE)
+    plan = ScatterPlan(table, total, slots, nbytes, itemsize, whole)
     batch = GpuBatch(plan, base, names=names)
     batch.in_place = len(owners)
     if len(owners) == len(datas):  # the common case: every stream decodes where it lies

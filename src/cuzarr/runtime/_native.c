@@ -567,83 +567,98 @@ done:
     return result;
 }
 
-/* window_rows(kind, head, in_align, max_size, base, offs, lens, frames, lo,
- *             read_table, read_nbytes, read_padded, read_ends, read_whole,
- *             out_ptr, out_align, table, slots, rows, owners, done) -> (k, total)
+/* window_rows(kind, head, in_align, max_size, base, offs, lens, frames, lo, pos,
+ *             read_table, read_nbytes, read_padded, read_whole, out_ptr, out_align,
+ *             table, slots, nbytes, whole, rows, owners, done) -> (k, total)
  *
- * A batch of the consecutive items lo:lo + n of a read (n = len(done)), all
- * present, in one call: its plan rows copied from the read's table
- * (read_table[lo:lo + n], cuzarr.gpu.plan._ReadTable) into `table`, with
- * staging slots one after another (slots[j], also each row's src_offset) from
- * the read's running sum of padded slot sizes (read_ends); then its chunks
- * described as stream_rows does (read_whole: None, or each item's whole-block
- * flag). total: the batch's staging bytes. The read's arrays are only read. */
+ * A batch of n = len(done) items of a read, all present, planned and described
+ * in one call: item j is the read's item lo + j (pos None), or pos[j] (int64).
+ * Its plan rows are copied from the read's table (cuzarr.gpu.plan._ReadTable:
+ * read_table, read_nbytes, read_padded, read_whole) into `table`, nbytes[j]
+ * and whole[j] gathered, staging slots laid out one after another (slots[j],
+ * also each row's src_offset); then its chunks are described as stream_rows
+ * does (decoded into the output where out_ptr >= 0 allows). total: the batch's
+ * staging bytes. The read's arrays are only read. */
 static PyObject *window_rows(PyObject *self, PyObject *args) {
     int kind;
     long long head, in_align, max_size, out_ptr, out_align;
     Py_ssize_t lo;
-    PyObject *o[15];
-    if (!PyArg_ParseTuple(args, "iLLLOOOOnOOOOOLLOOOOO", &kind, &head, &in_align, &max_size,
+    PyObject *o[17];
+    if (!PyArg_ParseTuple(args, "iLLLOOOOnOOOOOLLOOOOOOO", &kind, &head, &in_align, &max_size,
                           &o[0], &o[1], &o[2], &o[3], &lo, &o[4], &o[5], &o[6], &o[7], &o[8],
-                          &out_ptr, &out_align, &o[9], &o[10], &o[11], &o[12], &o[13])) {
+                          &out_ptr, &out_align, &o[9], &o[10], &o[11], &o[12], &o[13], &o[14],
+                          &o[15])) {
         return NULL;
     }
     if (bad_kind(kind, head, in_align, out_align, "window_rows")) {
         return NULL;
     }
-    buf_t b[14];
-    for (int i = 0; i < 14; i++) {
+    buf_t b[16];
+    for (int i = 0; i < 16; i++) {
         b[i].held = 0;
     }
     PyObject *result = NULL;
-    if (get_buffer(o[13], &b[13], 0, 1, "done") < 0 ||
-        get_buffer(o[5], &b[5], 0, 8, "in: read_nbytes") < 0) {
+    if (get_buffer(o[15], &b[15], 0, 1, "done") < 0 ||
+        get_buffer(o[6], &b[6], 0, 8, "in: read_nbytes") < 0) {
         goto done;
     }
-    Py_ssize_t n = b[13].view.len, total_items = b[5].view.len / 8;
-    if (lo < 0 || lo > total_items - n) {
-        PyErr_Format(PyExc_ValueError, "window_rows: items %zd:%zd of a read of %zd", lo,
-                     lo + n, total_items);
-        goto done;
-    }
+    Py_ssize_t n = b[15].view.len, total_items = b[6].view.len / 8;
     if (get_buffer(o[0], &b[0], 0, 1, "in: base") < 0 ||
         get_buffer(o[1], &b[1], n, 8, "in: offsets") < 0 ||
         get_buffer(o[2], &b[2], n, 8, "in: lengths") < 0 ||
-        get_buffer(o[4], &b[4], total_items * (PLAN_ROW / 8), 8, "in: read_table") < 0 ||
-        get_buffer(o[6], &b[6], total_items, 8, "in: read_padded") < 0 ||
-        get_buffer(o[7], &b[7], total_items, 8, "in: read_ends") < 0 ||
+        get_buffer(o[5], &b[5], total_items * (PLAN_ROW / 8), 8, "in: read_table") < 0 ||
+        get_buffer(o[7], &b[7], total_items, 8, "in: read_padded") < 0 ||
+        get_buffer(o[8], &b[8], total_items, 1, "in: read_whole") < 0 ||
         get_buffer(o[9], &b[9], n * (PLAN_ROW / 8), 8, "table") < 0 ||
         get_buffer(o[10], &b[10], n, 8, "slots") < 0 ||
-        get_buffer(o[11], &b[11], n * STREAM_ROW, 1, "rows") < 0 ||
-        get_buffer(o[12], &b[12], n, 8, "owners") < 0) {
+        get_buffer(o[11], &b[11], n, 8, "nbytes") < 0 ||
+        get_buffer(o[12], &b[12], n, 1, "whole") < 0 ||
+        get_buffer(o[13], &b[13], n * STREAM_ROW, 1, "rows") < 0 ||
+        get_buffer(o[14], &b[14], n, 8, "owners") < 0) {
         goto done;
     }
     if (o[3] != Py_None && get_buffer(o[3], &b[3], 2 * n, 8, "frames") < 0) {
         goto done;
     }
-    if (o[8] != Py_None && get_buffer(o[8], &b[8], total_items, 1, "in: read_whole") < 0) {
+    const int64_t *pos = NULL;
+    if (o[4] != Py_None) {
+        if (get_buffer(o[4], &b[4], n, 8, "in: positions") < 0) {
+            goto done;
+        }
+        pos = b[4].view.buf;
+        for (Py_ssize_t j = 0; j < n; j++) {
+            if (pos[j] < 0 || pos[j] >= total_items) {
+                PyErr_Format(PyExc_ValueError, "window_rows: item %lld of a read of %zd",
+                             (long long)pos[j], total_items);
+                goto done;
+            }
+        }
+    } else if (lo < 0 || lo > total_items - n) {
+        PyErr_Format(PyExc_ValueError, "window_rows: items %zd:%zd of a read of %zd", lo,
+                     lo + n, total_items);
         goto done;
     }
-    const int64_t *padded = (const int64_t *)b[6].view.buf + lo;
-    const int64_t *ends = (const int64_t *)b[7].view.buf + lo;
-    int64_t before = lo ? ends[-1] : 0;
-    uint8_t *table = b[9].view.buf;
-    int64_t *slots = b[10].view.buf;
-    memcpy(table, (const uint8_t *)b[4].view.buf + lo * PLAN_ROW, (size_t)(n * PLAN_ROW));
+    const uint8_t *read_table = b[5].view.buf, *read_whole = b[8].view.buf;
+    const int64_t *read_nbytes = b[6].view.buf, *read_padded = b[7].view.buf;
+    uint8_t *table = b[9].view.buf, *whole = b[12].view.buf;
+    int64_t *slots = b[10].view.buf, *nbytes = b[11].view.buf;
+    int64_t at = 0;
     for (Py_ssize_t j = 0; j < n; j++) {
-        slots[j] = ends[j] - padded[j] - before;
-        memcpy(table + j * PLAN_ROW, &slots[j], 8); /* src_offset */
+        Py_ssize_t i = pos != NULL ? (Py_ssize_t)pos[j] : lo + j;
+        memcpy(table + j * PLAN_ROW, read_table + i * PLAN_ROW, PLAN_ROW);
+        memcpy(table + j * PLAN_ROW, &at, 8); /* src_offset */
+        slots[j] = at;
+        nbytes[j] = read_nbytes[i];
+        whole[j] = read_whole[i];
+        at += read_padded[i];
     }
-    int64_t total = n ? ends[n - 1] - before : 0;
     Py_ssize_t k = describe_streams(
         kind, head, in_align, max_size, b[0].view.buf, (int64_t)b[0].view.len, b[1].view.buf,
-        b[2].view.buf, b[3].held ? b[3].view.buf : NULL, slots,
-        (const int64_t *)b[5].view.buf + lo, table,
-        b[8].held ? (const uint8_t *)b[8].view.buf + lo : NULL, out_ptr, out_align,
-        b[11].view.buf, b[12].view.buf, b[13].view.buf, n);
-    result = Py_BuildValue("(nL)", k, (long long)total);
+        b[2].view.buf, b[3].held ? b[3].view.buf : NULL, slots, nbytes, table, whole, out_ptr,
+        out_align, b[13].view.buf, b[14].view.buf, b[15].view.buf, n);
+    result = Py_BuildValue("(nL)", k, (long long)at);
 done:
-    for (int i = 0; i < 14; i++) {
+    for (int i = 0; i < 16; i++) {
         release(&b[i]);
     }
     return result;

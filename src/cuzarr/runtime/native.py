@@ -152,27 +152,30 @@ def stream_rows(kind: int, head: int, in_align: int, max_size: int, base: Any,
 
 def window_rows(kind: int, head: int, in_align: int, max_size: int, base: Any,
                 offsets: np.ndarray, lengths: np.ndarray, frames: np.ndarray | None, lo: int,
-                read: Any, whole: np.ndarray | None, out_ptr: int, out_align: int,
-                row_dtype: np.dtype) -> tuple[np.ndarray, np.ndarray, int, np.ndarray,
-                                              np.ndarray, np.ndarray]:
-    """:func:`stream_rows` of a batch of the consecutive items ``lo:lo + n`` of a
-    read (``n = len(offsets)``, every one present) together with its plan, in
-    one call: ``read`` (``cuzarr.gpu.plan._ReadTable``) holds the read's plan
-    rows (``table``), slot sizes (``nbytes``, ``padded``) and their running sum
-    (``ends``); ``whole``: its whole-block flags (``None``: no decode into the
-    output). Returns ``(table, slots, total, rows, owners, done)``: the batch's
-    plan rows (staging slots laid out one after another, ``total`` bytes in
-    all) and :func:`stream_rows`' answer."""
+                positions: np.ndarray | None, read: Any, out_ptr: int, out_align: int,
+                row_dtype: np.dtype) -> tuple[np.ndarray, ...]:
+    """:func:`stream_rows` of a batch of ``n = len(offsets)`` items of a read,
+    every one present, together with its plan, in one call: item ``j`` is the
+    read's item ``lo + j`` (``positions`` None) or ``positions[j]``. ``read``
+    (``cuzarr.gpu.plan._ReadTable``) holds the read's plan rows (``table``),
+    slot sizes (``nbytes``, ``padded``) and whole-block flags (``whole``);
+    ``out_ptr`` -1: no decode into the output. Returns ``(table, slots,
+    nbytes, whole, total, rows, owners, done)``: the batch's plan rows, staging
+    slots laid out one after another (``total`` bytes in all), slot sizes and
+    whole-block flags, then :func:`stream_rows`' answer."""
     n = len(offsets)
     table = np.empty(n, read.table.dtype)
     slots = np.empty(n, np.int64)
+    nbytes = np.empty(n, np.int64)
+    whole = np.empty(n, bool)
     rows = np.empty(n, row_dtype)
     owners = np.empty(n, np.int64)
     done = np.empty(n, np.uint8)
     k, total = _c.window_rows(kind, head, in_align, max_size, base, offsets, lengths, frames,
-                              lo, read.table, read.nbytes, read.padded, read.ends, whole,
-                              out_ptr, out_align, table, slots, rows, owners, done)
-    return table, slots, total, rows[:k], owners[:k], done.view(bool)
+                              lo, positions, read.table, read.nbytes, read.padded, read.whole,
+                              out_ptr, out_align, table, slots, nbytes, whole, rows, owners,
+                              done)
+    return table, slots, nbytes, whole, total, rows[:k], owners[:k], done.view(bool)
 
 
 def zstd_frames(buf: Any, offsets: np.ndarray, lengths: np.ndarray) -> np.ndarray:
