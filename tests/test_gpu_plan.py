@@ -290,10 +290,66 @@ def test_product_rows_of_a_subset_match_per_item_rows(data):
     np.testing.assert_array_equal(build_plan(part, *args).table, build_plan(list(part), *args).table)
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_window_rows_fill_the_plan_as_numpy_does(data):
+    """``native.window_rows`` fills a batch's plan rows in C from the read's
+    per-dimension rows (``plan_read``'s ``ReadDims``): the same rows, slots,
+    slot sizes and whole-block flags as the numpy table, for windows and
+    subsets of reads over regular and rectilinear grids, either chunk order,
+    byte-swapped or not."""
+    import cuzarr
+    from cuzarr.gpu.batch import STREAM_DTYPE
+    from cuzarr.gpu.plan import plan_read, whole_block
+    from cuzarr.metadata.chunk_grid import RectilinearChunkGrid
+    from cuzarr.runtime import native
+
+    if not native.available():
+        skip_or_fail("the C loops are not built")
+    shape, chunks, sel = draw_grid_selection(data.draw, 1, 4)
+    if data.draw(st.booleans()):
+        edges = [data.draw(st.lists(st.integers(1, 4), min_size=s, max_size=s)) for s in shape]
+        grid = RectilinearChunkGrid(edges)
+    else:
+        grid = RegularChunkGrid(chunks)
+    plan_sel = normalize_numpy(sel, shape, list(grid.dims(shape)))
+    items = chunk_items(plan_sel.projections)
+    if not items:
+        return
+    dtype = data.draw(st.sampled_from(["<i4", "<f8", "|u1"]))
+    order = data.draw(st.sampled_from(["C", "F"]))
+    swap = data.draw(st.sampled_from([0, np.dtype(dtype).itemsize]))
+    out = np.zeros(plan_sel.buffer_shape, dtype)
+    fn = grid.stored_chunk_shape
+    itemsize = out.dtype.itemsize
+    dims = plan_read(items, fn, out.shape, out.strides, itemsize, order, swap)
+    assert dims is not None
+    if data.draw(st.booleans()):
+        lo = data.draw(st.integers(0, len(items) - 1))
+        part = items.window(lo, data.draw(st.integers(lo + 1, len(items))))
+    else:
+        part = items.subset(data.draw(st.lists(st.integers(0, len(items) - 1), min_size=1,
+                                               max_size=len(items))))
+    n = len(part)
+    none = np.full(n, -1, np.int64)
+    table, slots, nbytes, whole, total, rows, _owners, done = native.window_rows(
+        0, 0, 1, 1 << 20, np.zeros(1, np.uint8), none, none, None, part.start,
+        part.positions_, dims, -1, 8, STREAM_DTYPE, PLAN_DTYPE)
+    with cuzarr.config.set({"storage.native_io": False}):
+        ref = build_plan(list(part), fn, out.shape, out.strides, itemsize, chunk_order=order,
+                         swap=swap)
+    np.testing.assert_array_equal(table, ref.table)
+    assert slots.tolist() == ref.slots.tolist() and total == ref.staging_nbytes
+    assert nbytes.tolist() == ref.slot_nbytes.tolist()
+    assert whole.tolist() == whole_block(ref.table).tolist()
+    assert not done.any() and len(rows) == 0  # (no chunk lies in the buffer)
+
+
 def test_plan_read_makes_the_table_batches_gather_from():
-    """``plan_read`` makes a read's descriptor table before its batches run; a
-    batch's plan is then its rows of it, the same plan a batch of items that
-    share no table builds for itself."""
+    """Without the C loops, ``plan_read`` makes a read's descriptor table before
+    its batches run; a batch's plan is then its rows of it, the same plan a
+    batch of items that share no table builds for itself."""
+    import cuzarr
     from cuzarr.gpu.plan import build_plan, plan_read
     from cuzarr.indexing.items import window
 
@@ -303,7 +359,8 @@ def test_plan_read_makes_the_table_batches_gather_from():
     out = np.zeros(normalize_numpy(sel, shape, dims).buffer_shape, "<f4")
     fn = RegularChunkGrid(chunks).stored_chunk_shape
     items = chunk_items(normalize_numpy(sel, shape, dims).projections)
-    plan_read(items, fn, out.shape, out.strides, 4)
+    with cuzarr.config.set({"storage.native_io": False}):
+        assert plan_read(items, fn, out.shape, out.strides, 4) is None
     tables = [k for k in items.shared if k[0] == "plan-table"]
     assert len(tables) == 1
     made = items.shared[tables[0]]

@@ -292,11 +292,11 @@ def test_stream_rows_checks_as_the_scan_does(kind):
 _SUBSET = [7, 3, 12, 19, 0, 5, 6, 8, 15, 1, 18, 10]
 
 
-def _window_batch(kind, out_ptr, lo, read_table, corrupt=False):
+def _window_batch(kind, out_ptr, lo, read_dims, corrupt=False):
     """Chunks ``lo:lo + 12`` (``lo`` "subset": chunks ``_SUBSET``) of a 1-D
     float32 read of 20 chunks, all present, lying in one host buffer (items 5
-    and 9 at odd offsets), prepared with the read's table (``read_table``) or
-    without it; returns the batch, the data, the read's table and the buffer."""
+    and 9 at odd offsets), prepared with the read's plan rows (``read_dims``)
+    or without them; returns the batch, the data, those rows and the buffer."""
     import lz4.block
 
     from cuzarr.core.engine import chunk_items
@@ -349,7 +349,7 @@ def _window_batch(kind, out_ptr, lo, read_table, corrupt=False):
     batch = prepare_batch(items, views, shape, out.shape, out.strides, np.dtype("<f4"), kind,
                           cpu, base=base, base_offsets=np.array(offs, np.int64),
                           base_sizes=np.array([len(d) for d in datas], np.int64),
-                          out_ptr=out_ptr, read_table=table if read_table else None,
+                          out_ptr=out_ptr, read_dims=table if read_dims else None,
                           names=[f"c/{i}" for i in ids])
     return batch, full, table, base
 
@@ -359,28 +359,26 @@ def _window_batch(kind, out_ptr, lo, read_table, corrupt=False):
 @pytest.mark.parametrize("lo", [0, 5, "subset"])
 def test_prepare_window_agrees_with_the_general_path(kind, out_ptr, lo, monkeypatch):
     """A window (or a subset) of a read's items, all present in the host buffer,
-    is planned and checked in one C call (``native.window_rows``): the same plan
-    rows, slots, stream rows, owners and host decodes as the general path, which
-    leaves the read's own table as it was; the host twin's run of it gives the
-    data."""
+    is planned and checked in one C call (``native.window_rows``, its rows
+    filled from the read's per-dimension rows): the same plan rows, slots,
+    stream rows, owners and host decodes as the general path (the numpy table
+    of the whole read); the host twin's run of it gives the data."""
     from cuzarr.gpu.executor import HostExecutor
 
     calls = []
     real = native.window_rows
     monkeypatch.setattr(native, "window_rows", lambda *a: calls.append(1) or real(*a))
     if kind == "zstd":
-        for read_table in (True, False):
+        for read_dims in (True, False):
             with pytest.raises(CodecError, match="c/" + str(
                     _SUBSET[7] if lo == "subset" else lo + 7)):
-                _window_batch(kind, out_ptr, lo, read_table, corrupt=True)
+                _window_batch(kind, out_ptr, lo, read_dims, corrupt=True)
         assert len(calls) == 1
         calls.clear()
-    a, full, table, base = _window_batch(kind, out_ptr, lo, True)
+    a, full, dims, base = _window_batch(kind, out_ptr, lo, True)
     assert calls, "the window path was not taken"
-    before = table.table.copy()
     b, *_ = _window_batch(kind, out_ptr, lo, False)
     assert len(calls) == 1  # (the general path does not call it)
-    assert (table.table == before).all()
     assert a.streams.keys() == b.streams.keys() and a.in_place == b.in_place
     for codec in a.streams:
         assert (a.streams[codec] == b.streams[codec]).all()
@@ -402,18 +400,20 @@ def test_prepare_window_agrees_with_the_general_path(kind, out_ptr, lo, monkeypa
 
 
 def test_window_rows_refuses_a_window_outside_the_read():
-    """``window_rows`` checks the window against the read's table (a ValueError,
-    nothing written past its arrays)."""
+    """``window_rows`` checks the window against the read (a ValueError, nothing
+    written past its arrays)."""
     from cuzarr.gpu.batch import STREAM_DTYPE
+    from cuzarr.gpu.plan import PLAN_DTYPE
 
     _, _, table, base = _window_batch("none", None, 0, True)
-    n = len(table.nbytes)
+    n = 20
     offs = np.zeros(4, np.int64)
     for lo in (-1, n - 3, n + 1):
         with pytest.raises(ValueError, match="window_rows"):
             native.window_rows(0, 0, 1, MAX, base, offs, offs, None, lo, None, table, -1, 8,
-                               STREAM_DTYPE)
+                               STREAM_DTYPE, PLAN_DTYPE)
     for bad in (-1, n):
         with pytest.raises(ValueError, match="window_rows"):
             native.window_rows(0, 0, 1, MAX, base, offs, offs, None, 0,
-                               np.array([0, 1, bad, 2], np.int64), table, -1, 8, STREAM_DTYPE)
+                               np.array([0, 1, bad, 2], np.int64), table, -1, 8, STREAM_DTYPE,
+                               PLAN_DTYPE)

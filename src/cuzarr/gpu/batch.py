@@ -25,7 +25,14 @@ import numpy as np
 
 from cuzarr.errors import CodecError
 from cuzarr.gpu import formats, scan
-from cuzarr.gpu.plan import STAGING_ALIGN, ScatterPlan, build_plan, whole_block
+from cuzarr.gpu.plan import (
+    PLAN_DTYPE,
+    STAGING_ALIGN,
+    ReadDims,
+    ScatterPlan,
+    build_plan,
+    whole_block,
+)
 from cuzarr.indexing.items import ChunkItems
 from cuzarr.runtime import native
 from cuzarr.storage.local import LocalFile
@@ -223,7 +230,7 @@ def prepare_batch(
     base_frames: np.ndarray | None = None,
     alloc: Callable[[int], np.ndarray] | None = None,
     out_ptr: int | None = None,
-    read_table: Any = None,
+    read_dims: Any = None,
 ) -> GpuBatch:
     """Host half of a GPU read. ``datas[i]`` is chunk ``i``'s stored bytes (``None``:
     missing); ``kind`` is :func:`stream_kind` of the array's compressor (``None``:
@@ -248,17 +255,17 @@ def prepare_batch(
     their plan rows copy nothing (``count`` 0). ``None``: everything goes
     through staging.
 
-    ``read_table``: the read's descriptor table (``gpu.plan.plan_read``) when
-    ``items`` are a window of that read's items; a window whose chunks are all
-    present in ``base`` is then planned and checked in one C call
+    ``read_dims``: the read's per-dimension plan rows (``gpu.plan.plan_read``)
+    when ``items`` are items of that read; a batch whose chunks all lie in
+    ``base`` is then planned and checked in one C call
     (:func:`_prepare_window`)."""
-    if (read_table is not None and base is not None and kind in _SCANS and len(datas)
+    if (read_dims is not None and base is not None and kind in _SCANS and len(datas)
             and type(base_offsets) is np.ndarray and base_offsets.min() >= 0
             and isinstance(items, ChunkItems) and items.dims is not None
             and native.available()):
         # (every chunk lies in base, so every one is present; ``None in datas``
         # would compare each memoryview with None, ~20 us a batch)
-        return _prepare_window(read_table, items, datas, kind, cpu_decode, chunk_order,
+        return _prepare_window(read_dims, items, datas, kind, cpu_decode, chunk_order,
                                swap, names, base, base_offsets, base_sizes, base_frames,
                                alloc, out_ptr, dtype.itemsize)
     present = np.fromiter(map(operator.is_not, datas, itertools.repeat(None)), bool, len(datas))
@@ -325,16 +332,16 @@ def _scan_in_place(batch: GpuBatch, rows: _Rows, base: np.ndarray, offs: np.ndar
     return done
 
 
-def _prepare_window(read: Any, items: ChunkItems, datas: Sequence[Any], kind: str,
+def _prepare_window(read: ReadDims, items: ChunkItems, datas: Sequence[Any], kind: str,
                     cpu_decode: Callable[[Any, tuple[int, ...]], np.ndarray], chunk_order: str,
                     swap: int, names: Sequence[str] | None, base: np.ndarray, base_offsets: Any,
                     base_sizes: Any, frames: np.ndarray | None,
                     alloc: Callable[[int], np.ndarray] | None, out_ptr: int | None,
                     itemsize: int) -> GpuBatch:
-    """``prepare_batch`` of ``items`` of a read whose table is ``read`` (a window
-    of consecutive items, or a subset: a shard's inner chunks), every chunk
-    present: the plan (the read's rows with this batch's staging slots) and the
-    in-place check of the chunks lying in ``base`` in one C call
+    """``prepare_batch`` of ``items`` of a read planned as ``read`` (a window of
+    consecutive items, or a subset: a shard's inner chunks), every chunk
+    present: the plan (its rows filled from the read's per-dimension rows, its
+    staging slots) and the in-place check of the chunks lying in ``base`` in one C call
     (``native.window_rows``), about 30 numpy operations fewer per batch, each
     slow right after the batch's copies have left the CPU's caches cold.
     Chunks it does not take go through :func:`_per_chunk`, as in
@@ -348,7 +355,7 @@ def _prepare_window(read: Any, items: ChunkItems, datas: Sequence[Any], kind: st
     table, slots, nbytes, whole, total, stream, owners, done = native.window_rows(
         _NATIVE_KINDS[kind], _HEAD[kind], INPUT_ALIGN[codec], MAX_DEVICE_STREAM, base, offs,
         lens, frames, items.start, items.positions_, read,
-        -1 if out_ptr is None else out_ptr, OUTPUT_ALIGN[codec], STREAM_DTYPE)
+        -1 if out_ptr is None else out_ptr, OUTPUT_ALIGN[codec], STREAM_DTYPE, PLAN_DTYPE)
     plan = ScatterPlan(table, total, slots, nbytes, itemsize, whole)
     batch = GpuBatch(plan, base, names=names)
     batch.in_place = len(owners)

@@ -256,7 +256,7 @@ class DeviceReader:
         self.get_into: Any = None
         self.out_dtype = np.dtype(out.dtype)
         self._walks: dict[str | None, tuple[bool, Any]] = {}  # see _walk
-        self._read_table: Any = None  # see plan_read
+        self._read_dims: Any = None  # see plan_read (gpu.plan.ReadDims)
         kind, stored, self.order = device_codec(pipeline)
         if kind is not None and stored is not None and (
             stored.newbyteorder("=") != self.out_dtype.newbyteorder("=")
@@ -268,7 +268,7 @@ class DeviceReader:
     def plan_read(self, items: Sequence[Any]) -> None:
         """Before a read's batches run: the descriptor table of all of its
         ``items`` (``gpu.plan.plan_read``), which each batch's plan gathers from."""
-        self._read_table = plan_read(items, self.chunk_shape, self.out.shape,
+        self._read_dims = plan_read(items, self.chunk_shape, self.out.shape,
                                      self.out.strides, self.out_dtype.itemsize, self.order,
                                      self.swap)
 
@@ -407,7 +407,7 @@ class DeviceReader:
             base_frames=None if buffered is None else buffered.frames,
             alloc=self.executor.host_buffer,
             out_ptr=self._out_ptr(),
-            read_table=self._read_table,
+            read_dims=self._read_dims,
         )
 
     def _host_batch(self, items: Sequence[Any], datas: Sequence[Any],

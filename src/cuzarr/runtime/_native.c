@@ -567,54 +567,126 @@ done:
     return result;
 }
 
+/* Plan rows (PLAN_ROW bytes, kernels/cuzarr_plan.cuh): field offsets */
+#define PLAN_DIMS 8
+enum {
+    P_SRC = 0, P_DST = 8, P_COUNT = 16, P_CHUNK_COUNT = 24, P_NDIM = 32, P_ITEMSIZE = 36,
+    P_FLAGS = 40, P_SWAP = 44, P_SHAPE = 48, P_SRC_STRIDES = 112, P_START = 176,
+    P_STOP = 240, P_STEP = 304, P_N = 368, P_DST_STRIDES = 432
+};
+#define STAGING_ALIGN 16
+
+static void put64(uint8_t *row, int at, int d, int64_t v) {
+    memcpy(row + at + 8 * d, &v, 8);
+}
+
+static void put32(uint8_t *row, int at, int32_t v) {
+    memcpy(row + at, &v, 4);
+}
+
+/* The plan row of the item at per-dimension indices idx[] of a read's product
+ * of per-dimension rows (cuzarr.gpu.plan._dim_rows: start, stop, step, n, dst
+ * stride, dst offset, extent); returns its slot size in bytes and sets *whole
+ * (cuzarr.gpu.plan.whole_block). As cuzarr.gpu.plan._fill_table fills it. */
+static int64_t fill_row(uint8_t *row, int ndim, const int64_t *const *dim_rows,
+                        const int64_t *idx, int64_t itemsize, int order_f, int64_t swap,
+                        uint8_t *whole) {
+    memset(row, 0, PLAN_ROW);
+    int64_t dst = 0, count = 1, chunk_count = 1;
+    int ok = swap == 0;
+    const int64_t *r[PLAN_DIMS];
+    for (int d = 0; d < ndim; d++) {
+        r[d] = dim_rows[d] + 7 * idx[d];
+        dst += r[d][5];
+        count *= r[d][3];
+        chunk_count *= r[d][6];
+        put64(row, P_START, d, r[d][0]);
+        put64(row, P_STOP, d, r[d][1]);
+        put64(row, P_STEP, d, r[d][2]);
+        put64(row, P_N, d, r[d][3]);
+        put64(row, P_DST_STRIDES, d, r[d][4]);
+        put64(row, P_SHAPE, d, r[d][6]);
+    }
+    int64_t acc = itemsize;
+    for (int k = 0; k < ndim; k++) {
+        int d = order_f ? k : ndim - 1 - k;
+        put64(row, P_SRC_STRIDES, d, acc);
+        ok = ok && r[d][0] == 0 && r[d][2] == 1 && r[d][3] == r[d][6] &&
+             (r[d][4] == acc || r[d][3] <= 1);
+        acc *= r[d][6] > 1 ? r[d][6] : 1;
+    }
+    put64(row, P_DST, 0, dst);
+    put64(row, P_COUNT, 0, count);
+    put64(row, P_CHUNK_COUNT, 0, chunk_count);
+    put32(row, P_NDIM, ndim);
+    put32(row, P_ITEMSIZE, (int32_t)itemsize);
+    put32(row, P_SWAP, (int32_t)swap);
+    *whole = (uint8_t)(ok && count > 0);
+    return chunk_count * itemsize;
+}
+
 /* window_rows(kind, head, in_align, max_size, base, offs, lens, frames, lo, pos,
- *             read_table, read_nbytes, read_padded, read_whole, out_ptr, out_align,
+ *             dim_rows, itemsize, order_f, swap, out_ptr, out_align,
  *             table, slots, nbytes, whole, rows, owners, done) -> (k, total)
  *
  * A batch of n = len(done) items of a read, all present, planned and described
- * in one call: item j is the read's item lo + j (pos None), or pos[j] (int64).
- * Its plan rows are copied from the read's table (cuzarr.gpu.plan._ReadTable:
- * read_table, read_nbytes, read_padded, read_whole) into `table`, nbytes[j]
- * and whole[j] gathered, staging slots laid out one after another (slots[j],
- * also each row's src_offset); then its chunks are described as stream_rows
- * does (decoded into the output where out_ptr >= 0 allows). total: the batch's
- * staging bytes. The read's arrays are only read. */
+ * in one call. The read is the product of per-dimension rows (dim_rows: a
+ * tuple of one (len_d x 7) int64 array per dimension, cuzarr.gpu.plan's
+ * _dim_rows); item j is its item lo + j (pos None), or pos[j] (int64), in C
+ * order. Its plan rows are filled into `table` (as _fill_table fills them:
+ * chunks of `itemsize` bytes in Fortran order where order_f, byte swap unit
+ * `swap`), with staging slots one after another (slots[j], also each row's
+ * src_offset, each STAGING_ALIGN-padded), slot sizes nbytes[j] and whole-block
+ * flags whole[j]; then its chunks are described as stream_rows does (decoded
+ * into the output where out_ptr >= 0 allows). total: the batch's staging
+ * bytes. */
 static PyObject *window_rows(PyObject *self, PyObject *args) {
-    int kind;
-    long long head, in_align, max_size, out_ptr, out_align;
+    int kind, order_f;
+    long long head, in_align, max_size, out_ptr, out_align, itemsize, swap;
     Py_ssize_t lo;
-    PyObject *o[17];
-    if (!PyArg_ParseTuple(args, "iLLLOOOOnOOOOOLLOOOOOOO", &kind, &head, &in_align, &max_size,
-                          &o[0], &o[1], &o[2], &o[3], &lo, &o[4], &o[5], &o[6], &o[7], &o[8],
-                          &out_ptr, &out_align, &o[9], &o[10], &o[11], &o[12], &o[13], &o[14],
-                          &o[15])) {
+    PyObject *o[13], *dims;
+    if (!PyArg_ParseTuple(args, "iLLLOOOOnOO!LiLLLOOOOOOO", &kind, &head, &in_align,
+                          &max_size, &o[0], &o[1], &o[2], &o[3], &lo, &o[4], &PyTuple_Type,
+                          &dims, &itemsize, &order_f, &swap, &out_ptr, &out_align, &o[5], &o[6],
+                          &o[7], &o[8], &o[9], &o[10], &o[11])) {
         return NULL;
     }
     if (bad_kind(kind, head, in_align, out_align, "window_rows")) {
         return NULL;
     }
-    buf_t b[16];
-    for (int i = 0; i < 16; i++) {
+    Py_ssize_t ndim = PyTuple_GET_SIZE(dims);
+    if (ndim > PLAN_DIMS || itemsize < 1) {
+        PyErr_SetString(PyExc_ValueError, "window_rows: too many dimensions, or no itemsize");
+        return NULL;
+    }
+    buf_t b[12 + PLAN_DIMS];
+    for (int i = 0; i < 12 + PLAN_DIMS; i++) {
         b[i].held = 0;
     }
     PyObject *result = NULL;
-    if (get_buffer(o[15], &b[15], 0, 1, "done") < 0 ||
-        get_buffer(o[6], &b[6], 0, 8, "in: read_nbytes") < 0) {
+    const int64_t *dim_rows[PLAN_DIMS];
+    int64_t dim_len[PLAN_DIMS], total_items = 1;
+    for (Py_ssize_t d = 0; d < ndim; d++) {
+        if (get_buffer(PyTuple_GET_ITEM(dims, d), &b[12 + d], 0, 8, "in: dim_rows") < 0) {
+            goto done;
+        }
+        dim_rows[d] = b[12 + d].view.buf;
+        dim_len[d] = b[12 + d].view.len / 56;
+        total_items *= dim_len[d];
+    }
+    if (get_buffer(o[11], &b[11], 0, 1, "done") < 0) {
         goto done;
     }
-    Py_ssize_t n = b[15].view.len, total_items = b[6].view.len / 8;
+    Py_ssize_t n = b[11].view.len;
     if (get_buffer(o[0], &b[0], 0, 1, "in: base") < 0 ||
         get_buffer(o[1], &b[1], n, 8, "in: offsets") < 0 ||
         get_buffer(o[2], &b[2], n, 8, "in: lengths") < 0 ||
-        get_buffer(o[5], &b[5], total_items * (PLAN_ROW / 8), 8, "in: read_table") < 0 ||
-        get_buffer(o[7], &b[7], total_items, 8, "in: read_padded") < 0 ||
-        get_buffer(o[8], &b[8], total_items, 1, "in: read_whole") < 0 ||
-        get_buffer(o[9], &b[9], n * (PLAN_ROW / 8), 8, "table") < 0 ||
-        get_buffer(o[10], &b[10], n, 8, "slots") < 0 ||
-        get_buffer(o[11], &b[11], n, 8, "nbytes") < 0 ||
-        get_buffer(o[12], &b[12], n, 1, "whole") < 0 ||
-        get_buffer(o[13], &b[13], n * STREAM_ROW, 1, "rows") < 0 ||
-        get_buffer(o[14], &b[14], n, 8, "owners") < 0) {
+        get_buffer(o[5], &b[5], n * (PLAN_ROW / 8), 8, "table") < 0 ||
+        get_buffer(o[6], &b[6], n, 8, "slots") < 0 ||
+        get_buffer(o[7], &b[7], n, 8, "nbytes") < 0 ||
+        get_buffer(o[8], &b[8], n, 1, "whole") < 0 ||
+        get_buffer(o[9], &b[9], n * STREAM_ROW, 1, "rows") < 0 ||
+        get_buffer(o[10], &b[10], n, 8, "owners") < 0) {
         goto done;
     }
     if (o[3] != Py_None && get_buffer(o[3], &b[3], 2 * n, 8, "frames") < 0) {
@@ -628,37 +700,38 @@ static PyObject *window_rows(PyObject *self, PyObject *args) {
         pos = b[4].view.buf;
         for (Py_ssize_t j = 0; j < n; j++) {
             if (pos[j] < 0 || pos[j] >= total_items) {
-                PyErr_Format(PyExc_ValueError, "window_rows: item %lld of a read of %zd",
-                             (long long)pos[j], total_items);
+                PyErr_Format(PyExc_ValueError, "window_rows: item %lld of a read of %lld",
+                             (long long)pos[j], (long long)total_items);
                 goto done;
             }
         }
     } else if (lo < 0 || lo > total_items - n) {
-        PyErr_Format(PyExc_ValueError, "window_rows: items %zd:%zd of a read of %zd", lo,
-                     lo + n, total_items);
+        PyErr_Format(PyExc_ValueError, "window_rows: items %zd:%zd of a read of %lld", lo,
+                     lo + n, (long long)total_items);
         goto done;
     }
-    const uint8_t *read_table = b[5].view.buf, *read_whole = b[8].view.buf;
-    const int64_t *read_nbytes = b[6].view.buf, *read_padded = b[7].view.buf;
-    uint8_t *table = b[9].view.buf, *whole = b[12].view.buf;
-    int64_t *slots = b[10].view.buf, *nbytes = b[11].view.buf;
+    uint8_t *table = b[5].view.buf, *whole = b[8].view.buf;
+    int64_t *slots = b[6].view.buf, *nbytes = b[7].view.buf;
     int64_t at = 0;
     for (Py_ssize_t j = 0; j < n; j++) {
-        Py_ssize_t i = pos != NULL ? (Py_ssize_t)pos[j] : lo + j;
-        memcpy(table + j * PLAN_ROW, read_table + i * PLAN_ROW, PLAN_ROW);
-        memcpy(table + j * PLAN_ROW, &at, 8); /* src_offset */
+        int64_t p = pos != NULL ? pos[j] : (int64_t)(lo + j), idx[PLAN_DIMS];
+        for (Py_ssize_t d = ndim - 1; d >= 0; d--) { /* C order: the last dimension fastest */
+            idx[d] = p % dim_len[d];
+            p /= dim_len[d];
+        }
+        uint8_t *row = table + j * PLAN_ROW;
+        nbytes[j] = fill_row(row, (int)ndim, dim_rows, idx, itemsize, order_f, swap, &whole[j]);
+        memcpy(row + P_SRC, &at, 8);
         slots[j] = at;
-        nbytes[j] = read_nbytes[i];
-        whole[j] = read_whole[i];
-        at += read_padded[i];
+        at += (nbytes[j] + STAGING_ALIGN - 1) / STAGING_ALIGN * STAGING_ALIGN;
     }
     Py_ssize_t k = describe_streams(
         kind, head, in_align, max_size, b[0].view.buf, (int64_t)b[0].view.len, b[1].view.buf,
         b[2].view.buf, b[3].held ? b[3].view.buf : NULL, slots, nbytes, table, whole, out_ptr,
-        out_align, b[13].view.buf, b[14].view.buf, b[15].view.buf, n);
+        out_align, b[9].view.buf, b[10].view.buf, b[11].view.buf, n);
     result = Py_BuildValue("(nL)", k, (long long)at);
 done:
-    for (int i = 0; i < 16; i++) {
+    for (int i = 0; i < 12 + PLAN_DIMS; i++) {
         release(&b[i]);
     }
     return result;

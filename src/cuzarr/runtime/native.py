@@ -153,18 +153,18 @@ def stream_rows(kind: int, head: int, in_align: int, max_size: int, base: Any,
 def window_rows(kind: int, head: int, in_align: int, max_size: int, base: Any,
                 offsets: np.ndarray, lengths: np.ndarray, frames: np.ndarray | None, lo: int,
                 positions: np.ndarray | None, read: Any, out_ptr: int, out_align: int,
-                row_dtype: np.dtype) -> tuple[np.ndarray, ...]:
+                row_dtype: np.dtype, plan_dtype: np.dtype) -> tuple[Any, ...]:
     """:func:`stream_rows` of a batch of ``n = len(offsets)`` items of a read,
     every one present, together with its plan, in one call: item ``j`` is the
-    read's item ``lo + j`` (``positions`` None) or ``positions[j]``. ``read``
-    (``cuzarr.gpu.plan._ReadTable``) holds the read's plan rows (``table``),
-    slot sizes (``nbytes``, ``padded``) and whole-block flags (``whole``);
-    ``out_ptr`` -1: no decode into the output. Returns ``(table, slots,
-    nbytes, whole, total, rows, owners, done)``: the batch's plan rows, staging
-    slots laid out one after another (``total`` bytes in all), slot sizes and
-    whole-block flags, then :func:`stream_rows`' answer."""
+    read's item ``lo + j`` (``positions`` None) or ``positions[j]``, in C order
+    over ``read.rows`` (``cuzarr.gpu.plan.ReadDims``: each dimension's plan
+    rows, the chunks' itemsize, order and byte swap); ``out_ptr`` -1: no
+    decode into the output. Returns ``(table, slots, nbytes, whole, total,
+    rows, owners, done)``: the batch's ``plan_dtype`` rows, staging slots laid
+    out one after another (``total`` bytes in all), slot sizes and whole-block
+    flags, then :func:`stream_rows`' answer."""
     n = len(offsets)
-    table = np.empty(n, read.table.dtype)
+    table = np.empty(n, plan_dtype)
     slots = np.empty(n, np.int64)
     nbytes = np.empty(n, np.int64)
     whole = np.empty(n, bool)
@@ -172,7 +172,7 @@ def window_rows(kind: int, head: int, in_align: int, max_size: int, base: Any,
     owners = np.empty(n, np.int64)
     done = np.empty(n, np.uint8)
     k, total = _c.window_rows(kind, head, in_align, max_size, base, offsets, lengths, frames,
-                              lo, positions, read.table, read.nbytes, read.padded, read.whole,
+                              lo, positions, read.rows, read.itemsize, read.fortran, read.swap,
                               out_ptr, out_align, table, slots, nbytes, whole, rows, owners,
                               done)
     return table, slots, nbytes, whole, total, rows[:k], owners[:k], done.view(bool)
