@@ -375,7 +375,7 @@ def test_prepare_window_agrees_with_the_general_path(kind, out_ptr, lo, monkeypa
                 _window_batch(kind, out_ptr, lo, read_dims, corrupt=True)
         assert len(calls) == 1
         calls.clear()
-    a, full, dims, base = _window_batch(kind, out_ptr, lo, True)
+    a, full, _dims, base = _window_batch(kind, out_ptr, lo, True)
     assert calls, "the window path was not taken"
     b, *_ = _window_batch(kind, out_ptr, lo, False)
     assert len(calls) == 1  # (the general path does not call it)
