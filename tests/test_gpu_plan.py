@@ -331,9 +331,9 @@ def test_window_rows_fill_the_plan_as_numpy_does(data):
         part = items.subset(data.draw(st.lists(st.integers(0, len(items) - 1), min_size=1,
                                                max_size=len(items))))
     n = len(part)
-    none = np.full(n, -1, np.int64)
+    zero = np.zeros(n, np.int64)  # (empty chunks: none passes the check)
     table, slots, nbytes, whole, total, rows, _owners, done = native.window_rows(
-        0, 0, 1, 1 << 20, np.zeros(1, np.uint8), none, none, None, part.start,
+        0, 0, 1, 1 << 20, np.zeros(1, np.uint8), zero, zero, None, part.start,
         part.positions_, dims, -1, 8, STREAM_DTYPE, PLAN_DTYPE)
     with cuzarr.config.set({"storage.native_io": False}):
         ref = build_plan(list(part), fn, out.shape, out.strides, itemsize, chunk_order=order,
@@ -342,7 +342,12 @@ def test_window_rows_fill_the_plan_as_numpy_does(data):
     assert slots.tolist() == ref.slots.tolist() and total == ref.staging_nbytes
     assert nbytes.tolist() == ref.slot_nbytes.tolist()
     assert whole.tolist() == whole_block(ref.table).tolist()
-    assert not done.any() and len(rows) == 0  # (no chunk lies in the buffer)
+    assert not done.any() and len(rows) == 0
+    # a chunk not in the buffer (missing, or its bytes elsewhere): nothing done
+    zero[-1] = -1
+    assert native.window_rows(0, 0, 1, 1 << 20, np.zeros(1, np.uint8), zero, zero, None,
+                              part.start, part.positions_, dims, -1, 8, STREAM_DTYPE,
+                              PLAN_DTYPE) is None
 
 
 def test_plan_read_makes_the_table_batches_gather_from():

@@ -292,7 +292,7 @@ def test_stream_rows_checks_as_the_scan_does(kind):
 _SUBSET = [7, 3, 12, 19, 0, 5, 6, 8, 15, 1, 18, 10]
 
 
-def _window_batch(kind, out_ptr, lo, read_dims, corrupt=False):
+def _window_batch(kind, out_ptr, lo, read_dims, corrupt=False, missing=None):
     """Chunks ``lo:lo + 12`` (``lo`` "subset": chunks ``_SUBSET``) of a 1-D
     float32 read of 20 chunks, all present, lying in one host buffer (items 5
     and 9 at odd offsets), prepared with the read's plan rows (``read_dims``)
@@ -318,16 +318,23 @@ def _window_batch(kind, out_ptr, lo, read_dims, corrupt=False):
         datas = [lz4.block.compress(r, store_size=True) for r in raws]
     else:
         datas = list(raws)
+    if missing is not None:
+        datas[missing] = None
     head = STREAM_HEAD[kind]
     offs, p = [], 0
     for j, d in enumerate(datas):
+        if d is None:
+            offs.append(-1)
+            continue
         p = -(-p // 16) * 16 + (16 - head) % 16 + (3 if j in (5, 9) else 0)
         offs.append(p)
         p += len(d)
     base = np.zeros(p, np.uint8)
     for o, d in zip(offs, datas, strict=True):
-        base[o : o + len(d)] = np.frombuffer(d, np.uint8)
-    views = [memoryview(base)[o : o + len(d)] for o, d in zip(offs, datas, strict=True)]
+        if d is not None:
+            base[o : o + len(d)] = np.frombuffer(d, np.uint8)
+    views = [None if d is None else memoryview(base)[o : o + len(d)]
+             for o, d in zip(offs, datas, strict=True)]
     proj = normalize_numpy((slice(None),), (n,), [DimGrid(n, c)])
     every = chunk_items(proj.projections)
     out = np.zeros(n, "<f4")
@@ -348,7 +355,8 @@ def _window_batch(kind, out_ptr, lo, read_dims, corrupt=False):
 
     batch = prepare_batch(items, views, shape, out.shape, out.strides, np.dtype("<f4"), kind,
                           cpu, base=base, base_offsets=np.array(offs, np.int64),
-                          base_sizes=np.array([len(d) for d in datas], np.int64),
+                          base_sizes=np.array([-1 if d is None else len(d) for d in datas],
+                                              np.int64),
                           out_ptr=out_ptr, read_dims=table if read_dims else None,
                           names=[f"c/{i}" for i in ids])
     return batch, full, table, base
@@ -397,6 +405,20 @@ def test_prepare_window_agrees_with_the_general_path(kind, out_ptr, lo, monkeypa
         for i in _SUBSET if lo == "subset" else range(lo, lo + 12):
             ref[i * 500 : (i + 1) * 500] = full[i * 500 : (i + 1) * 500]
         np.testing.assert_array_equal(out, ref)
+
+
+@pytest.mark.parametrize("lo", [0, "subset"])
+def test_a_batch_with_a_missing_chunk_takes_the_general_path(lo):
+    """A chunk missing from the batch (offset -1): ``window_rows`` does nothing
+    and the batch is prepared the general way, its missing chunk flagged."""
+    from cuzarr.gpu.plan import FLAG_MISSING
+
+    a, *_ = _window_batch("zstd", None, lo, True, missing=3)
+    b, *_ = _window_batch("zstd", None, lo, False, missing=3)
+    assert (a.plan.table == b.plan.table).all() and a.plan.slots[3] == -1
+    assert a.plan.table["flags"][3] & FLAG_MISSING
+    for codec in b.streams:
+        assert (a.streams[codec] == b.streams[codec]).all()
 
 
 def test_window_rows_refuses_a_window_outside_the_read():

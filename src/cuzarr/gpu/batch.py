@@ -139,7 +139,7 @@ _NO_UNSHUFFLE = np.zeros(0, formats.UNSHUFFLE_DTYPE)
 _NO_UNSHUFFLE.flags.writeable = False
 
 
-@dataclass
+@dataclass(slots=True)
 class GpuBatch:
     """Everything ``GpuExecutor.run`` needs, built on the host."""
 
@@ -260,14 +260,15 @@ def prepare_batch(
     ``base`` is then planned and checked in one C call
     (:func:`_prepare_window`)."""
     if (read_dims is not None and base is not None and kind in _SCANS and len(datas)
-            and type(base_offsets) is np.ndarray and base_offsets.min() >= 0
-            and isinstance(items, ChunkItems) and items.dims is not None
-            and native.available()):
-        # (every chunk lies in base, so every one is present; ``None in datas``
-        # would compare each memoryview with None, ~20 us a batch)
-        return _prepare_window(read_dims, items, datas, kind, cpu_decode, chunk_order,
-                               swap, names, base, base_offsets, base_sizes, base_frames,
-                               alloc, out_ptr, dtype.itemsize)
+            and type(base_offsets) is np.ndarray and isinstance(items, ChunkItems)
+            and items.dims is not None):
+        # (made only where the C loops are built; whether every chunk lies in
+        # base, and so is present, the C call tells)
+        got = _prepare_window(read_dims, items, datas, kind, cpu_decode, chunk_order, swap,
+                              names, base, base_offsets, base_sizes, base_frames, alloc,
+                              out_ptr, dtype.itemsize)
+        if got is not None:
+            return got
     present = np.fromiter(map(operator.is_not, datas, itertools.repeat(None)), bool, len(datas))
     plan = build_plan(items, chunk_shape, out_shape, out_strides, dtype.itemsize,
                       present=present, chunk_order=chunk_order, swap=swap)
@@ -337,7 +338,7 @@ def _prepare_window(read: ReadDims, items: ChunkItems, datas: Sequence[Any], kin
                     swap: int, names: Sequence[str] | None, base: np.ndarray, base_offsets: Any,
                     base_sizes: Any, frames: np.ndarray | None,
                     alloc: Callable[[int], np.ndarray] | None, out_ptr: int | None,
-                    itemsize: int) -> GpuBatch:
+                    itemsize: int) -> GpuBatch | None:
     """``prepare_batch`` of ``items`` of a read planned as ``read`` (a window of
     consecutive items, or a subset: a shard's inner chunks), every chunk
     present: the plan (its rows filled from the read's per-dimension rows, its
@@ -345,17 +346,21 @@ def _prepare_window(read: ReadDims, items: ChunkItems, datas: Sequence[Any], kin
     (``native.window_rows``), about 30 numpy operations fewer per batch, each
     slow right after the batch's copies have left the CPU's caches cold.
     Chunks it does not take go through :func:`_per_chunk`, as in
-    ``prepare_batch``."""
+    ``prepare_batch``. ``None``, with nothing done, where a chunk does not lie
+    in ``base`` (missing, or its bytes elsewhere)."""
     codec = _SCANS[kind]
     offs = np.asarray(base_offsets, np.int64)
     if base_sizes is None:
         lens = np.fromiter((len(d) for d in datas), np.int64, len(datas))
     else:
         lens = np.asarray(base_sizes, np.int64)
-    table, slots, nbytes, whole, total, stream, owners, done = native.window_rows(
+    got = native.window_rows(
         _NATIVE_KINDS[kind], _HEAD[kind], INPUT_ALIGN[codec], MAX_DEVICE_STREAM, base, offs,
         lens, frames, items.start, items.positions_, read,
         -1 if out_ptr is None else out_ptr, OUTPUT_ALIGN[codec], STREAM_DTYPE, PLAN_DTYPE)
+    if got is None:
+        return None
+    table, slots, nbytes, whole, total, stream, owners, done = got
     plan = ScatterPlan(table, total, slots, nbytes, itemsize, whole)
     batch = GpuBatch(plan, base, names=names)
     batch.in_place = len(owners)

@@ -257,6 +257,8 @@ class DeviceReader:
         self.out_dtype = np.dtype(out.dtype)
         self._walks: dict[str | None, tuple[bool, Any]] = {}  # see _walk
         self._read_dims: Any = None  # see plan_read (gpu.plan.ReadDims)
+        # the planned read's items are all slices: so is any part of them
+        self._all_slices = False
         kind, stored, self.order = device_codec(pipeline)
         if kind is not None and stored is not None and (
             stored.newbyteorder("=") != self.out_dtype.newbyteorder("=")
@@ -271,6 +273,7 @@ class DeviceReader:
         self._read_dims = plan_read(items, self.chunk_shape, self.out.shape,
                                      self.out.strides, self.out_dtype.itemsize, self.order,
                                      self.swap)
+        self._all_slices = is_slice_only(items)
 
     def fetch(self, keys: Sequence[str], items: Sequence[Any]) -> list[Any] | None:
         """File references for direct reads, or the chunks read into one host
@@ -279,7 +282,7 @@ class DeviceReader:
         slices (fancy indexing) are decoded on the host and scattered: they take
         the bytes as usual (a file reference is no chunk's bytes, and a pinned
         buffer would not be uploaded)."""
-        if not is_slice_only(items):
+        if not self._slices(items):
             return None
         if self.direct_store is not None:
             return [self.direct_store.file_ref(k) for k in keys]
@@ -327,6 +330,12 @@ class DeviceReader:
             sizes = [-1 if n is None else n for n in sizes]
         return HostBuffered(values, made[0], offsets, sizes, frames)
 
+    def _slices(self, items: Sequence[Any]) -> bool:
+        """Whether ``items`` (a batch of the read :meth:`plan_read` planned, or
+        any items) are all slices (``gpu.plan.is_slice_only``): known from the
+        read, where it was planned and is."""
+        return self._all_slices or is_slice_only(items)
+
     def _walk(self, kind: str | None) -> tuple[bool, Any]:
         """Whether the zstd frames of ``kind`` chunks are walked as each lands
         (its bytes still in the CPU's cache; after the batch's copies they are
@@ -371,7 +380,7 @@ class DeviceReader:
         if not items:
             return
         buffered = datas if isinstance(datas, HostBuffered) else None
-        if is_slice_only(items):
+        if self._slices(items):
             try:
                 batch = self._prepare(items, datas, names, buffered)
             except BaseException:

@@ -639,7 +639,9 @@ static int64_t fill_row(uint8_t *row, int ndim, const int64_t *const *dim_rows,
  * src_offset, each STAGING_ALIGN-padded), slot sizes nbytes[j] and whole-block
  * flags whole[j]; then its chunks are described as stream_rows does (decoded
  * into the output where out_ptr >= 0 allows). total: the batch's staging
- * bytes. */
+ * bytes. An item not in `base` (offs[j] < 0: missing, or its bytes apart)
+ * makes it return (-1, 0) with nothing described: such a batch takes the
+ * general path. */
 static PyObject *window_rows(PyObject *self, PyObject *args) {
     int kind, order_f;
     long long head, in_align, max_size, out_ptr, out_align, itemsize, swap;
@@ -709,6 +711,13 @@ static PyObject *window_rows(PyObject *self, PyObject *args) {
         PyErr_Format(PyExc_ValueError, "window_rows: items %zd:%zd of a read of %lld", lo,
                      lo + n, (long long)total_items);
         goto done;
+    }
+    const int64_t *offs = b[1].view.buf;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        if (offs[j] < 0) {
+            result = Py_BuildValue("(nL)", (Py_ssize_t)-1, 0LL);
+            goto done;
+        }
     }
     uint8_t *table = b[5].view.buf, *whole = b[8].view.buf;
     int64_t *slots = b[6].view.buf, *nbytes = b[7].view.buf;

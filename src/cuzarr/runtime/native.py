@@ -153,7 +153,7 @@ def stream_rows(kind: int, head: int, in_align: int, max_size: int, base: Any,
 def window_rows(kind: int, head: int, in_align: int, max_size: int, base: Any,
                 offsets: np.ndarray, lengths: np.ndarray, frames: np.ndarray | None, lo: int,
                 positions: np.ndarray | None, read: Any, out_ptr: int, out_align: int,
-                row_dtype: np.dtype, plan_dtype: np.dtype) -> tuple[Any, ...]:
+                row_dtype: np.dtype, plan_dtype: np.dtype) -> tuple[Any, ...] | None:
     """:func:`stream_rows` of a batch of ``n = len(offsets)`` items of a read,
     every one present, together with its plan, in one call: item ``j`` is the
     read's item ``lo + j`` (``positions`` None) or ``positions[j]``, in C order
@@ -162,7 +162,8 @@ def window_rows(kind: int, head: int, in_align: int, max_size: int, base: Any,
     decode into the output. Returns ``(table, slots, nbytes, whole, total,
     rows, owners, done)``: the batch's ``plan_dtype`` rows, staging slots laid
     out one after another (``total`` bytes in all), slot sizes and whole-block
-    flags, then :func:`stream_rows`' answer."""
+    flags, then :func:`stream_rows`' answer; ``None`` where an item is not in
+    ``base`` (an offset < 0: missing, or its bytes elsewhere)."""
     n = len(offsets)
     table = np.empty(n, plan_dtype)
     slots = np.empty(n, np.int64)
@@ -175,6 +176,8 @@ def window_rows(kind: int, head: int, in_align: int, max_size: int, base: Any,
                               lo, positions, read.rows, read.itemsize, read.fortran, read.swap,
                               out_ptr, out_align, table, slots, nbytes, whole, rows, owners,
                               done)
+    if k < 0:
+        return None
     return table, slots, nbytes, whole, total, rows[:k], owners[:k], done.view(bool)
 
 
