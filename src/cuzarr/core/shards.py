@@ -14,6 +14,7 @@ grid) and the zarr-python pipeline's reads of shards
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -458,11 +459,15 @@ class ShardReadJob:
         except CodecError as e:
             raise keyed(e, w.key) from e
         e_arr, o_arr, n_arr = self.reader.rows(w, index)
-        pairs = [
-            (i, None if e else mv[o : o + n])
-            for i, e, o, n in zip(w.members, e_arr.tolist(), o_arr.tolist(), n_arr.tolist(),
-                                  strict=True)
-        ]
+        if e_arr.any():
+            pairs = [
+                (i, None if e else mv[o : o + n])
+                for i, e, o, n in zip(w.members, e_arr.tolist(), o_arr.tolist(),
+                                      n_arr.tolist(), strict=True)
+            ]
+        else:  # every inner chunk stored: its pairs made in C (map, zip)
+            values = map(mv.__getitem__, map(slice, o_arr.tolist(), (o_arr + n_arr).tolist()))
+            pairs = list(zip(w.members, values, strict=True))
         n_arr[e_arr] = -1
         where = np.where(e_arr | (at < 0), -1, o_arr + at)
         return pairs, where, n_arr
@@ -471,11 +476,11 @@ class ShardReadJob:
     def scatter(self, pairs: list[tuple[int, Any]]) -> None:
         """Decode (item, encoded inner chunk or None) pairs into the output."""
         if self.device is not None:
-            datas: list[Any] = [data for _, data in pairs]
+            datas: list[Any] = list(map(_second, pairs))  # (in C: 64 pairs a shard)
             if isinstance(pairs, _Placed):
                 pairs.finish()  # pairs of byte ranges after the placed ones lie elsewhere
                 datas = self.device.buffered(datas, pairs.base, pairs.at, pairs.sizes)
-            ids = [i for i, _ in pairs]
+            ids = list(map(_first, pairs))
             # the shard keys name a chunk in an error only: made when one is raised
             self.device(subset(self.items, ids), datas, _ShardKeys(self, ids))
             return
@@ -534,6 +539,8 @@ class ShardReadJob:
             raise keyed(e, self.shard_key(i)) from e
         self.out[osel] = chunk[csel]
 
+
+_first, _second = operator.itemgetter(0), operator.itemgetter(1)
 
 # inner chunks per call of decode_chunks_into where they are shared out
 TOGETHER_GROUP = 8
