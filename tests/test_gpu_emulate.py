@@ -206,6 +206,32 @@ def test_sharded_partial_reads(emulate, index_location):
     assert emulate["stream:zstd"] > 0 and emulate["host_decoded"] == 0
 
 
+@pytest.mark.parametrize("native_io", [True, False])
+def test_whole_local_shards_with_unstored_inner_chunks(tmp_path, emulate, native_io,
+                                                      monkeypatch):
+    """Whole shards of a local store read into staging, some of their inner
+    chunks not stored (all fill value): those read as the fill value, the
+    others decode in place, with the C index rows or the numpy ones."""
+    from cuzarr.runtime import native
+
+    empties = []
+    real = native.index_rows
+    monkeypatch.setattr(native, "index_rows",
+                        lambda *a: (lambda got: empties.append(got[3]) or got)(real(*a)))
+    data = _data((64, 48), "<f4")
+    data[8:16, 8:16] = 0  # one inner chunk of fill values: not stored
+    data[32:40, :] = 0  # a row of them across two shards
+    a = cuzarr.create_array(LocalStore(tmp_path / "s"), shape=data.shape, dtype=data.dtype,
+                            chunks=(8, 8), shards=(32, 24), fill_value=0,
+                            compressors={"name": "zstd", "configuration": {"level": 1}},
+                            config={"write_empty_chunks": False})
+    a[...] = data
+    with cuzarr.config.set({"storage.native_io": native_io}):
+        _check(a, data, emulate, [(slice(None), slice(None)), (slice(3, 60), slice(1, 47))])
+    assert emulate["stream:zstd"] > 0 and emulate["host_decoded"] == 0
+    assert (max(empties) > 0) if native_io else not empties
+
+
 def _has_index_location():
     import inspect
 

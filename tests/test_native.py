@@ -356,3 +356,20 @@ def test_place_agrees_with_numpy():
             head = STREAM_HEAD.get(kind or "", 0)
             assert all((o + head) % 16 == 0 for o in got[True][1] if o >= 0)
             assert [o < 0 for o in got[True][1]] == [s is None for s in sizes]
+
+
+def test_index_rows_picks_a_shards_rows():
+    """``index_rows``: a shard index's rows for some inner chunks (any order),
+    -1 where one is not stored, their places after the shard's offset in a
+    buffer (none when it lies elsewhere); positions outside the index refused."""
+    EMPTY = 2**64 - 1
+    index = np.array([[0, 10], [EMPTY, EMPTY], [10, 5], [15, 0]], np.uint64)
+    flat = np.array([2, 1, 0, 3, 2], np.int64)
+    offs, sizes, where, empty = native.index_rows(index, flat, 100)
+    assert offs.tolist() == [10, -1, 0, 15, 10] and sizes.tolist() == [5, -1, 10, 0, 5]
+    assert where.tolist() == [110, -1, 100, 115, 110] and empty == 1
+    assert native.index_rows(index, flat, -1)[2].tolist() == [-1] * 5
+    assert native.index_rows(index, np.zeros(0, np.int64), 0)[3] == 0
+    for bad in (-1, 4):
+        with pytest.raises(ValueError, match="index_rows"):
+            native.index_rows(index, np.array([0, bad], np.int64), 0)

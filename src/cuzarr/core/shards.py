@@ -32,6 +32,7 @@ from cuzarr.gpu.plan import is_slice_only
 from cuzarr.indexing.items import ChunkItems, subset
 from cuzarr.metadata.array import ArrayMetadata
 from cuzarr.metadata.chunk_grid import RegularChunkGrid
+from cuzarr.runtime import native
 from cuzarr.runtime.sync import device_read_workers, max_workers
 from cuzarr.runtime.workers import share
 from cuzarr.storage.base import RangeByteRequest, SuffixByteRequest
@@ -458,18 +459,24 @@ class ShardReadJob:
             index, mv = self.codec.split(data, self.shard_shape)
         except CodecError as e:
             raise keyed(e, w.key) from e
-        e_arr, o_arr, n_arr = self.reader.rows(w, index)
-        if e_arr.any():
+        if native.available() and index.dtype == np.uint64 and index.flags.c_contiguous:
+            # the rows and places of the inner chunks in one C call (four numpy
+            # operations otherwise, ~20 us each right after the shard's copy)
+            o_arr, n_arr, where, empty = native.index_rows(index, w.flat, int(at))
+        else:
+            e_arr, o_arr, n_arr = self.reader.rows(w, index)
+            empty = int(e_arr.any())
+            n_arr[e_arr] = -1
+            o_arr[e_arr] = -1
+            where = np.where(e_arr | (at < 0), -1, o_arr + at)
+        if empty:
             pairs = [
-                (i, None if e else mv[o : o + n])
-                for i, e, o, n in zip(w.members, e_arr.tolist(), o_arr.tolist(),
-                                      n_arr.tolist(), strict=True)
+                (i, None if n < 0 else mv[o : o + n])
+                for i, o, n in zip(w.members, o_arr.tolist(), n_arr.tolist(), strict=True)
             ]
         else:  # every inner chunk stored: its pairs made in C (map, zip)
             values = map(mv.__getitem__, map(slice, o_arr.tolist(), (o_arr + n_arr).tolist()))
             pairs = list(zip(w.members, values, strict=True))
-        n_arr[e_arr] = -1
-        where = np.where(e_arr | (at < 0), -1, o_arr + at)
         return pairs, where, n_arr
 
     # -- compute -----------------------------------------------------------------------

@@ -746,6 +746,61 @@ done:
     return result;
 }
 
+/* index_rows(index, flat, at, offs, sizes, where) -> empty
+ *
+ * The rows of a shard's (checked) index, uint64 (offset, size) pairs, for its
+ * inner chunks at positions flat[k] (int64): offs[k] and sizes[k] (-1 where
+ * the chunk is not stored: offset 2**64 - 1), and where[k] = at + offs[k],
+ * the chunk's place in a buffer holding the shard at `at` (-1: not stored, or
+ * at < 0). Returns how many are not stored. */
+static PyObject *index_rows(PyObject *self, PyObject *args) {
+    PyObject *index_o, *flat_o, *offs_o, *sizes_o, *where_o;
+    long long at;
+    if (!PyArg_ParseTuple(args, "OOLOOO", &index_o, &flat_o, &at, &offs_o, &sizes_o,
+                          &where_o)) {
+        return NULL;
+    }
+    buf_t b[5];
+    for (int i = 0; i < 5; i++) {
+        b[i].held = 0;
+    }
+    PyObject *result = NULL;
+    if (get_buffer(index_o, &b[0], 0, 8, "in: index") < 0 ||
+        get_buffer(flat_o, &b[1], 0, 8, "in: flat") < 0) {
+        goto done;
+    }
+    Py_ssize_t n = b[1].view.len / 8, rows = b[0].view.len / 16;
+    if (get_buffer(offs_o, &b[2], n, 8, "offs") < 0 ||
+        get_buffer(sizes_o, &b[3], n, 8, "sizes") < 0 ||
+        get_buffer(where_o, &b[4], n, 8, "where") < 0) {
+        goto done;
+    }
+    const uint64_t *index = b[0].view.buf;
+    const int64_t *flat = b[1].view.buf;
+    int64_t *offs = b[2].view.buf, *sizes = b[3].view.buf, *where = b[4].view.buf;
+    Py_ssize_t empty = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (flat[k] < 0 || flat[k] >= rows) {
+            PyErr_Format(PyExc_ValueError, "index_rows: chunk %lld of a shard of %zd",
+                         (long long)flat[k], rows);
+            goto done;
+        }
+        uint64_t o = index[2 * flat[k]], size = index[2 * flat[k] + 1];
+        if (o == UINT64_MAX) {
+            offs[k] = sizes[k] = where[k] = -1;
+            empty++;
+            continue;
+        }
+        offs[k] = (int64_t)o;
+        sizes[k] = (int64_t)size;
+        where[k] = at >= 0 ? at + (int64_t)o : -1;
+    }
+    result = PyLong_FromSsize_t(empty);
+done:
+    release_all((buf_t *const[]){&b[0], &b[1], &b[2], &b[3], &b[4]}, 5);
+    return result;
+}
+
 typedef size_t (*zstd_decompress_fn)(void *dctx, void *dst, size_t cap, const void *src,
                                      size_t n);
 
@@ -923,6 +978,8 @@ static PyMethodDef methods[] = {
      "read_placed(fds, sizes, offsets, buf, got, frames): read each file into its place."},
     {"place", place, METH_VARARGS,
      "place(sizes, head, align, offsets): where each value of a batch goes."},
+    {"index_rows", index_rows, METH_VARARGS,
+     "index_rows(index, flat, at, offs, sizes, where): a shard's index rows (see the C source)."},
     {"window_rows", window_rows, METH_VARARGS,
      "window_rows(...): a read's batch of consecutive items planned and described."},
     {"stream_rows", stream_rows, METH_VARARGS,

@@ -32,6 +32,7 @@ __all__ = [
     "available",
     "close_fds",
     "frames_array",
+    "index_rows",
     "open_sized",
     "place",
     "read_placed",
@@ -148,6 +149,21 @@ def stream_rows(kind: int, head: int, in_align: int, max_size: int, base: Any,
                        None if whole is None else np.ascontiguousarray(whole, bool),
                        out_ptr, out_align, rows, owners, done)
     return rows[:k], owners[:k], done.view(bool)
+
+
+def index_rows(index: np.ndarray, flat: np.ndarray, at: int,
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """The rows of a shard's checked index (``uint64`` offset, size pairs) for
+    its inner chunks at positions ``flat``: ``(offsets, sizes, where,
+    empty)``, ``int64``, -1 where a chunk is not stored; ``where``: each
+    chunk's place in a buffer holding the shard at ``at`` (-1 everywhere when
+    ``at`` < 0); ``empty``: how many are not stored."""
+    n = len(flat)
+    offs = np.empty(n, np.int64)
+    sizes = np.empty(n, np.int64)
+    where = np.empty(n, np.int64)
+    empty = _c.index_rows(index, np.ascontiguousarray(flat, np.int64), at, offs, sizes, where)
+    return offs, sizes, where, empty
 
 
 def window_rows(kind: int, head: int, in_align: int, max_size: int, base: Any,
