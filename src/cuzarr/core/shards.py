@@ -361,6 +361,9 @@ class ShardReadJob:
         ):
             self.direct = self.device.direct_store
         self.cps_arr = np.asarray(self.cps, np.int64)
+        # what the reader reads of each shard, worked out here, where the
+        # caches are warm, rather than in each batch after its copies
+        self._wants: list[ShardWant] | None = self._all_wants()
 
     def _group_by_shard(self) -> list[tuple[tuple[int, ...], list[int]]]:
         """(shard coordinates, the indices of its items) in order of first item."""
@@ -406,16 +409,22 @@ class ShardReadJob:
 
     def wants(self, lo: int, hi: int) -> list[ShardWant]:
         """What the reader reads of shards ``lo:hi``: each one's items, by their
-        positions in it."""
-        cps_arr, wants = self.cps_arr, []
-        for sc, m in self.shards[lo:hi]:
-            if self.coords is None:
+        positions in it (worked out for every shard of the read when the job is
+        made, the positions with one numpy call for all items)."""
+        if self._wants is None:
+            self._wants = self._all_wants()
+        return self._wants[lo:hi]
+
+    def _all_wants(self) -> list[ShardWant]:
+        flat_all = None
+        if self.coords is not None and self.coords.ndim == 2 and self.coords.shape[1]:
+            flat_all = np.ravel_multi_index(tuple((self.coords % self.cps_arr).T), self.cps)
+        wants = []
+        for sc, m in self.shards:
+            if flat_all is None:
                 flat: Any = [self._flat(self.items[i][0]) for i in m]
-                whole = reads_whole(len(m), self._inner_in_array(sc))
-                wants.append(ShardWant(self.encode_key(sc), m, flat, whole))
-                continue
-            coords = self.coords[m].reshape(len(m), -1)
-            flat = np.ravel_multi_index(tuple((coords % cps_arr).T), self.cps)
+            else:
+                flat = flat_all[m]
             whole = reads_whole(len(m), self._inner_in_array(sc))
             wants.append(ShardWant(self.encode_key(sc), m, flat, whole))
         return wants
@@ -611,6 +620,9 @@ class _Placed(list):  # type: ignore[type-arg]
     def finish(self) -> None:
         """Pairs added after the placed ones (byte ranges) lie elsewhere."""
         n = len(self)
+        if len(self._at) == 1 and len(self._at[0]) == n:  # one shard's pairs, no others
+            self.at, self.sizes = self._at[0], self._sizes[0]
+            return
         self.at = np.full(n, -1, np.int64)
         self.sizes = np.full(n, -1, np.int64)
         if self._at:
