@@ -222,21 +222,28 @@ static inline uint32_t le32(const uint8_t *p) {
  * dictionary id, the reserved bit clear (NO_CONTENT otherwise). It checks what
  * cuzarr.gpu.scan checks, field for field and block for block: each frame
  * header is read once, here, while the chunk's bytes are in the CPU's cache. */
-static void zstd_walk(const uint8_t *p, uint64_t n, uint64_t *out) {
+static void zstd_walk(const uint8_t *p, uint64_t n, uint64_t *out);
+
+/* zstd_walk's first step: the frame header. Sets out[1] (and out[0] to
+ * WALK_ERROR); returns 1 with *pos at the first block header and *checksum
+ * set, or 0 where the walk ends here (an error). */
+static int walk_header(const uint8_t *p, uint64_t n, uint64_t *out, uint64_t *pos,
+                       unsigned *checksum) {
     out[0] = WALK_ERROR;
     out[1] = NO_CONTENT;
     if (n < 6 || le32(p) != ZSTD_MAGIC) {
-        return;
+        return 0;
     }
     uint8_t fhd = p[4];
-    unsigned fcs_flag = fhd >> 6, single = (fhd >> 5) & 1, checksum = (fhd >> 2) & 1;
+    unsigned fcs_flag = fhd >> 6, single = (fhd >> 5) & 1;
     static const unsigned did_size[4] = {0, 1, 2, 4};
     static const unsigned fcs_size[4] = {0, 2, 4, 8};
     unsigned fcs = fcs_flag == 0 ? single : fcs_size[fcs_flag];
     uint64_t start = 5 + (single ? 0 : 1) + did_size[fhd & 3]; /* the content size */
-    uint64_t pos = start + fcs;
-    if (pos > n) {
-        return;
+    *checksum = (fhd >> 2) & 1;
+    *pos = start + fcs;
+    if (*pos > n) {
+        return 0;
     }
     if (fcs > 0 && (fhd & 0x08) == 0 && (fhd & 3) == 0) {
         uint64_t v = 0;
@@ -245,26 +252,81 @@ static void zstd_walk(const uint8_t *p, uint64_t n, uint64_t *out) {
         }
         out[1] = v + (fcs == 2 ? 256 : 0);
     }
-    for (;;) {
-        if (pos + 3 > n) {
-            return;
-        }
-        uint32_t h = (uint32_t)p[pos] | (uint32_t)p[pos + 1] << 8 | (uint32_t)p[pos + 2] << 16;
-        uint32_t last = h & 1, type = (h >> 1) & 3, size = h >> 3;
-        if (type == 3 || size > ZSTD_BLOCK_MAX) {
-            return;
-        }
-        pos += 3 + (type == 1 ? 1 : size);
-        if (pos > n) {
-            return;
-        }
-        if (last) {
-            break;
-        }
+    return 1;
+}
+
+/* zstd_walk's next step: the block header at *pos. Returns -1 where the walk
+ * fails, 1 after the last block (out[0] set where its checksum fits), 0 to go
+ * on (*pos at the next block header). */
+static int walk_block(const uint8_t *p, uint64_t n, uint64_t *pos, unsigned checksum,
+                      uint64_t *out) {
+    if (*pos + 3 > n) {
+        return -1;
     }
-    pos += checksum ? 4 : 0;
-    if (pos <= n) {
-        out[0] = pos;
+    uint32_t h = (uint32_t)p[*pos] | (uint32_t)p[*pos + 1] << 8 | (uint32_t)p[*pos + 2] << 16;
+    uint32_t last = h & 1, type = (h >> 1) & 3, size = h >> 3;
+    if (type == 3 || size > ZSTD_BLOCK_MAX) {
+        return -1;
+    }
+    *pos += 3 + (type == 1 ? 1 : size);
+    if (*pos > n) {
+        return -1;
+    }
+    if (!last) {
+        return 0;
+    }
+    *pos += checksum ? 4 : 0;
+    if (*pos <= n) {
+        out[0] = *pos;
+    }
+    return 1;
+}
+
+/* The zstd frame at p (n bytes there), walked header by header: magic, frame
+ * header, every block header (type, a size of at most 128 KiB, inside the n
+ * bytes) to the last block, then the optional checksum. out[0] = its compressed
+ * size (WALK_ERROR where any of that fails); out[1] = its content size where
+ * nvCOMP's raw zstd decoder may take it: a content size field present, no
+ * dictionary id, the reserved bit clear (NO_CONTENT otherwise). It checks what
+ * cuzarr.gpu.scan checks, field for field and block for block: each frame
+ * header is read once, here, while the chunk's bytes are in the CPU's cache. */
+static void zstd_walk(const uint8_t *p, uint64_t n, uint64_t *out) {
+    uint64_t pos;
+    unsigned checksum;
+    if (!walk_header(p, n, out, &pos, &checksum)) {
+        return;
+    }
+    while (walk_block(p, n, &pos, checksum, out) == 0) {
+    }
+}
+
+/* zstd_walk of several frames at once (frame j at ps[j], ns[j] bytes, into
+ * outs + 2 * j), WALK_LANES at a time in lockstep: each round reads one
+ * header of each frame still being walked, so the cache misses of frames
+ * whose bytes are no longer in the CPU's caches (a shard's inner chunks,
+ * walked after the whole shard was read) overlap instead of following one
+ * another. The same answers as zstd_walk, frame by frame. */
+#define WALK_LANES 16
+static void zstd_walk_lanes(const uint8_t *const *ps, const uint64_t *ns, uint64_t *const *outs,
+                            Py_ssize_t n) {
+    for (Py_ssize_t g = 0; g < n; g += WALK_LANES) {
+        Py_ssize_t m = n - g < WALK_LANES ? n - g : WALK_LANES;
+        uint64_t pos[WALK_LANES];
+        unsigned checksum[WALK_LANES];
+        int live[WALK_LANES], left = 0;
+        for (Py_ssize_t k = 0; k < m; k++) {
+            live[k] = walk_header(ps[g + k], ns[g + k], outs[g + k], &pos[k], &checksum[k]);
+            left += live[k];
+        }
+        while (left > 0) {
+            for (Py_ssize_t k = 0; k < m; k++) {
+                if (live[k] && walk_block(ps[g + k], ns[g + k], &pos[k], checksum[k],
+                                          outs[g + k]) != 0) {
+                    live[k] = 0;
+                    left--;
+                }
+            }
+        }
     }
 }
 
@@ -452,6 +514,56 @@ static int stream_ok(int kind, const uint8_t *p, int64_t n, int64_t expect, int6
            (int64_t)fr[1] <= max_size;
 }
 
+/* Whether an item lies whole in the buffer (cap bytes) at `at`, `len` bytes,
+ * has a staging slot, and its raw stream (`head` bytes in) is aligned. */
+static int placed(int64_t at, int64_t len, int64_t slot, int64_t cap, int64_t head,
+                  int64_t in_align) {
+    return slot >= 0 && at >= 0 && len >= 0 && at <= cap - len && (at + head) % in_align == 0 &&
+           len >= head;
+}
+
+/* The zstd frames of a batch's placed items that are not walked yet, walked
+ * together (zstd_walk_lanes: their headers' cache misses overlap) into
+ * `frames`, or, where that is NULL, into a new n x 2 array returned (the
+ * caller frees it; NULL where there is none, and then stream_ok walks each
+ * frame itself). */
+static uint64_t *prewalk(const uint8_t *base, int64_t cap, const int64_t *offs,
+                         const int64_t *lens, const int64_t *slots, uint64_t *frames,
+                         int64_t head, int64_t in_align, Py_ssize_t n) {
+    uint64_t *mine = NULL;
+    if (frames == NULL) {
+        mine = PyMem_Malloc((size_t)(n ? n : 1) * 2 * sizeof(uint64_t));
+        if (mine == NULL) {
+            return NULL;
+        }
+        for (Py_ssize_t j = 0; j < n; j++) {
+            mine[2 * j] = 0;
+            mine[2 * j + 1] = NOT_PARSED;
+        }
+        frames = mine;
+    }
+    const uint8_t **ps = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(*ps));
+    uint64_t *ns = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(*ns));
+    uint64_t **outs = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(*outs));
+    if (ps != NULL && ns != NULL && outs != NULL) {
+        Py_ssize_t m = 0;
+        for (Py_ssize_t j = 0; j < n; j++) {
+            uint64_t *fr = frames + 2 * j;
+            if (placed(offs[j], lens[j], slots[j], cap, head, in_align) &&
+                (fr[0] == 0 || fr[1] == NOT_PARSED)) {
+                ps[m] = base + offs[j];
+                ns[m] = (uint64_t)lens[j];
+                outs[m++] = fr;
+            }
+        }
+        zstd_walk_lanes(ps, ns, outs, m);
+    }
+    PyMem_Free(ps);
+    PyMem_Free(ns);
+    PyMem_Free(outs);
+    return mine;
+}
+
 /* The chunks of a batch lying in `base` (cap bytes; item j at offs[j], lens[j]
  * bytes; -1: not there) checked (stream_ok) and described where they lie, in
  * item order: rows[0:k] (STREAM_DTYPE) and owners[0:k] (their items); done[j]
@@ -466,13 +578,17 @@ static Py_ssize_t describe_streams(int kind, int64_t head, int64_t in_align, int
                                    int64_t out_ptr, int64_t out_align, uint8_t *rows,
                                    int64_t *owners, uint8_t *done_v, Py_ssize_t n) {
     Py_ssize_t k = 0;
+    uint64_t *walked = NULL; /* frames walked here, where the caller has none */
+    if (kind == KIND_ZSTD) {
+        walked = prewalk(base, cap, offs, lens, slots, frames, head, in_align, n);
+    }
     for (Py_ssize_t j = 0; j < n; j++) {
         int64_t at = offs[j], len = lens[j], slot = slots[j], expect = nbytes[j];
         uint64_t walk[2] = {0, NOT_PARSED};
-        uint64_t *fr = frames ? frames + 2 * j : walk;
+        uint64_t *fr = frames ? frames + 2 * j : walked ? walked + 2 * j : walk;
         done_v[j] = 0;
-        if (slot < 0 || at < 0 || len < 0 || at > cap - len || (at + head) % in_align != 0 ||
-            len < head || !stream_ok(kind, base + at, len, expect, max_size, fr)) {
+        if (!placed(at, len, slot, cap, head, in_align) ||
+            !stream_ok(kind, base + at, len, expect, max_size, fr)) {
             continue;
         }
         int64_t dst = slot;
@@ -498,6 +614,7 @@ static Py_ssize_t describe_streams(int kind, int64_t head, int64_t in_align, int
         owners[k++] = j;
         done_v[j] = 1;
     }
+    PyMem_Free(walked);
     return k;
 }
 
