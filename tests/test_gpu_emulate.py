@@ -707,6 +707,33 @@ def test_get_into_reads_files_as_opened(tmp_path):
     assert offsets == [-1] and values[0] == b"1" * 10
 
 
+@pytest.mark.parametrize("native_io", [True, False])
+def test_get_into_in_a_pinned_block_keeps_its_descriptors(tmp_path, native_io):
+    """Within a pinned block (a sharded read's), ``get_into`` keeps the files it
+    read open in the block: a later read of the same key in the block sees the
+    file it read even if it was replaced meanwhile; they are closed when the
+    block ends."""
+    store = LocalStore(tmp_path)
+    for k, v in (("a", b"1" * 10), ("b", b"2" * 20)):
+        (tmp_path / k).write_bytes(v)
+    sio = store.sync_io()
+    store.sync_io().get_many(["a", "b"])  # (the keys' paths known to the store)
+    before = len(os.listdir("/proc/self/fd"))
+
+    def place(sizes):
+        return np.zeros(64, np.uint8), [0, 16]
+
+    with cuzarr.config.set({"storage.native_io": native_io}), sio.pinned():
+        values, _ = sio.get_into(["a", "b"], place)
+        assert [bytes(v) for v in values] == [b"1" * 10, b"2" * 20]
+        (tmp_path / "b.new").write_bytes(b"9" * 20)
+        os.replace(tmp_path / "b.new", tmp_path / "b")
+        assert sio.get_many(["b"]) == [b"2" * 20]  # the pinned file, not the new one
+        assert len(os.listdir("/proc/self/fd")) == before + 2
+    assert len(os.listdir("/proc/self/fd")) == before
+    assert sio.get_many(["b"]) == [b"9" * 20]
+
+
 def test_get_into_beyond_held_descriptors_reads_changed_files_safely(tmp_path, monkeypatch):
     """Past ``_HOLD_MAX`` keys, sizes come from ``stat``: a file that changes size
     before it is read comes back as its own (new) bytes, one deleted meanwhile

@@ -29,12 +29,14 @@ Placed = tuple[list[Any], list[int] | np.ndarray]
 def read_into(store: Any, keys: Sequence[str],
               place: Callable[[Any], tuple[Any, list[int] | np.ndarray]],
               each: Callable[[int, int, int], Any] | None,
-              frames: np.ndarray | None) -> Placed:
-    """``get_into(keys, place, each, frames)`` of ``store`` (a ``LocalStore``; no
-    pinned block): see ``SyncIO.get_into``. ``frames`` (``uint64``) is filled
-    for every value the C loop read (the compressed size of the zstd frame it
-    starts with); ``each`` is called for the others, and for all of them when
-    ``frames`` is None."""
+              frames: np.ndarray | None, pins: dict[str, int] | None = None) -> Placed:
+    """``get_into(keys, place, each, frames)`` of ``store`` (a ``LocalStore``):
+    see ``SyncIO.get_into``. ``frames`` (``uint64``) is filled for every value
+    the C loop read (the compressed size of the zstd frame it starts with);
+    ``each`` is called for the others, and for all of them when ``frames`` is
+    None. ``pins``: the calling thread's pinned block (path -> descriptor),
+    empty so far: the descriptors opened here are kept in it, for the block's
+    later reads of the same keys, instead of closed."""
     # keys whose paths the store checked already, looked up in C
     keys = keys if type(keys) is list else list(keys)
     fds, sizes, flags = native.open_sized(keys, store._paths)
@@ -62,7 +64,20 @@ def read_into(store: Any, keys: Sequence[str],
         return _finish(store, keys, fds.tolist() if held is None else held,
                        sizes.tolist() if told is None else told, where, view, got, each)
     finally:
+        if pins is not None:
+            _keep_pinned(store, keys, fds, pins)
         native.close_fds(fds)
+
+
+def _keep_pinned(store: Any, keys: list[str], fds: np.ndarray, pins: dict[str, int]) -> None:
+    """The descriptors of ``fds`` handed to a pinned block (``fds[j]`` set to -1),
+    each under its key's path, where the block has none for that path yet."""
+    known = store._paths
+    for j in np.flatnonzero(fds >= 0).tolist():
+        path = known.get(keys[j]) if type(keys[j]) is str else None
+        if path is not None and path not in pins:
+            pins[path] = int(fds[j])
+            fds[j] = -1
 
 
 def _check_new(store: Any, keys: list[str], fds: np.ndarray, sizes: np.ndarray) -> None:

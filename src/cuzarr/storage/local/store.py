@@ -344,8 +344,10 @@ class LocalStore(KeyPaths, Store):
         ``_HOLD_MAX`` keys outside a pinned block go through the C loops where
         built (``batchread``: ``frames`` filled there)."""
         pins = getattr(_tls, "pins", None)
-        if pins is None and len(keys) <= _HOLD_MAX and native.available():
-            return batchread.read_into(self, keys, place, each, frames)
+        if not pins and len(keys) <= _HOLD_MAX and native.available():
+            # (a pinned block that has opened nothing yet: whole shards read
+            # first thing in it; their descriptors are then kept in it)
+            return batchread.read_into(self, keys, place, each, frames, pins)
         held: list[int | None] = []
         sizes: list[int | None] = []
         try:
