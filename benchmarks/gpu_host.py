@@ -109,15 +109,19 @@ def null_device(null: NullExecutor):
     import cuzarr
     import cuzarr.gpu.reader as rd
 
-    orig = rd._executor, rd._lease_executor, rd._return_executor
-    rd._executor = lambda device: contextlib.nullcontext(null)
-    rd._lease_executor = lambda device: null
-    rd._return_executor = lambda device, ex: None
+    stand_ins = {"_executor": lambda device: contextlib.nullcontext(null),
+                 "_lease_executor": lambda device: null,
+                 "_return_executor": lambda device, ex: None}
+    # (only the hooks this version has: A/B runs against older commits)
+    orig = {k: getattr(rd, k) for k in stand_ins if hasattr(rd, k)}
+    for k in orig:
+        setattr(rd, k, stand_ins[k])
     try:
         with cuzarr.config.set({"gpu.emulate": True}):
             yield
     finally:
-        rd._executor, rd._lease_executor, rd._return_executor = orig
+        for k, v in orig.items():
+            setattr(rd, k, v)
 
 
 def _timed(fn: Any, wall: list[float], cpu: list[float], user: list[float]) -> None:
