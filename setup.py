@@ -28,7 +28,9 @@ class BuildPyWithKernels(build_py):
 native = [
     Extension(
         "cuzarr.runtime._native",
-        ["src/cuzarr/runtime/_native.c"],
+        [f"src/cuzarr/runtime/{name}.c"
+         for name in ("_native", "_native_io", "_native_zstd", "_native_rows")],
+        depends=["src/cuzarr/runtime/_native.h"],
         extra_compile_args=["-O2", "-std=c11"],
         optional=True,
     )

@@ -39,9 +39,9 @@ if [ ! -x "$venv/bin/python" ] || ! is_312 "$venv/bin/python"; then
 fi
 
 stamp="$venv/.cuzarr-install-stamp"
-# the C extension (setup.py, src/cuzarr/runtime/_native.c) is built by the
+# the C extension (setup.py, src/cuzarr/runtime/_native*.c) is built by the
 # install: a change to either reinstalls too
-want="$(cat "$root/pyproject.toml" "$root/setup.py" "$root/src/cuzarr/runtime/_native.c" | sha256sum | cut -d' ' -f1)"
+want="$(cat "$root/pyproject.toml" "$root/setup.py" "$root"/src/cuzarr/runtime/_native*.[ch] | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "bootstrap: installing cuzarr[test,bench,docs,kernels] into $venv" >&2
     "$venv/bin/python" -m pip install -q --disable-pip-version-check -e "$root[test,bench,docs,kernels]" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
