@@ -15,7 +15,8 @@ zarrs-python's ``ZarrsCodecPipeline``. Workloads follow ``bench_core.py``
 * ``sel-strided``: ``a[::7, ::13]`` of the ``write`` array.
 
 Every repeat runs each contender once per workload, in turn (interleaved, so
-a slow stretch of the machine hits all alike); the tables show medians of wall
+a slow stretch of the machine hits all alike; the order turns from one repeat
+to the next); the tables show medians of wall
 time and of the process's CPU time (all threads: what a busy machine pays),
 with each contender's ratio to the default pipeline. Every result is checked
 against the source array.
@@ -154,9 +155,14 @@ def main() -> None:
             with zarr.config.set({"codec_pipeline.path": PIPELINES[name]}):
                 for w in sorted({needs[w] for w in works if w in needs} - set(works)):
                     getattr(runs[name], w)()
-        for _ in range(args.repeats):
+        for rep in range(args.repeats):
+            # the contenders' order turns each repeat: none always runs right
+            # after the same other one (which leaves the allocator and the
+            # kernel's free memory in its own state: huge-page faults on a
+            # fresh output buffer went to whoever came after a large write)
+            turn = names[rep % len(names):] + names[: rep % len(names)]
             for work in [w for w in ORDER if w in works]:
-                for name in names:
+                for name in turn:
                     with zarr.config.set({"codec_pipeline.path": PIPELINES[name]}):
                         wall, cpu = timed(getattr(runs[name], work))
                     walls.setdefault((work, name), []).append(wall)
