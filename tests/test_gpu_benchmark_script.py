@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -105,3 +106,25 @@ def test_gpu_benchmark_host_only(tmp_path):
     for figs in record["host_only"].values():
         assert figs["chunks"] == 5 and figs["bytes"] > 0
         assert figs["cpu"]["read_s"] > 0 and figs["wall"]["pread_s"] > 0
+
+
+def test_gpu_host_python(tmp_path):
+    """``gpu_host_python.py``: a device read's Python work by thread CPU, one line
+    per layout in the format docs/gpu.md quotes, its parts adding up."""
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "gpu_host_python.py"), "--gib", "0.005",
+         "--reads", "2", "--dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=240,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("python: ")]
+    assert len(lines) == 2, r.stdout
+    for line, layout in zip(lines, ("plain", "sharded"), strict=True):
+        m = re.match(r"python: ([\d.]+) ms in batches \+ ([\d.-]+) ms outside them = "
+                     r"([\d.-]+) us/chunk  \((\w+); read ([\d.]+) ms of CPU, 5 chunks\)", line)
+        assert m, line
+        inside, outside, per, got, total = m.groups()
+        assert got == layout and float(inside) > 0 and float(total) > 0
+        # (the printed ms are rounded to 0.01: 2 us/chunk over 5 chunks)
+        assert math.isclose((float(inside) + float(outside)) * 1e3 / 5, float(per),
+                            rel_tol=0.01, abs_tol=2.1)
