@@ -241,6 +241,21 @@ def test_kernel_sources_found():
     assert "struct cuzarr_plan_row" in src and "#include" not in src
 
 
+def _draw_read(data, max_ndim):
+    """(grid, plan, chunk items) of a drawn read: a basic selection of up to
+    ``max_ndim`` dimensions over a regular or a rectilinear chunk grid."""
+    from cuzarr.metadata.chunk_grid import RectilinearChunkGrid
+
+    shape, chunks, sel = draw_grid_selection(data.draw, 1, max_ndim)
+    if data.draw(st.booleans()):
+        edges = [data.draw(st.lists(st.integers(1, 4), min_size=s, max_size=s)) for s in shape]
+        grid = RectilinearChunkGrid(edges)
+    else:
+        grid = RegularChunkGrid(chunks)
+    plan_sel = normalize_numpy(sel, shape, list(grid.dims(shape)))
+    return grid, plan_sel, chunk_items(plan_sel.projections)
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.data())
 def test_product_rows_match_per_item_rows(data):
@@ -248,16 +263,7 @@ def test_product_rows_match_per_item_rows(data):
     their table from the per-dimension rows (``ChunkItems.dims``), vectorised:
     the same table, row for row, as worked out item by item, on regular and
     rectilinear grids."""
-    from cuzarr.metadata.chunk_grid import RectilinearChunkGrid
-
-    shape, chunks, sel = draw_grid_selection(data.draw, 1, 3)
-    if data.draw(st.booleans()):
-        edges = [data.draw(st.lists(st.integers(1, 4), min_size=s, max_size=s)) for s in shape]
-        grid = RectilinearChunkGrid(edges)
-    else:
-        grid = RegularChunkGrid(chunks)
-    plan_sel = normalize_numpy(sel, shape, list(grid.dims(shape)))
-    items = chunk_items(plan_sel.projections)
+    grid, plan_sel, items = _draw_read(data, 3)
     if not items:
         return
     lo = data.draw(st.integers(0, len(items) - 1))
@@ -301,19 +307,11 @@ def test_window_rows_fill_the_plan_as_numpy_does(data):
     import cuzarr
     from cuzarr.gpu.batch import STREAM_DTYPE
     from cuzarr.gpu.plan import plan_read, whole_block
-    from cuzarr.metadata.chunk_grid import RectilinearChunkGrid
     from cuzarr.runtime import native
 
     if not native.available():
         skip_or_fail("the C loops are not built")
-    shape, chunks, sel = draw_grid_selection(data.draw, 1, 4)
-    if data.draw(st.booleans()):
-        edges = [data.draw(st.lists(st.integers(1, 4), min_size=s, max_size=s)) for s in shape]
-        grid = RectilinearChunkGrid(edges)
-    else:
-        grid = RegularChunkGrid(chunks)
-    plan_sel = normalize_numpy(sel, shape, list(grid.dims(shape)))
-    items = chunk_items(plan_sel.projections)
+    grid, plan_sel, items = _draw_read(data, 4)
     if not items:
         return
     dtype = data.draw(st.sampled_from(["<i4", "<f8", "|u1"]))

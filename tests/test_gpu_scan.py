@@ -165,6 +165,48 @@ def test_scan_copy_and_empty_buffer(walk):
     assert not scan.scan_lz4(empty, z, z, z + 1, MAX).any()
 
 
+def _lay_out(datas, head):
+    """``datas`` (bytes, or None: missing) laid out in one host buffer as a
+    device read's staging places them (each first raw stream, ``head`` bytes
+    in, 16-byte aligned), items 5 and 9 at odd offsets: ``(base, offsets,
+    views)``, offset -1 and view None for a missing one."""
+    offs, p = [], 0
+    for j, d in enumerate(datas):
+        if d is None:
+            offs.append(-1)
+            continue
+        p = -(-p // 16) * 16 + (16 - head) % 16 + (3 if j in (5, 9) else 0)  # 5, 9: odd
+        offs.append(p)
+        p += len(d)
+    base = np.zeros(p, np.uint8)
+    for o, d in zip(offs, datas, strict=True):
+        if d is not None:
+            base[o : o + len(d)] = np.frombuffer(d, np.uint8)
+    views = [None if d is None else memoryview(base)[o : o + len(d)]
+             for o, d in zip(offs, datas, strict=True)]
+    return base, offs, views
+
+
+def _cpu_decoder(kind):
+    """The pipeline's host decode of float32 chunks of ``kind`` (zstd: any frames;
+    a corrupt chunk raises ``CodecError``)."""
+    import lz4.block
+
+    def cpu(data, shape):
+        if kind == "zstd":
+            try:
+                dec = zstandard.ZstdDecompressor().stream_reader(
+                    bytes(data), read_across_frames=True).read()
+            except zstandard.ZstdError as e:
+                raise CodecError(str(e)) from e
+            return np.frombuffer(dec, "<f4").reshape(shape)
+        if kind == "lz4":
+            return np.frombuffer(lz4.block.decompress(bytes(data)), "<f4").reshape(shape)
+        return np.frombuffer(bytes(data), "<f4").reshape(shape)
+
+    return cpu
+
+
 def _in_place_batch(kind, native_io, out_ptr):
     """A batch of 12 chunks of a 1-D float32 array lying in one host buffer, two
     at odd offsets, one missing, two that zstd's scan leaves to the per-chunk
@@ -189,37 +231,15 @@ def _in_place_batch(kind, native_io, out_ptr):
     else:
         datas = list(raws)
     datas[2] = None
-    head = STREAM_HEAD[kind]
-    offs, p = [], 0
-    for j, d in enumerate(datas):
-        if d is None:
-            offs.append(-1)
-            continue
-        p = -(-p // 16) * 16 + (16 - head) % 16 + (3 if j in (5, 9) else 0)  # 5, 9: odd
-        offs.append(p)
-        p += len(d)
-    base = np.zeros(p, np.uint8)
-    for o, d in zip(offs, datas, strict=True):
-        if d is not None:
-            base[o : o + len(d)] = np.frombuffer(d, np.uint8)
+    base, offs, views = _lay_out(datas, STREAM_HEAD[kind])
     sizes = [-1 if d is None else len(d) for d in datas]
-    views = [None if d is None else memoryview(base)[o : o + len(d)]
-             for o, d in zip(offs, datas, strict=True)]
     p = normalize_numpy((slice(None),), (n,), [DimGrid(n, c)])
     items = chunk_items(p.projections)
     out = np.zeros(n, "<f4")
-
-    def cpu(data, shape):
-        if kind == "zstd":
-            dec = zstandard.ZstdDecompressor().stream_reader(bytes(data), read_across_frames=True)
-            return np.frombuffer(dec.read(), "<f4").reshape(shape)
-        if kind == "lz4":
-            return np.frombuffer(lz4.block.decompress(bytes(data)), "<f4").reshape(shape)
-        return np.frombuffer(bytes(data), "<f4").reshape(shape)
-
     with cuzarr.config.set({"storage.native_io": native_io}):
         batch = prepare_batch(items, views, RegularChunkGrid((c,)).stored_chunk_shape,
-                              out.shape, out.strides, np.dtype("<f4"), kind, cpu, base=base,
+                              out.shape, out.strides, np.dtype("<f4"), kind,
+                              _cpu_decoder(kind), base=base,
                               base_offsets=offs, base_sizes=sizes,
                               out_ptr=out_ptr)
     return batch, full
@@ -320,41 +340,15 @@ def _window_batch(kind, out_ptr, lo, read_dims, corrupt=False, missing=None):
         datas = list(raws)
     if missing is not None:
         datas[missing] = None
-    head = STREAM_HEAD[kind]
-    offs, p = [], 0
-    for j, d in enumerate(datas):
-        if d is None:
-            offs.append(-1)
-            continue
-        p = -(-p // 16) * 16 + (16 - head) % 16 + (3 if j in (5, 9) else 0)
-        offs.append(p)
-        p += len(d)
-    base = np.zeros(p, np.uint8)
-    for o, d in zip(offs, datas, strict=True):
-        if d is not None:
-            base[o : o + len(d)] = np.frombuffer(d, np.uint8)
-    views = [None if d is None else memoryview(base)[o : o + len(d)]
-             for o, d in zip(offs, datas, strict=True)]
+    base, offs, views = _lay_out(datas, STREAM_HEAD[kind])
     proj = normalize_numpy((slice(None),), (n,), [DimGrid(n, c)])
     every = chunk_items(proj.projections)
     out = np.zeros(n, "<f4")
     shape = RegularChunkGrid((c,)).stored_chunk_shape
     table = plan_read(every, shape, out.shape, out.strides, 4)
     items = every.subset(ids) if lo == "subset" else every.window(lo, lo + 12)
-
-    def cpu(data, shape):
-        if kind == "zstd":
-            try:
-                dec = zstandard.ZstdDecompressor().stream_reader(bytes(data)).read()
-            except zstandard.ZstdError as e:
-                raise CodecError(str(e)) from e
-            return np.frombuffer(dec, "<f4").reshape(shape)
-        if kind == "lz4":
-            return np.frombuffer(lz4.block.decompress(bytes(data)), "<f4").reshape(shape)
-        return np.frombuffer(bytes(data), "<f4").reshape(shape)
-
     batch = prepare_batch(items, views, shape, out.shape, out.strides, np.dtype("<f4"), kind,
-                          cpu, base=base, base_offsets=np.array(offs, np.int64),
+                          _cpu_decoder(kind), base=base, base_offsets=np.array(offs, np.int64),
                           base_sizes=np.array([-1 if d is None else len(d) for d in datas],
                                               np.int64),
                           out_ptr=out_ptr, read_dims=table if read_dims else None,

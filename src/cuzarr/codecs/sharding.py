@@ -189,21 +189,15 @@ class ShardingCodec(ArrayBytesCodec):
 
     def index_nbytes(self, shard_shape: tuple[int, ...]) -> int:
         """Encoded size of the index (fixed for a given shard shape)."""
-        # asked once per shard read: by the shard shape itself first, one
-        # lookup without working out the chunks per shard
-        known = self._cache.get(("index_nbytes_of", shard_shape)) if type(
-            shard_shape) is tuple else None
-        if known is not None:
-            return known
-        cps = self.chunks_per_shard(shard_shape)
 
         def size() -> int:
+            cps = self.chunks_per_shard(shard_shape)
             empty = np.full((*cps, 2), EMPTY, dtype=np.uint64)
             return len(self.index_pipeline(shard_shape).encode(empty, (*cps, 2)))
 
-        n = self._cached(("index_nbytes", cps), size)
-        self._cache[("index_nbytes_of", tuple(shard_shape))] = n
-        return n
+        # (asked once per shard read: keyed by the shard shape, one lookup
+        # without working out the chunks per shard)
+        return self._cached(("index_nbytes", tuple(shard_shape)), size)
 
     def max_encoded_nbytes(self, spec: ChunkSpec) -> int | None:
         """An upper bound on an encoded shard of ``spec``: every inner chunk at its

@@ -363,7 +363,7 @@ class ShardReadJob:
         self.cps_arr = np.asarray(self.cps, np.int64)
         # what the reader reads of each shard, worked out here, where the
         # caches are warm, rather than in each batch after its copies
-        self._wants: list[ShardWant] | None = self._all_wants()
+        self._wants: list[ShardWant] = self._all_wants()
 
     def _group_by_shard(self) -> list[tuple[tuple[int, ...], list[int]]]:
         """(shard coordinates, the indices of its items) in order of first item."""
@@ -411,8 +411,6 @@ class ShardReadJob:
         """What the reader reads of shards ``lo:hi``: each one's items, by their
         positions in it (worked out for every shard of the read when the job is
         made, the positions with one numpy call for all items)."""
-        if self._wants is None:
-            self._wants = self._all_wants()
         return self._wants[lo:hi]
 
     def _all_wants(self) -> list[ShardWant]:
