@@ -52,10 +52,11 @@ def chunk_keys(store_path: StorePath, meta: ArrayMetadata, items: Sequence[Chunk
     """Store keys of the items' chunks (one string join per chunk)."""
     prefix = store_path.path + "/" if store_path.path else ""
     cke = meta.chunk_key_encoding
-    if cke.name == "default" and items and items[0][0]:
+    dims = getattr(items, "dims", None)
+    # (an item's coordinates: from dims where known, no item made for them)
+    if cke.name == "default" and items and (dims if dims is not None else items[0][0]):
         head = prefix + "c" + cke.separator
         sep = cke.separator
-        dims = getattr(items, "dims", None)
         if dims is not None:
             # A product of per-dimension chunk lists (in the items' order): render
             # each dimension's coordinates once and join in C (20,000 keys: 2.3 vs 5.7 ms).

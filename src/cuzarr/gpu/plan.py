@@ -346,9 +346,8 @@ def _read_table(items: ChunkItems, chunk_shape: Callable[[tuple[int, ...]], tupl
         if total > READ_TABLE_MAX:
             shared[key] = None
             return None
-        every = ChunkItems()
-        every.dims, every.positions_ = dims, np.arange(total, dtype=np.int64)
-        every.__dict__["_shared"] = items.shared
+        every = ChunkItems.product(dims, False, positions=np.arange(total, dtype=np.int64),
+                                   shared=items.shared)
         rows = _product_rows(every, chunk_shape, out_shape, out_strides)
         table = np.zeros(total, dtype=PLAN_DTYPE)
         plan = _fill_table(table, rows, np.ones(total, bool), itemsize, chunk_order, swap, pad)
@@ -414,11 +413,11 @@ def _dim_rows(d: int, p: Any, extents: list[int], out_len: int, out_stride: int)
     """The rows of :func:`_dim_row` for every chunk of one dimension's projection:
     with numpy where every selection is a forward step-1 slice inside its chunk
     and its output (as ``project_slice`` makes them), else one by one."""
-    cs, os_ = p.chunk_sels, p.out_sels
     runs = getattr(p, "runs", None)  # the same slices' bounds, where made with numpy
-    if runs is not None:
+    if runs is not None:  # (its slices are not made: see RunProjection)
         ok, c, o = True, runs[:, :2], runs[:, 2:]
     else:
+        cs, os_ = p.chunk_sels, p.out_sels
         ok = set(map(type, cs)) | set(map(type, os_)) <= {slice}
         ok = ok and {s.step for s in cs} | {s.step for s in os_} <= {None, 1}
         if ok:
@@ -436,7 +435,7 @@ def _dim_rows(d: int, p: Any, extents: list[int], out_len: int, out_stride: int)
                    and (o[:, 1] - o[:, 0] == n).all())
     if not ok:
         rows = [_dim_row(j, d, e, a, b, out_len, out_stride)
-                for j, (e, a, b) in enumerate(zip(extents, cs, os_, strict=True))]
+                for j, (e, a, b) in enumerate(zip(extents, p.chunk_sels, p.out_sels, strict=True))]
         return np.array(rows, np.int64).reshape(len(rows), 7)
     stop = np.where(n > 0, c[:, 1], c[:, 0])
     return np.stack([c[:, 0], stop, np.ones_like(n), n, np.full_like(n, out_stride),

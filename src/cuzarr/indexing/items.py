@@ -6,7 +6,9 @@ writes them."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+import math
+import operator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -25,15 +27,49 @@ __all__ = ["ChunkItem", "ChunkItems", "chunk_items", "coordinate_items", "subset
 ChunkItem = tuple[tuple[int, ...], tuple[Any, ...], tuple[Any, ...], bool]
 
 
-class ChunkItems(list):  # type: ignore[type-arg]
-    """``chunk_items``' result. When the items are the product of per-dimension
-    slice projections, ``dims`` keeps each dimension's list of (chunk selection,
-    output selection) pairs, so batch work can be vectorized per dimension
-    (item ``i`` is ``np.unravel_index(i, lens)`` of them)."""
+class ChunkItems(Sequence):  # type: ignore[type-arg]
+    """``chunk_items``' result: a read-only sequence of :data:`ChunkItem`.
 
+    When the items are the product of per-dimension slice projections,
+    ``dims`` keeps each dimension's projection, so batch work can be vectorized
+    per dimension (item ``i`` is ``np.unravel_index(i, lens)`` of them), and
+    the items themselves are made only when asked for: a device read plans
+    from ``dims`` alone, and 1,024 items' tuples cost about 0.5 ms a read.
+    ``ChunkItems(iterable)`` holds the given items as they are."""
+
+    #: the per-dimension projections the items are the product of (``None``:
+    #: items given one by one)
     dims: list[DimProjection] | None = None
     #: the index of item 0 in the product of ``dims`` (a :meth:`window`'s first)
     start: int = 0
+    #: explicit positions of the items in the product of ``dims`` (a
+    #: :meth:`subset`); ``None``: ``start``, ``start + 1``, ...
+    positions_: np.ndarray | None = None
+
+    def __init__(self, items: Iterable[ChunkItem] = ()) -> None:
+        self._list: list[ChunkItem] | None = list(items)
+        self._n = len(self._list)
+        self._mixed = False  # see combine_complete: used where items are made lazily
+
+    @classmethod
+    def product(cls, dims: list[DimProjection], mixed: bool, start: int = 0,
+                count: int | None = None, positions: np.ndarray | None = None,
+                shared: dict[Any, Any] | None = None) -> ChunkItems:
+        """The items at ``positions`` (else ``start:start + count``, else all) of
+        the product of ``dims``, made when first asked for. ``mixed``: whether
+        ``complete`` flags combine as :func:`combine_complete` (else ``all``)."""
+        items = cls.__new__(cls)
+        items._list = None
+        items.dims, items.start, items.positions_, items._mixed = dims, start, positions, mixed
+        if positions is not None:
+            items._n = len(positions)
+        elif count is not None:
+            items._n = count
+        else:
+            items._n = math.prod(len(p.chunks) for p in dims)
+        if shared is not None:
+            items.__dict__["_shared"] = shared
+        return items
 
     @property
     def shared(self) -> dict[Any, Any]:
@@ -44,29 +80,67 @@ class ChunkItems(list):  # type: ignore[type-arg]
             got = self.__dict__["_shared"] = {}
         return got
 
-    #: explicit positions of the items in the product of ``dims`` (a
-    #: :meth:`subset`); ``None``: ``start``, ``start + 1``, ...
-    positions_: np.ndarray | None = None
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, i: Any) -> Any:
+        if self._list is not None:
+            return self._list[i]
+        if isinstance(i, slice):
+            lo, hi, step = i.indices(self._n)
+            if step == 1:
+                return list(self.window(lo, max(lo, hi)))
+            return self._made()[i]
+        j = operator.index(i)
+        if j < 0:
+            j += self._n
+        if not 0 <= j < self._n:
+            raise IndexError("chunk item index out of range")
+        pos = self.start + j if self.positions_ is None else int(self.positions_[j])
+        return _item_at(self.dims, pos, self._mixed)  # type: ignore[arg-type]
+
+    def __iter__(self) -> Iterator[ChunkItem]:
+        return iter(self._made())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (list, tuple, ChunkItems)):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"ChunkItems({self._made()!r})"
+
+    def _made(self) -> list[ChunkItem]:
+        """The items as a list, made from ``dims`` once."""
+        if self._list is None:
+            self._list = _product_items(self.dims, self._mixed, self.positions_,  # type: ignore[arg-type]
+                                        self.start, self._n)
+        return self._list
 
     def window(self, lo: int, hi: int) -> ChunkItems:
         """Items ``lo:hi``, keeping ``dims`` (with ``start`` moved to ``lo``)."""
         if self.positions_ is not None:
             return self.subset(np.arange(lo, hi))
-        part = ChunkItems(self[lo:hi])
-        if self.dims is not None:
-            part.dims = self.dims
-            part.start = self.start + lo
-            part.__dict__["_shared"] = self.shared
+        if self.dims is None:
+            return ChunkItems(self._list[lo:hi])  # type: ignore[index]
+        hi = min(max(lo, hi), self._n)
+        part = ChunkItems.product(self.dims, self._mixed, self.start + lo, hi - lo,
+                                  shared=self.shared)
+        if self._list is not None:  # made already: the window's part of them
+            part._list = self._list[lo:hi]
         return part
 
     def subset(self, ids: Sequence[int] | np.ndarray) -> ChunkItems:
         """Items ``ids`` (in that order), keeping ``dims``."""
         ids = np.asarray(ids, np.int64)
-        part = ChunkItems(map(self.__getitem__, ids.tolist()))
-        if self.dims is not None:
-            part.dims = self.dims
-            part.positions_ = self.positions()[ids]
-            part.__dict__["_shared"] = self.shared
+        if self.dims is None:
+            return ChunkItems(map(self.__getitem__, ids.tolist()))
+        part = ChunkItems.product(self.dims, self._mixed, positions=self.positions()[ids],
+                                  shared=self.shared)
+        if self._list is not None:
+            part._list = list(map(self._list.__getitem__, ids.tolist()))
         return part
 
     def positions(self) -> np.ndarray:
@@ -95,9 +169,47 @@ class ChunkItems(list):  # type: ignore[type-arg]
         if known is None:
             kinds = set()
             for p in self.dims:
-                kinds.update(map(type, p.chunk_sels), map(type, p.out_sels))
+                if getattr(p, "runs", None) is None:  # (runs: slices, not made yet)
+                    kinds.update(map(type, p.chunk_sels), map(type, p.out_sels))
             known = self.shared["slices-only"] = kinds <= {slice}
         return known
+
+
+def _item_at(dims: list[DimProjection], pos: int, mixed: bool) -> ChunkItem:
+    """Item ``pos`` of the product of ``dims`` (C order)."""
+    at = []
+    for p in reversed(dims):
+        pos, k = divmod(pos, len(p.chunks))
+        at.append(k)
+    at.reverse()
+    flags = tuple(p.complete[k] for p, k in zip(dims, at, strict=True))
+    return (tuple(p.chunks[k] for p, k in zip(dims, at, strict=True)),
+            tuple(p.chunk_sels[k] for p, k in zip(dims, at, strict=True)),
+            tuple(p.out_sels[k] for p, k in zip(dims, at, strict=True)),
+            combine_complete(flags) if mixed else all(flags))
+
+
+def _product_items(dims: list[DimProjection], mixed: bool, positions: np.ndarray | None,
+                   start: int, n: int) -> list[ChunkItem]:
+    """Items ``positions`` (else ``start:start + n``) of the product of ``dims``,
+    each tuple made in C (``itertools.product``, ``zip``, ``map``)."""
+    combine = combine_complete if mixed else all
+    prod = itertools.product
+    total = math.prod(len(p.chunks) for p in dims)
+    if positions is None and start == 0 and n == total:
+        return list(zip(prod(*(p.chunks for p in dims)), prod(*(p.chunk_sels for p in dims)),
+                        prod(*(p.out_sels for p in dims)),
+                        map(combine, prod(*(p.complete for p in dims)))))
+    if positions is None:
+        positions = np.arange(start, start + n, dtype=np.int64)
+    at = np.unravel_index(positions, [len(p.chunks) for p in dims])
+    cols: list[list[list[Any]]] = [[], [], [], []]
+    for p, ids in zip(dims, at, strict=True):
+        ids = ids.tolist()
+        for col, values in zip(cols, (p.chunks, p.chunk_sels, p.out_sels, p.complete),
+                               strict=True):
+            col.append(list(map(values.__getitem__, ids)))
+    return list(zip(zip(*cols[0]), zip(*cols[1]), zip(*cols[2]), map(combine, zip(*cols[3]))))
 
 
 def window(items: Sequence[ChunkItem], lo: int, hi: int) -> Sequence[ChunkItem]:
@@ -112,7 +224,7 @@ def subset(items: Sequence[ChunkItem], ids: Sequence[int]) -> Sequence[ChunkItem
     return [items[i] for i in ids]
 
 
-def chunk_items(projections: Sequence[DimProjection]) -> list[ChunkItem]:
+def chunk_items(projections: Sequence[DimProjection]) -> Sequence[ChunkItem]:
     """All chunks a plan touches, with their in-chunk and output selections."""
     if not projections:
         return [((), (), (), True)]
@@ -132,22 +244,21 @@ def chunk_items(projections: Sequence[DimProjection]) -> list[ChunkItem]:
     # a chunk can land on scattered output positions, and the reverse), broadcast
     # together unless made orthogonal.
     array_dims = sum(c or o for c, o in zip(csel_arrays, osel_arrays, strict=True))
-    needs_ortho = array_dims >= 2
+    flags = [p.complete_kinds() for p in projections]
+    mixed = any(LOOSE in f for f in flags) and any(EDGE in f for f in flags)
+    if array_dims < 2 and n_arrays == 0:
+        # made when asked for (a device read plans from the projections alone)
+        return ChunkItems.product(list(projections), mixed)
     # itertools.product builds each tuple in C: a few hundred ns per chunk.
     prod = itertools.product
     coords = prod(*(p.chunks for p in projections))
     csels = prod(*(p.chunk_sels for p in projections))
     osels = prod(*(p.out_sels for p in projections))
-    flags = [set(p.complete) for p in projections]
-    mixed = any(LOOSE in f for f in flags) and any(EDGE in f for f in flags)
     completes = map(combine_complete if mixed else all, prod(*(p.complete for p in projections)))
-    if needs_ortho:
+    if array_dims >= 2:
         csels = map(ortho_index, csels)
         osels = map(ortho_index, osels)
-    items = ChunkItems(zip(coords, csels, osels, completes))
-    if not needs_ortho and n_arrays == 0:
-        items.dims = list(projections)
-    return items
+    return ChunkItems(zip(coords, csels, osels, completes))
 
 
 def _one_chunk(projections: Sequence[DimProjection]) -> ChunkItems | None:
@@ -165,8 +276,9 @@ def _one_chunk(projections: Sequence[DimProjection]) -> ChunkItems | None:
         csel.append(c)
         osel.append(o)
         complete.append(p.complete[0])
-    one = ChunkItems([(tuple(coords), tuple(csel), tuple(osel), combine_complete(tuple(complete)))])
-    one.dims = list(projections)
+    flags = tuple(complete)
+    one = ChunkItems.product(list(projections), LOOSE in flags and EDGE in flags)
+    one._list = [(tuple(coords), tuple(csel), tuple(osel), combine_complete(flags))]
     return one
 
 
