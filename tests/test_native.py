@@ -244,6 +244,28 @@ def test_get_into_through_c_loops_as_in_python(tmp_path, room):
     assert vals[-1] is None
 
 
+def test_get_into_a_whole_batch_answers_views_made_when_asked(tmp_path):
+    """A batch the C loops read whole answers a sequence that knows every value
+    is there (``complete``) and makes each value's view of the buffer only when
+    asked; a batch with a missing key answers as before (no ``complete``)."""
+    store = LocalStore(tmp_path)
+    for i in range(5):
+        (tmp_path / f"v{i}").write_bytes(bytes([i]) * (10 + i))
+
+    def place(sizes):
+        return np.zeros(1 << 12, np.uint8), np.arange(len(sizes), dtype=np.int64) * 64
+
+    with cuzarr.config.set({"storage.native_io": True}):
+        vals, offs = store.sync_io().get_into([f"v{i}" for i in range(5)], place)
+        assert offs.tolist() == [0, 64, 128, 192, 256]
+        assert getattr(vals, "complete", False) and len(vals) == 5
+        assert [bytes(v) for v in vals] == [bytes([i]) * (10 + i) for i in range(5)]
+        assert bytes(vals[-1]) == bytes([4]) * 14 and [bytes(v) for v in vals[1:3]] == [
+            b"\x01" * 11, b"\x02" * 12]
+        vals, _ = store.sync_io().get_into(["v0", "nothere"], place)
+        assert not getattr(vals, "complete", False) and vals[1] is None
+
+
 def test_get_into_fills_frames_in_the_c_loop(tmp_path):
     store = LocalStore(tmp_path)
     frames_in = _frames()[:6]

@@ -188,7 +188,9 @@ class ReadJob:
     def decode_batch(self, lo: int, datas: list[Any], part: Any = None) -> None:
         """Decode the chunks of items ``lo:lo + len(datas)`` into the output
         (``part``: those items, where the caller has them)."""
-        missing = [self.keys[lo + j] for j, d in enumerate(datas) if d is None]
+        # (a device fetch that knows every chunk there: no value looked at)
+        missing = [] if getattr(datas, "complete", False) else [
+            self.keys[lo + j] for j, d in enumerate(datas) if d is None]
         if missing and missing_chunks_refused(self.meta):
             refuse_missing(self.store_path, missing)
         if self.device is not None:

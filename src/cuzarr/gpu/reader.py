@@ -209,22 +209,34 @@ def nvcomp_usable() -> bool:
     return False
 
 
-class HostBuffered(list):
-    """Chunk bytes fetched into one host buffer (``base``; pinned on a GPU):
-    item ``i`` lies at ``offsets[i]`` in it (-1: separate bytes, or missing),
-    ``sizes[i]`` bytes long when known (else ``len`` of the item); ``frames[i]``
-    (when walked as it was read; see ``cuzarr.runtime.native.frames_array``):
-    the stored size of the first zstd frame there (0: not walked; an error code
-    is larger than the chunk) and its content size (``NOT_PARSED`` where only
-    libzstd walked it)."""
+class HostBuffered(Sequence):  # type: ignore[type-arg]
+    """Chunk bytes fetched into one host buffer (``base``; pinned on a GPU): a
+    read-only sequence of the values (``values``, as the store gave them).
+    Item ``i`` lies at ``offsets[i]`` in ``base`` (-1: separate bytes, or
+    missing), ``sizes[i]`` bytes long when known (else ``len`` of the item);
+    ``frames[i]`` (when walked as it was read; see
+    ``cuzarr.runtime.native.frames_array``): the stored size of the first zstd
+    frame there (0: not walked; an error code is larger than the chunk) and its
+    content size (``NOT_PARSED`` where only libzstd walked it). ``complete``:
+    every value is there (none missing), known without looking at them."""
 
     def __init__(self, values: Sequence[Any], base: np.ndarray, offsets: Any,
                  sizes: Any = None, frames: np.ndarray | None = None) -> None:
-        super().__init__(values)
+        self.values = values
+        self.complete = bool(getattr(values, "complete", False))
         self.base = base
         self.offsets = offsets
         self.sizes = sizes
         self.frames = frames
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __getitem__(self, i: Any) -> Any:
+        return self.values[i]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.values)
 
 
 class DeviceReader:
