@@ -232,6 +232,24 @@ def test_whole_local_shards_with_unstored_inner_chunks(tmp_path, emulate, native
     assert (max(empties) > 0) if native_io else not empties
 
 
+def test_whole_and_partial_local_shards_in_one_batch(tmp_path, emulate):
+    """A batch of local shards some wanted whole (read into staging), some in
+    part (byte ranges) and one not stored at all: the placed inner chunks and
+    the others decode into the same output as numpy's."""
+    data = _data((64, 48), "<f4")
+    data[32:, :24] = 0  # a whole shard of fill values: not stored
+    a = cuzarr.create_array(LocalStore(tmp_path / "s"), shape=data.shape, dtype=data.dtype,
+                            chunks=(8, 8), shards=(32, 24), fill_value=0,
+                            compressors={"name": "zstd", "configuration": {"level": 1}},
+                            config={"write_empty_chunks": False})
+    a[...] = data
+    assert not (tmp_path / "s" / "c" / "1" / "0").exists()
+    # (one read worker: two shards a batch, whole and partial ones together)
+    with cuzarr.config.set({"gpu.read_workers": 1}):
+        _check(a, data, emulate, [(slice(None), slice(0, 40)), (slice(0, 64), slice(20, 48))])
+    assert emulate["stream:zstd"] > 0 and emulate["host_decoded"] == 0
+
+
 def _has_index_location():
     import inspect
 

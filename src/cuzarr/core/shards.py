@@ -14,12 +14,14 @@ grid) and the zarr-python pipeline's reads of shards
 
 from __future__ import annotations
 
+import itertools
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 
+from cuzarr.buffer.placed import PlacedViews
 from cuzarr.codecs.base import ChunkSpec
 from cuzarr.codecs.sharding import EMPTY, ShardingCodec, sharding_codec
 from cuzarr.config import config
@@ -448,20 +450,20 @@ class ShardReadJob:
         blobs = self.device.fetch_into(self.into, [w.key for w in whole], "none")
         pairs = _Placed(blobs.base)
         for w, data, at in zip(whole, blobs, blobs.offsets, strict=True):
-            got, where, ns = self._from_buffer(w, data, at)
-            pairs.extend(got)
-            pairs.place(where, ns)
+            values, where, ns = self._from_buffer(w, data, at, pairs.view)
+            pairs.add(w.members, values, where, ns)
         return pairs
 
     def _from_buffer(
-        self, w: ShardWant, data: Any, at: int
-    ) -> tuple[list[tuple[int, Any]], np.ndarray, np.ndarray]:
-        """``w``'s pairs from a shard read into a host buffer at ``at``, with
-        where each inner chunk lies in that buffer and its size (-1: missing, or
-        the shard lies elsewhere)."""
+        self, w: ShardWant, data: Any, at: int, base: memoryview
+    ) -> tuple[Sequence[Any], np.ndarray, np.ndarray]:
+        """The inner chunks of ``w`` (in the order of its members; None where not
+        stored) from a shard read into the host buffer ``base`` at ``at``, with
+        where each lies in ``base`` and its size (-1: missing, or the shard lies
+        elsewhere)."""
         if data is None:
             none = np.full(len(w.members), -1, np.int64)
-            return self._missing(w), none, none
+            return list(map(_second, self._missing(w))), none, none
         try:
             index, mv = self.codec.split(data, self.shard_shape)
         except CodecError as e:
@@ -476,25 +478,23 @@ class ShardReadJob:
             n_arr[e_arr] = -1
             o_arr[e_arr] = -1
             where = np.where(e_arr | (at < 0), -1, o_arr + at)
-        if empty:
-            pairs = [
-                (i, None if n < 0 else mv[o : o + n])
-                for i, o, n in zip(w.members, o_arr.tolist(), n_arr.tolist(), strict=True)
-            ]
-        else:  # every inner chunk stored: its pairs made in C (map, zip)
-            values = map(mv.__getitem__, map(slice, o_arr.tolist(), (o_arr + n_arr).tolist()))
-            pairs = list(zip(w.members, values, strict=True))
-        return pairs, where, n_arr
+        if empty or at < 0:
+            return [None if n < 0 else mv[o : o + n]
+                    for o, n in zip(o_arr.tolist(), n_arr.tolist(), strict=True)], where, n_arr
+        # every inner chunk stored, in the buffer: their views made when asked for
+        return PlacedViews(base, where, n_arr), where, n_arr
 
     # -- compute -----------------------------------------------------------------------
     def scatter(self, pairs: list[tuple[int, Any]]) -> None:
         """Decode (item, encoded inner chunk or None) pairs into the output."""
         if self.device is not None:
-            datas: list[Any] = list(map(_second, pairs))  # (in C: 64 pairs a shard)
             if isinstance(pairs, _Placed):
-                pairs.finish()  # pairs of byte ranges after the placed ones lie elsewhere
-                datas = self.device.buffered(datas, pairs.base, pairs.at, pairs.sizes)
-            ids = list(map(_first, pairs))
+                datas: Sequence[Any] = self.device.buffered(pairs.datas(), pairs.base,
+                                                            *pairs.places())
+                ids = pairs.ids
+            else:
+                datas = list(map(_second, pairs))  # (in C: 64 pairs a shard)
+                ids = list(map(_first, pairs))
             # the shard keys name a chunk in an error only: made when one is raised
             self.device(subset(self.items, ids), datas, _ShardKeys(self, ids))
             return
@@ -599,34 +599,64 @@ def _group_rows(shard: np.ndarray) -> list[tuple[tuple[int, ...], list[int]]]:
     return [(tuple(shard[int(m[0])].tolist()), m.tolist()) for m in members]
 
 
-class _Placed(list):  # type: ignore[type-arg]
+class _Placed:
     """(item, inner chunk bytes) pairs of which the first lie in the host buffer
-    ``base``: at ``at[k]`` (-1: elsewhere, or missing), ``sizes[k]`` bytes."""
+    ``base``, kept as the items' ids and their values: whole shards' values
+    (``add``, with where each lies in ``base`` and its size; -1: elsewhere, or
+    missing), then any other pairs (``append``, ``extend``: byte ranges, or
+    missing chunks), which lie elsewhere. A shard's values may be views made
+    when asked for (``PlacedViews``): a device batch planned from the places
+    alone asks for none."""
 
     def __init__(self, base: np.ndarray) -> None:
-        super().__init__()
         self.base = base
+        self.view = memoryview(base).cast("B")
+        self.ids: list[int] = []
+        self._values: list[Sequence[Any]] = []
         self._at: list[np.ndarray] = []
         self._sizes: list[np.ndarray] = []
-        self.at = np.zeros(0, np.int64)
-        self.sizes = np.zeros(0, np.int64)
+        self._placed = 0  # how many of ids lie in base (the first ones)
 
-    def place(self, at: np.ndarray, sizes: np.ndarray) -> None:
+    def add(self, ids: list[int], values: Sequence[Any], at: np.ndarray,
+            sizes: np.ndarray) -> None:
+        """A shard's inner chunks ``ids``, placed (before any other pair)."""
+        self.ids.extend(ids)
+        self._values.append(values)
         self._at.append(at)
         self._sizes.append(sizes)
+        self._placed += len(ids)
 
-    def finish(self) -> None:
-        """Pairs added after the placed ones (byte ranges) lie elsewhere."""
-        n = len(self)
-        if len(self._at) == 1 and len(self._at[0]) == n:  # one shard's pairs, no others
-            self.at, self.sizes = self._at[0], self._sizes[0]
-            return
-        self.at = np.full(n, -1, np.int64)
-        self.sizes = np.full(n, -1, np.int64)
+    def append(self, pair: tuple[int, Any]) -> None:
+        self.ids.append(pair[0])
+        self._values.append([pair[1]])
+
+    def extend(self, pairs: Iterable[tuple[int, Any]]) -> None:
+        for pair in pairs:
+            self.append(pair)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __iter__(self) -> Iterator[tuple[int, Any]]:
+        return zip(self.ids, self.datas(), strict=True)
+
+    def datas(self) -> Sequence[Any]:
+        """The values, in the order of ``ids``."""
+        if len(self._values) == 1:  # one shard, no other pairs: as it is (maybe lazy)
+            return self._values[0]
+        return list(itertools.chain.from_iterable(self._values))
+
+    def places(self) -> tuple[np.ndarray, np.ndarray]:
+        """Where each value lies in ``base``, and its size (-1: elsewhere, or missing)."""
+        n = len(self.ids)
+        if len(self._at) == 1 and self._placed == n:
+            return self._at[0], self._sizes[0]
+        at = np.full(n, -1, np.int64)
+        sizes = np.full(n, -1, np.int64)
         if self._at:
-            at, sizes = np.concatenate(self._at), np.concatenate(self._sizes)
-            self.at[: len(at)] = at
-            self.sizes[: len(sizes)] = sizes
+            at[: self._placed] = np.concatenate(self._at)
+            sizes[: self._placed] = np.concatenate(self._sizes)
+        return at, sizes
 
 
 class _ShardKeys(Sequence[str]):

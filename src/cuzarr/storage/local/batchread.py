@@ -12,15 +12,16 @@ batch read without the C loops does.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
+from cuzarr.buffer.placed import PlacedViews
 from cuzarr.runtime import native
 from cuzarr.storage.local.files import _read_placed_all
 
-__all__ = ["PlacedViews", "read_into"]
+__all__ = ["read_into"]
 
 # (values, offsets): offsets a list, or the caller's int64 array from ``place``
 Placed = tuple[Sequence[Any], list[int] | np.ndarray]
@@ -65,36 +66,6 @@ def read_into(store: Any, keys: Sequence[str],
         if pins is not None:
             _keep_pinned(store, keys, fds, pins)
         native.close_fds(fds)
-
-
-class PlacedViews(Sequence):  # type: ignore[type-arg]
-    """The values of a batch read whole into one buffer, every one there: value
-    ``j`` is ``view[at[j]:at[j] + sizes[j]]``. Their memoryviews are made when
-    first asked for: a device batch planned from the offsets and sizes alone
-    asks for none (32 per batch cost ~20 us, right after the batch's copies)."""
-
-    #: every value is there (none missing): see ``SyncIO.get_into``
-    complete = True
-
-    def __init__(self, view: memoryview, at: np.ndarray, sizes: np.ndarray) -> None:
-        self._view, self._at, self._sizes = view, at, sizes
-        self._made: list[memoryview] | None = None
-
-    def __len__(self) -> int:
-        return len(self._at)
-
-    def __getitem__(self, i: Any) -> Any:
-        return self._list()[i]
-
-    def __iter__(self) -> Iterator[memoryview]:
-        return iter(self._list())
-
-    def _list(self) -> list[memoryview]:
-        if self._made is None:
-            # one slice per value, made in C (map), none per Python step
-            ends = (self._at + self._sizes).tolist()
-            self._made = list(map(self._view.__getitem__, map(slice, self._at.tolist(), ends)))
-        return self._made
 
 
 def _keep_pinned(store: Any, keys: list[str], fds: np.ndarray, pins: dict[str, int]) -> None:
