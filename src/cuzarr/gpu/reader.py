@@ -316,18 +316,17 @@ class DeviceReader:
         made: list[Any] = []
         walk, find = self._walk(kind)
         frames = native.frames_array(len(keys)) if walk else None
-        base = [0]
 
         def place(sizes: list[int | None] | np.ndarray) -> tuple[np.ndarray, list[int]]:
             buf, offsets = place_chunks(sizes, kind, self.executor.host_buffer)
             made.append(buf)
             made.append(sizes)
-            if find is not None:
-                base[0] = buf.__array_interface__["data"][0]
             return buf, offsets
 
         def each(j: int, at: int, n: int) -> None:
-            frames[j, 0] = find(base[0] + at, n)  # type: ignore[index, misc]
+            # (the buffer's address asked here: where the store's C loop walks
+            # the frames, as it mostly does, this is never called)
+            frames[j, 0] = find(made[0].ctypes.data + at, n)  # type: ignore[index, misc]
 
         args = (keys, place) if frames is None else (
             keys, place, each if find is not None else None, frames)
