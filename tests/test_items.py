@@ -118,3 +118,16 @@ def test_a_read_plans_without_making_items_or_slices() -> None:
     assert items._list is None and part._list is None and sub._list is None
     assert part[0] == ((1, 36), (slice(0, 1), slice(0, 10)), (slice(1, 2), slice(360, 370)),
                        True)
+
+
+def test_keys_of_a_part_of_the_product_are_its_own() -> None:
+    """``chunk_keys`` renders keys from the projections only for the whole
+    product; a window or subset of it gets its own items' keys."""
+    arr = cuzarr.create_array(MemoryStore(), name="a", shape=(6, 8), chunks=(2, 2),
+                              dtype="uint8")
+    dims = arr._async_array._dims()
+    items = chunk_items(normalize_numpy((slice(None), slice(None)), arr.shape, dims).projections)
+    full = chunk_keys(arr.store_path, arr.metadata, items)
+    assert len(full) == 12 and full[4] == "a/c/1/0"
+    assert chunk_keys(arr.store_path, arr.metadata, items.window(3, 7)) == full[3:7]
+    assert chunk_keys(arr.store_path, arr.metadata, items.subset([5, 1])) == [full[5], full[1]]

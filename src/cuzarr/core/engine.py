@@ -53,6 +53,9 @@ def chunk_keys(store_path: StorePath, meta: ArrayMetadata, items: Sequence[Chunk
     prefix = store_path.path + "/" if store_path.path else ""
     cke = meta.chunk_key_encoding
     dims = getattr(items, "dims", None)
+    if dims is not None and (items.positions_ is not None or items.start
+                             or len(items) != math.prod(len(p.chunks) for p in dims)):
+        dims = None  # a part of the product only
     # (an item's coordinates: from dims where known, no item made for them)
     if cke.name == "default" and items and (dims if dims is not None else items[0][0]):
         head = prefix + "c" + cke.separator
