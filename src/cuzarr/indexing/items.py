@@ -133,12 +133,13 @@ class ChunkItems(Sequence):  # type: ignore[type-arg]
         return part
 
     def subset(self, ids: Sequence[int] | np.ndarray) -> ChunkItems:
-        """Items ``ids`` (in that order), keeping ``dims``."""
+        """Items ``ids`` (each in ``0..len - 1``; in that order), keeping ``dims``."""
         ids = np.asarray(ids, np.int64)
         if self.dims is None:
             return ChunkItems(map(self.__getitem__, ids.tolist()))
-        part = ChunkItems.product(self.dims, self._mixed, positions=self.positions()[ids],
-                                  shared=self.shared)
+        # (a window's item k lies at start + k: no positions array made for all)
+        at = self.positions_[ids] if self.positions_ is not None else ids + self.start
+        part = ChunkItems.product(self.dims, self._mixed, positions=at, shared=self.shared)
         if self._list is not None:
             part._list = list(map(self._list.__getitem__, ids.tolist()))
         return part

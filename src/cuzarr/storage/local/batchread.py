@@ -72,10 +72,14 @@ def _keep_pinned(store: Any, keys: list[str], fds: np.ndarray, pins: dict[str, i
     """The descriptors of ``fds`` handed to a pinned block (``fds[j]`` set to -1),
     each under its key's path, where the block has none for that path yet."""
     known = store._paths
-    for j in np.flatnonzero(fds >= 0).tolist():
+    # (a plain loop: a pinned block reads a few shards, and numpy's calls cost
+    # more than the loop right after their copies)
+    for j, fd in enumerate(fds.tolist()):
+        if fd < 0:
+            continue
         path = known.get(keys[j]) if type(keys[j]) is str else None
         if path is not None and path not in pins:
-            pins[path] = int(fds[j])
+            pins[path] = fd
             fds[j] = -1
 
 
