@@ -303,7 +303,7 @@ def test_window_rows_fill_the_plan_as_numpy_does(data):
     per-dimension rows (``plan_read``'s ``ReadDims``): the same rows, slots,
     slot sizes and whole-block flags as the numpy table, for windows and
     subsets of reads over regular and rectilinear grids, either chunk order,
-    byte-swapped or not."""
+    byte-swapped or not, some chunks missing or not."""
     import cuzarr
     from cuzarr.gpu.batch import STREAM_DTYPE
     from cuzarr.gpu.plan import plan_read, whole_block
@@ -329,21 +329,24 @@ def test_window_rows_fill_the_plan_as_numpy_does(data):
         part = items.subset(data.draw(st.lists(st.integers(0, len(items) - 1), min_size=1,
                                                max_size=len(items))))
     n = len(part)
-    zero = np.zeros(n, np.int64)  # (empty chunks: none passes the check)
+    # some chunks missing (offset and size -1): the fill value, no slot
+    missing = np.array(data.draw(st.lists(st.booleans(), min_size=n, max_size=n)), bool)
+    zero = np.where(missing, -1, 0).astype(np.int64)  # (empty chunks: none passes the check)
     table, slots, nbytes, whole, total, rows, _owners, done = native.window_rows(
-        0, 0, 1, 1 << 20, np.zeros(1, np.uint8), zero, zero, None, part.start,
+        0, 0, 1, 1 << 20, np.zeros(1, np.uint8), zero, zero.copy(), None, part.start,
         part.positions_, dims, -1, 8, STREAM_DTYPE, PLAN_DTYPE)
     with cuzarr.config.set({"storage.native_io": False}):
         ref = build_plan(list(part), fn, out.shape, out.strides, itemsize, chunk_order=order,
-                         swap=swap)
+                         swap=swap, present=~missing)
     np.testing.assert_array_equal(table, ref.table)
     assert slots.tolist() == ref.slots.tolist() and total == ref.staging_nbytes
     assert nbytes.tolist() == ref.slot_nbytes.tolist()
-    assert whole.tolist() == whole_block(ref.table).tolist()
-    assert not done.any() and len(rows) == 0
-    # a chunk not in the buffer (missing, or its bytes elsewhere): nothing done
-    zero[-1] = -1
-    assert native.window_rows(0, 0, 1, 1 << 20, np.zeros(1, np.uint8), zero, zero, None,
+    assert whole.tolist() == (whole_block(ref.table) & ~missing).tolist()
+    assert done.tolist() == missing.tolist() and len(rows) == 0
+    # a chunk whose bytes lie elsewhere (offset -1, a size): nothing done
+    zero[-1], sizes = -1, zero.copy()
+    sizes[-1] = 5
+    assert native.window_rows(0, 0, 1, 1 << 20, np.zeros(1, np.uint8), zero, sizes, None,
                               part.start, part.positions_, dims, -1, 8, STREAM_DTYPE,
                               PLAN_DTYPE) is None
 

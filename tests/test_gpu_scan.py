@@ -314,8 +314,9 @@ _SUBSET = [7, 3, 12, 19, 0, 5, 6, 8, 15, 1, 18, 10]
 
 def _window_batch(kind, out_ptr, lo, read_dims, corrupt=False, missing=None):
     """Chunks ``lo:lo + 12`` (``lo`` "subset": chunks ``_SUBSET``) of a 1-D
-    float32 read of 20 chunks, all present, lying in one host buffer (items 5
-    and 9 at odd offsets), prepared with the read's plan rows (``read_dims``)
+    float32 read of 20 chunks, present but for the batch's items ``missing``,
+    lying in one host buffer (items 5 and 9 at odd offsets), prepared with the
+    read's plan rows (``read_dims``)
     or without them; returns the batch, the data, those rows and the buffer."""
     import lz4.block
 
@@ -338,8 +339,8 @@ def _window_batch(kind, out_ptr, lo, read_dims, corrupt=False, missing=None):
         datas = [lz4.block.compress(r, store_size=True) for r in raws]
     else:
         datas = list(raws)
-    if missing is not None:
-        datas[missing] = None
+    for k in missing or ():
+        datas[k] = None
     base, offs, views = _lay_out(datas, STREAM_HEAD[kind])
     proj = normalize_numpy((slice(None),), (n,), [DimGrid(n, c)])
     every = chunk_items(proj.projections)
@@ -402,17 +403,53 @@ def test_prepare_window_agrees_with_the_general_path(kind, out_ptr, lo, monkeypa
 
 
 @pytest.mark.parametrize("lo", [0, "subset"])
-def test_a_batch_with_a_missing_chunk_takes_the_general_path(lo):
-    """A chunk missing from the batch (offset -1): ``window_rows`` does nothing
-    and the batch is prepared the general way, its missing chunk flagged."""
+@pytest.mark.parametrize("missing", [[3], [0, 3, 11], list(range(12))])
+def test_a_batch_with_missing_chunks_is_planned_in_one_call(lo, missing, monkeypatch):
+    """Chunks missing from the batch (offset and size -1, as a local store's
+    fetch reports them): ``window_rows`` plans the batch in one call, the
+    missing chunks flagged for the fill value with no staging slot, as the
+    general path plans them; the host twin's run gives the data and the fill."""
+    from cuzarr.gpu.executor import HostExecutor
     from cuzarr.gpu.plan import FLAG_MISSING
 
-    a, *_ = _window_batch("zstd", None, lo, True, missing=3)
-    b, *_ = _window_batch("zstd", None, lo, False, missing=3)
-    assert (a.plan.table == b.plan.table).all() and a.plan.slots[3] == -1
-    assert a.plan.table["flags"][3] & FLAG_MISSING
+    calls = []
+    real = native.window_rows
+    monkeypatch.setattr(native, "window_rows", lambda *a: calls.append(real(*a)) or calls[-1])
+    a, full, *_ = _window_batch("zstd", None, lo, True, missing=missing)
+    assert calls and calls[0] is not None, "the window path was not taken"
+    b, *_ = _window_batch("zstd", None, lo, False, missing=missing)
+    assert len(calls) == 1
+    assert (a.plan.table == b.plan.table).all()
+    assert a.plan.slots.tolist() == b.plan.slots.tolist()
+    assert a.plan.slot_nbytes.tolist() == b.plan.slot_nbytes.tolist()
+    assert a.plan.staging_nbytes == b.plan.staging_nbytes
+    assert all(a.plan.table["flags"][missing] & FLAG_MISSING) and (a.plan.slots[missing] == -1).all()
+    assert a.streams.keys() == b.streams.keys() and a.in_place == b.in_place
     for codec in b.streams:
         assert (a.streams[codec] == b.streams[codec]).all()
+    ids = _SUBSET if lo == "subset" else list(range(12))
+    out = np.zeros_like(full)
+    HostExecutor().run(a, out, -1.0)
+    ref = np.zeros_like(full)
+    for k, i in enumerate(ids):
+        ref[i * 500 : (i + 1) * 500] = -1.0 if k in missing else full[i * 500 : (i + 1) * 500]
+    np.testing.assert_array_equal(out, ref)
+
+
+def test_a_chunk_read_apart_takes_the_general_path():
+    """A chunk whose bytes lie outside the batch's buffer (offset -1, a size:
+    read as its own bytes) makes ``window_rows`` refuse the batch."""
+    from cuzarr.gpu.batch import STREAM_DTYPE
+    from cuzarr.gpu.plan import PLAN_DTYPE
+
+    _, _, table, base = _window_batch("none", None, 0, True)
+    offs, sizes = np.zeros(4, np.int64), np.zeros(4, np.int64)
+    offs[2] = -1
+    assert native.window_rows(0, 0, 1, MAX, base, offs, sizes, None, 0, None, table, -1, 8,
+                              STREAM_DTYPE, PLAN_DTYPE) is None
+    sizes[2] = -1  # missing, not apart: planned
+    assert native.window_rows(0, 0, 1, MAX, base, offs, sizes, None, 0, None, table, -1, 8,
+                              STREAM_DTYPE, PLAN_DTYPE) is not None
 
 
 def test_window_rows_refuses_a_window_outside_the_read():

@@ -247,7 +247,8 @@ def test_get_into_through_c_loops_as_in_python(tmp_path, room):
 def test_get_into_a_whole_batch_answers_views_made_when_asked(tmp_path):
     """A batch the C loops read whole answers a sequence that knows every value
     is there (``complete``) and makes each value's view of the buffer only when
-    asked; a batch with a missing key answers as before (no ``complete``)."""
+    asked; a batch with missing keys knows which (``missing``), the others as
+    views too, as the Python path answers."""
     store = LocalStore(tmp_path)
     for i in range(5):
         (tmp_path / f"v{i}").write_bytes(bytes([i]) * (10 + i))
@@ -262,8 +263,23 @@ def test_get_into_a_whole_batch_answers_views_made_when_asked(tmp_path):
         assert [bytes(v) for v in vals] == [bytes([i]) * (10 + i) for i in range(5)]
         assert bytes(vals[-1]) == bytes([4]) * 14 and [bytes(v) for v in vals[1:3]] == [
             b"\x01" * 11, b"\x02" * 12]
-        vals, _ = store.sync_io().get_into(["v0", "nothere"], place)
-        assert not getattr(vals, "complete", False) and vals[1] is None
+        # keys with no file: missing, known without a value made, their offsets
+        # -1 in the placement's array (a key under no directory, or under a
+        # file, is not known safe: the Python path answers it, as before)
+        (tmp_path / "f").write_bytes(b"x")
+        answers = {}
+        for keys in (["v0", "nothere", "v2", "v3"], ["v0", "nothere", "f/0", "d/nothere"]):
+            vals, offs = store.sync_io().get_into(keys, place)
+            answers[tuple(keys)] = ([None if v is None else bytes(v) for v in vals], list(offs))
+        vals, offs = store.sync_io().get_into(["v0", "nothere", "v2", "v3"], place)
+        assert not getattr(vals, "complete", False) and vals.missing() == [1]
+        assert offs.tolist() == [0, -1, 128, 192]
+        assert bytes(vals[2]) == b"\x02" * 12 and vals[1] is None
+    with cuzarr.config.set({"storage.native_io": False}):
+        for keys, want in answers.items():
+            vals, offs = store.sync_io().get_into(list(keys), place)
+            assert ([None if v is None else bytes(v) for v in vals], list(offs)) == want
+            assert want[0][1] is None and want[1][1] == -1
 
 
 def test_get_into_fills_frames_in_the_c_loop(tmp_path):

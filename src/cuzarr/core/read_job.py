@@ -188,9 +188,10 @@ class ReadJob:
     def decode_batch(self, lo: int, datas: list[Any], part: Any = None) -> None:
         """Decode the chunks of items ``lo:lo + len(datas)`` into the output
         (``part``: those items, where the caller has them)."""
-        # (a device fetch that knows every chunk there: no value looked at)
-        missing = [] if getattr(datas, "complete", False) else [
-            self.keys[lo + j] for j, d in enumerate(datas) if d is None]
+        # (a device fetch knows which are missing: no value looked at)
+        holes = getattr(datas, "missing", None)
+        missing = [self.keys[lo + j] for j in (
+            holes() if holes is not None else (j for j, d in enumerate(datas) if d is None))]
         if missing and missing_chunks_refused(self.meta):
             refuse_missing(self.store_path, missing)
         if self.device is not None:

@@ -647,12 +647,15 @@ class _Placed:
         return list(itertools.chain.from_iterable(self._values))
 
     def places(self) -> tuple[np.ndarray, np.ndarray]:
-        """Where each value lies in ``base``, and its size (-1: elsewhere, or missing)."""
+        """Where each value lies in ``base`` (-1: elsewhere, or missing), and its
+        size (-1: missing; the others' own length)."""
         n = len(self.ids)
         if len(self._at) == 1 and self._placed == n:
             return self._at[0], self._sizes[0]
         at = np.full(n, -1, np.int64)
-        sizes = np.full(n, -1, np.int64)
+        rest = itertools.chain.from_iterable(self._values[len(self._at):])  # (appended)
+        sizes = np.empty(n, np.int64)
+        sizes[self._placed:] = [-1 if v is None else len(v) for v in rest]
         if self._at:
             at[: self._placed] = np.concatenate(self._at)
             sizes[: self._placed] = np.concatenate(self._sizes)

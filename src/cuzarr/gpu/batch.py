@@ -340,14 +340,14 @@ def _prepare_window(read: ReadDims, items: ChunkItems, datas: Sequence[Any], kin
                     alloc: Callable[[int], np.ndarray] | None, out_ptr: int | None,
                     itemsize: int) -> GpuBatch | None:
     """``prepare_batch`` of ``items`` of a read planned as ``read`` (a window of
-    consecutive items, or a subset: a shard's inner chunks), every chunk
-    present: the plan (its rows filled from the read's per-dimension rows, its
-    staging slots) and the in-place check of the chunks lying in ``base`` in one C call
-    (``native.window_rows``), about 30 numpy operations fewer per batch, each
-    slow right after the batch's copies have left the CPU's caches cold.
-    Chunks it does not take go through :func:`_per_chunk`, as in
-    ``prepare_batch``. ``None``, with nothing done, where a chunk does not lie
-    in ``base`` (missing, or its bytes elsewhere)."""
+    consecutive items, or a subset: a shard's inner chunks): the plan (its rows
+    filled from the read's per-dimension rows, its staging slots; missing
+    chunks, offset and size -1, flagged for the fill value) and the in-place
+    check of the chunks lying in ``base`` in one C call (``native.window_rows``),
+    about 30 numpy operations fewer per batch, each slow right after the
+    batch's copies have left the CPU's caches cold. Chunks it does not take go
+    through :func:`_per_chunk`, as in ``prepare_batch``. ``None``, with nothing
+    done, where a chunk's bytes lie elsewhere (read apart from ``base``)."""
     codec = _SCANS[kind]
     offs = np.asarray(base_offsets, np.int64)
     if base_sizes is None:
@@ -364,7 +364,8 @@ def _prepare_window(read: ReadDims, items: ChunkItems, datas: Sequence[Any], kin
     plan = ScatterPlan(table, total, slots, nbytes, itemsize, whole)
     batch = GpuBatch(plan, base, names=names)
     batch.in_place = len(owners)
-    if len(owners) == len(datas):  # the common case: every stream decodes where it lies
+    if len(owners) and (len(owners) == len(datas) or done.all()):
+        # the common case: every stream decodes where it lies (the others missing)
         batch.streams[codec] = stream
         batch.owners[codec] = owners
         return batch

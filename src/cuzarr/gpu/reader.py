@@ -213,7 +213,8 @@ class HostBuffered(Sequence):  # type: ignore[type-arg]
     """Chunk bytes fetched into one host buffer (``base``; pinned on a GPU): a
     read-only sequence of the values (``values``, as the store gave them).
     Item ``i`` lies at ``offsets[i]`` in ``base`` (-1: separate bytes, or
-    missing), ``sizes[i]`` bytes long when known (else ``len`` of the item);
+    missing), ``sizes[i]`` bytes long when known (else ``len`` of the item;
+    an array of sizes says -1 for a missing item only, whose value is None);
     ``frames[i]`` (when walked as it was read; see
     ``cuzarr.runtime.native.frames_array``): the stored size of the first zstd
     frame there (0: not walked; an error code is larger than the chunk) and its
@@ -237,6 +238,14 @@ class HostBuffered(Sequence):  # type: ignore[type-arg]
 
     def __iter__(self) -> Iterator[Any]:
         return iter(self.values)
+
+    def missing(self) -> list[int]:
+        """The indices of the missing values (``None``), made without looking at
+        the others where the store's answer knows them."""
+        known = getattr(self.values, "missing", None)
+        if known is not None:
+            return known()
+        return [j for j, d in enumerate(self.values) if d is None]
 
 
 class DeviceReader:

@@ -203,6 +203,7 @@ enum {
     P_STOP = 240, P_STEP = 304, P_N = 368, P_DST_STRIDES = 432
 };
 #define STAGING_ALIGN 16
+#define FLAG_MISSING 1 /* cuzarr.gpu.plan.FLAG_MISSING: the fill value, no source */
 
 static void put64(uint8_t *row, int at, int d, int64_t v) {
     memcpy(row + at + 8 * d, &v, 8);
@@ -319,9 +320,9 @@ static int window_buffers(PyObject *const *o, buf_t *b, Py_ssize_t lo, int64_t t
  * lo + j), unravelled in C order over dim_len, with their staging slots one
  * after another; returns the batch's staging bytes. */
 static int64_t fill_window(uint8_t *table, int64_t *slots, int64_t *nbytes, uint8_t *whole,
-                           Py_ssize_t n, Py_ssize_t lo, const int64_t *pos, int ndim,
-                           const int64_t *const *dim_rows, const int64_t *dim_len,
-                           int64_t itemsize, int order_f, int64_t swap) {
+                           const uint8_t *missing, Py_ssize_t n, Py_ssize_t lo,
+                           const int64_t *pos, int ndim, const int64_t *const *dim_rows,
+                           const int64_t *dim_len, int64_t itemsize, int order_f, int64_t swap) {
     int64_t at = 0;
     for (Py_ssize_t j = 0; j < n; j++) {
         int64_t p = pos != NULL ? pos[j] : (int64_t)(lo + j), idx[PLAN_DIMS];
@@ -331,6 +332,13 @@ static int64_t fill_window(uint8_t *table, int64_t *slots, int64_t *nbytes, uint
         }
         uint8_t *row = table + j * PLAN_ROW;
         nbytes[j] = fill_row(row, ndim, dim_rows, idx, itemsize, order_f, swap, &whole[j]);
+        if (missing[j]) { /* the fill value, no slot (as cuzarr.gpu.plan._with_slots) */
+            put32(row, P_FLAGS, FLAG_MISSING);
+            slots[j] = -1;
+            nbytes[j] = 0;
+            whole[j] = 0;
+            continue;
+        }
         memcpy(row + P_SRC, &at, 8);
         slots[j] = at;
         at += (nbytes[j] + STAGING_ALIGN - 1) / STAGING_ALIGN * STAGING_ALIGN;
@@ -352,9 +360,10 @@ static int64_t fill_window(uint8_t *table, int64_t *slots, int64_t *nbytes, uint
  * src_offset, each STAGING_ALIGN-padded), slot sizes nbytes[j] and whole-block
  * flags whole[j]; then its chunks are described as stream_rows does (decoded
  * into the output where out_ptr >= 0 allows). total: the batch's staging
- * bytes. An item not in `base` (offs[j] < 0: missing, or its bytes apart)
- * makes it return (-1, 0) with nothing described: such a batch takes the
- * general path. */
+ * bytes. A missing item (offs[j] < 0 and lens[j] < 0) gets the fill value:
+ * its row flagged FLAG_MISSING, no slot (slots[j] -1, nbytes[j] 0), done[j] 1.
+ * An item whose bytes lie apart (offs[j] < 0, lens[j] >= 0) makes it return
+ * (-1, 0) with nothing described: such a batch takes the general path. */
 PyObject *cz_window_rows(PyObject *self, PyObject *args) {
     int kind, order_f;
     long long head, in_align, max_size, out_ptr, out_align, itemsize, swap;
@@ -385,21 +394,26 @@ PyObject *cz_window_rows(PyObject *self, PyObject *args) {
         window_buffers(o, b, lo, total_items, &n, &pos) < 0) {
         goto done;
     }
-    const int64_t *offs = b[1].view.buf;
+    const int64_t *offs = b[1].view.buf, *lens = b[2].view.buf;
+    uint8_t *done_v = b[11].view.buf; /* first: which items are missing */
     for (Py_ssize_t j = 0; j < n; j++) {
-        if (offs[j] < 0) { /* not in the buffer: the general path takes the batch */
+        if (offs[j] < 0 && lens[j] >= 0) { /* bytes apart: the general path takes the batch */
             result = Py_BuildValue("(nL)", (Py_ssize_t)-1, 0LL);
             goto done;
         }
+        done_v[j] = offs[j] < 0;
     }
     uint8_t *table = b[5].view.buf, *whole = b[8].view.buf;
     int64_t *slots = b[6].view.buf, *nbytes = b[7].view.buf;
-    int64_t total = fill_window(table, slots, nbytes, whole, n, lo, pos, ndim, dim_rows,
-                                dim_len, itemsize, order_f, swap);
+    int64_t total = fill_window(table, slots, nbytes, whole, done_v, n, lo, pos, ndim,
+                                dim_rows, dim_len, itemsize, order_f, swap);
     Py_ssize_t k = describe_streams(
-        kind, head, in_align, max_size, b[0].view.buf, (int64_t)b[0].view.len, b[1].view.buf,
-        b[2].view.buf, b[3].held ? b[3].view.buf : NULL, slots, nbytes, table, whole, out_ptr,
-        out_align, b[9].view.buf, b[10].view.buf, b[11].view.buf, n);
+        kind, head, in_align, max_size, b[0].view.buf, (int64_t)b[0].view.len, offs, lens,
+        b[3].held ? b[3].view.buf : NULL, slots, nbytes, table, whole, out_ptr, out_align,
+        b[9].view.buf, b[10].view.buf, done_v, n);
+    for (Py_ssize_t j = 0; j < n; j++) {
+        done_v[j] |= slots[j] < 0; /* missing: nothing left to do */
+    }
     result = Py_BuildValue("(nL)", k, (long long)total);
 done:
     for (int i = 0; i < 12 + PLAN_DIMS; i++) {

@@ -171,15 +171,17 @@ def window_rows(kind: int, head: int, in_align: int, max_size: int, base: Any,
                 positions: np.ndarray | None, read: Any, out_ptr: int, out_align: int,
                 row_dtype: np.dtype, plan_dtype: np.dtype) -> tuple[Any, ...] | None:
     """:func:`stream_rows` of a batch of ``n = len(offsets)`` items of a read,
-    every one present, together with its plan, in one call: item ``j`` is the
+    together with its plan, in one call: item ``j`` is the
     read's item ``lo + j`` (``positions`` None) or ``positions[j]``, in C order
     over ``read.rows`` (``cuzarr.gpu.plan.ReadDims``: each dimension's plan
     rows, the chunks' itemsize, order and byte swap); ``out_ptr`` -1: no
     decode into the output. Returns ``(table, slots, nbytes, whole, total,
     rows, owners, done)``: the batch's ``plan_dtype`` rows, staging slots laid
     out one after another (``total`` bytes in all), slot sizes and whole-block
-    flags, then :func:`stream_rows`' answer; ``None`` where an item is not in
-    ``base`` (an offset < 0: missing, or its bytes elsewhere)."""
+    flags, then :func:`stream_rows`' answer (``done`` also set for missing
+    items); ``None`` where an item's bytes lie elsewhere (offset < 0, length
+    >= 0). A missing item (offset and length < 0) reads as the fill value: its
+    row flagged ``FLAG_MISSING``, no staging slot (-1, 0 bytes)."""
     n = len(offsets)
     table = np.empty(n, plan_dtype)
     slots = np.empty(n, np.int64)

@@ -12,6 +12,7 @@ batch read without the C loops does.
 from __future__ import annotations
 
 import contextlib
+import errno
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -46,26 +47,41 @@ def read_into(store: Any, keys: Sequence[str],
             _check_new(store, keys, fds, sizes)
         held: list[int | None] | None = None
         told: list[int | None] | None = None
+        gone = 0  # keys with no file (as LocalStore's Python path counts them missing)
         if flags and ((fds | sizes) < 0).any():  # a failed open, or no regular file's size
-            held, told = _slow_opens(store, keys, fds, sizes)
+            lost = np.isin(fds, _GONE)
+            gone = int(np.count_nonzero(lost))
+            if not gone or ((fds | sizes) < 0).sum() != gone:
+                held, told, gone = *_slow_opens(store, keys, fds, sizes), 0
+        if told is not None:
             buf, where = place(told)
-        else:
-            buf, where = place(sizes)  # (an int64 array: no list to convert back)
+        else:  # (an int64 array, -1 where missing: no list to convert back)
+            buf, where = place(sizes)
         at = np.asarray(where, np.int64)  # (the C placement's array as it is)
+        if gone:  # (missing values lie nowhere, whatever the caller placed)
+            at = np.where(lost, -1, at)
         got, count = native.read_placed(fds, sizes, at, buf, frames)
         view = memoryview(buf).cast("B")
         if frames is None and each is not None:
             for j in np.flatnonzero(got).tolist():
                 each(j, int(at[j]), int(sizes[j]))
-        if count == len(keys):
-            return PlacedViews(view, at, sizes), at
+        if count + gone == len(keys):
+            return PlacedViews(view, at, sizes, complete=not gone), at
         where = at.tolist()
-        return _finish(store, keys, fds.tolist() if held is None else held,
-                       sizes.tolist() if told is None else told, where, view, got, each)
+        if held is None:  # (keys with no file: no descriptor, no size, as _slow_opens says)
+            held = [None if fd < 0 else fd for fd in fds.tolist()]
+            told = [None if n < 0 else n for n in sizes.tolist()]
+        return _finish(store, keys, held, told, where, view, got, each)  # type: ignore[arg-type]
     finally:
         if pins is not None:
             _keep_pinned(store, keys, fds, pins)
         native.close_fds(fds)
+
+
+# open(2)'s answers for a key with no file (as ``files._is_missing`` counts them),
+# negated as ``native.open_sized`` reports them
+_GONE = np.array([-errno.ENOENT, -errno.ENOTDIR, -errno.EISDIR, -errno.ENAMETOOLONG],
+                 np.int64)
 
 
 def _keep_pinned(store: Any, keys: list[str], fds: np.ndarray, pins: dict[str, int]) -> None:
