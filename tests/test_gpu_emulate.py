@@ -250,6 +250,32 @@ def test_whole_and_partial_local_shards_in_one_batch(tmp_path, emulate):
     assert emulate["stream:zstd"] > 0 and emulate["host_decoded"] == 0
 
 
+def test_sampled_local_shards_missing_or_truncated(tmp_path, emulate):
+    """Random samples of local shards (some read whole, the others' ranges,
+    into one staging buffer): a shard not stored reads as the fill value; a
+    truncated one raises ``CodecError`` naming its key."""
+    data = _data((96, 16, 16), "<f4")
+    a = cuzarr.create_array(LocalStore(tmp_path / "s"), shape=data.shape, dtype=data.dtype,
+                            chunks=(1, 16, 16), shards=(8, 16, 16), fill_value=-1,
+                            compressors={"name": "zstd", "configuration": {"level": 1}})
+    a[...] = data
+    data = data.copy()
+    (tmp_path / "s" / "c" / "3" / "0" / "0").unlink()  # samples 24-31
+    data[24:32] = -1
+    idx = np.random.default_rng(3).permutation(96)[:40]
+    emulate.clear()
+    (got,) = cuzarr.read_many([a.lazy[idx]])
+    np.testing.assert_array_equal(got, data[idx])
+    stored = int(np.count_nonzero((idx < 24) | (idx >= 32)))
+    assert emulate["in_place"] == emulate["stream:zstd"] == stored
+    shard = tmp_path / "s" / "c" / "5" / "0" / "0"  # samples 40-47
+    raw = shard.read_bytes()
+    shard.write_bytes(raw[:100] + raw[-(8 * 16 + 4):])  # the index kept, the chunks cut
+    pick = np.array([41, 3, 60, 44])
+    with pytest.raises(cuzarr.errors.CodecError, match="c/5/0/0"):
+        cuzarr.read_many([a.lazy[pick]])
+
+
 def _has_index_location():
     import inspect
 
@@ -296,6 +322,9 @@ def test_shuffled_sample_batches_take_the_batched_device_path(tmp_path, emulate,
     (got,) = cuzarr.read_many([a.lazy[idx]])
     np.testing.assert_array_equal(got, data[idx])
     assert emulate["stream:zstd"] == 32 and emulate["fancy"] == 0
+    # every sample decoded where it was read (the shards' ranges read straight
+    # into staging, as whole chunk files are): nothing packed
+    assert emulate["in_place"] == 32
     # a run of samples stepping evenly through the batch is one slice as well
     np.testing.assert_array_equal(a.oindex[np.array([40, 2, 41, 3]), :], data[[40, 2, 41, 3]])
 

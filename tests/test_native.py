@@ -411,3 +411,44 @@ def test_index_rows_picks_a_shards_rows():
     for bad in (-1, 4):
         with pytest.raises(ValueError, match="index_rows"):
             native.index_rows(index, np.array([0, bad], np.int64), 0)
+
+
+@pytest.mark.parametrize("native_io", [True, False])
+def test_get_ranges_into_reads_byte_ranges_in_place(tmp_path, native_io):
+    """``SyncIO.get_ranges_into`` reads byte ranges (a key repeated, a range to
+    the value's end) into the caller's places, with or without the C loops; a
+    missing key and a range past the value's end are not read (``got``
+    False), and in a pinned block a file replaced after its first read is
+    read as it was."""
+    store = LocalStore(tmp_path)
+    (tmp_path / "a").write_bytes(bytes(range(100)))
+    (tmp_path / "b").write_bytes(b"x" * 10)
+    keys = ["a", "a", "b", "a", "nothere", "b"]
+    starts = np.array([0, 50, 2, 90, 0, 5], np.int64)
+    sizes = np.array([10, 20, -1, -1, 4, 20], np.int64)
+    laid: list[list[int]] = []
+
+    def place(n):
+        laid.append(np.asarray(n).tolist())
+        return np.zeros(512, np.uint8), np.arange(len(n), dtype=np.int64) * 64
+
+    with cuzarr.config.set({"storage.native_io": native_io}):
+        sio = store.sync_io()
+        at, got_sizes, got = sio.get_ranges_into(keys, starts, sizes, place)
+    assert laid == [[10, 20, 8, 10, -1, 20]] and got_sizes.tolist() == laid[0]
+    assert got.tolist() == [True, True, True, True, False, False]
+    assert at.tolist() == [0, 64, 128, 192, 256, 320]  # (the caller placed them)
+    assert sizes.tolist() == [10, 20, -1, -1, 4, 20]  # the caller's array is left as it was
+    # the bytes, in a buffer kept this time; and a pinned block's view of "a"
+    kept = np.zeros(512, np.uint8)
+    with cuzarr.config.set({"storage.native_io": native_io}):
+        sio = store.sync_io()
+        with sio.pinned():
+            assert bytes(sio.get_ranges([("a", None)])[0])[:3] == bytes([0, 1, 2])
+            (tmp_path / "a.new").write_bytes(b"y" * 100)
+            os.replace(tmp_path / "a.new", tmp_path / "a")
+            at, _, got = sio.get_ranges_into(
+                ["a", "b"], np.array([50, 2], np.int64), np.array([20, -1], np.int64),
+                lambda n: (kept, np.array([0, 64], np.int64)))
+    assert got.all() and bytes(kept[:20]) == bytes(range(50, 70))
+    assert bytes(kept[64:72]) == b"x" * 8

@@ -125,19 +125,22 @@ class ShardReader:
         consume: Callable[[list[Any]], None],
         on_missing: Callable[[ShardWant], list[tuple[int, Any]]],
         whole_into: Callable[[list[ShardWant]], list[Any]] | None = None,
+        ranges_into: Callable[[list[Any], list[Any], list[Any]], Any] | None = None,
     ) -> Plan:
         """Read ``wants`` and ``consume`` their pairs (part by part when local
         shards are read in parts). A shard not stored: ``on_missing`` raises or
         gives its pairs. ``whole_into``: reads whole shards itself (a device
-        reader's staging buffer). With descriptors pinned, at most
-        PINNED_SHARDS_MAX shards at a time."""
+        reader's staging buffer); ``ranges_into(reqs, groups, pairs)``: reads
+        the coalesced ranges of shards wanted in part, where no shard is wanted
+        whole (likewise). With descriptors pinned, at most PINNED_SHARDS_MAX
+        shards at a time."""
         if self.pinned is None:
-            yield from self._plan(wants, consume, on_missing, whole_into)
+            yield from self._plan(wants, consume, on_missing, whole_into, ranges_into)
             return
         for s in range(0, len(wants), PINNED_SHARDS_MAX):
             with self.pinned():
                 part = wants[s : s + PINNED_SHARDS_MAX]
-                yield from self._plan(part, consume, on_missing, whole_into)
+                yield from self._plan(part, consume, on_missing, whole_into, ranges_into)
 
     def direct_plan(self, wants: Sequence[ShardWant], consume: Callable[[list[Any]], None],
                     on_missing: Callable[[ShardWant], list[tuple[int, Any]]],
@@ -157,18 +160,24 @@ class ShardReader:
         if pairs:
             yield Compute(consume, pairs)
 
-    def _plan(self, wants: Sequence[ShardWant], consume: Any, on_missing: Any, into: Any) -> Plan:
+    def _plan(self, wants: Sequence[ShardWant], consume: Any, on_missing: Any, into: Any,
+              ranges_into: Any = None) -> Plan:
         parts = self.in_parts
         whole = [w for w in wants if w.whole and not parts]
         partial = [w for w in wants if parts or not w.whole]
         pairs: list[tuple[int, Any]] = []
-        if whole and into is not None:
+        if partial and ranges_into is not None:
+            # (a device reader's staging: the whole shards and the others' ranges,
+            # read after the others' indexes, into one buffer)
+            reqs, groups = yield from self._range_requests(partial, pairs, on_missing)
+            pairs = ranges_into(whole, reqs, groups, pairs)
+        elif whole and into is not None:
             pairs = into(whole)
         elif whole:
             datas = yield Get([w.key for w in whole])
             for w, data in zip(whole, datas, strict=True):
                 pairs.extend(self.from_whole(w, data, on_missing))
-        if partial:
+        if partial and ranges_into is None:
             reqs, groups = yield from self._range_requests(partial, pairs, on_missing)
             pairs = yield from self._read_ranges(reqs, groups, pairs, consume)
         if pairs:
@@ -355,6 +364,9 @@ class ShardReadJob:
         # buffer of the device reader (pinned on a GPU) and their inner chunks
         # decoded where they lie, the index rows picked with numpy.
         self.into = getattr(sio, "get_into", None) if self.device is not None and sio else None
+        # ... and the ranges of shards read in part likewise (random samples)
+        self.ranges_into = (getattr(sio, "get_ranges_into", None)
+                            if self.device is not None and sio else None)
         # Device reads of files read to the device by the executor (GPUDirect):
         # slice selections only (integer arrays decode on the host, from bytes)
         self.direct = None
@@ -407,7 +419,8 @@ class ShardReadJob:
                                                direct.file_ref)
             return
         into = self._whole_into if self.into is not None else None
-        yield from self.reader.plan(self.wants(lo, hi), self.scatter, self._missing, into)
+        ranges = self._ranges_into if self.ranges_into is not None else None
+        yield from self.reader.plan(self.wants(lo, hi), self.scatter, self._missing, into, ranges)
 
     def wants(self, lo: int, hi: int) -> list[ShardWant]:
         """What the reader reads of shards ``lo:hi``: each one's items, by their
@@ -453,6 +466,63 @@ class ShardReadJob:
             values, where, ns = self._from_buffer(w, data, at, pairs.view)
             pairs.add(w.members, values, where, ns)
         return pairs
+
+    def _ranges_into(self, whole: list[ShardWant], reqs: list[tuple[str, RangeByteRequest]],
+                     groups: list[tuple[list[int], list[tuple[int, int]], int, int]],
+                     pairs: list[tuple[int, Any]]) -> _Placed:
+        """Shards ``whole`` and the coalesced ranges ``reqs`` of those wanted in
+        part read into one staging buffer of the device reader (here, in the
+        plan's thread, inside its pinned descriptors), their inner chunks
+        (``groups`` for the ranges) described where they lie; ``pairs`` (inner
+        chunks found missing) after them."""
+        nw = len(whole)
+        keys = [w.key for w in whole] + [k for k, _ in reqs]
+        starts = np.fromiter(itertools.chain(itertools.repeat(0, nw), (r.start for _, r in reqs)),
+                             np.int64, len(keys))
+        ends = np.fromiter((r.end for _, r in reqs), np.int64, len(reqs))
+        sizes = np.concatenate([np.full(nw, -1, np.int64), ends - starts[nw:]])
+        base, at, sizes, got = self.device.fetch_ranges(self.ranges_into, keys, starts, sizes)
+        placed = _Placed(base)
+        try:
+            # (a whole shard not stored: its size -1; a range: an error either way)
+            bad = np.flatnonzero(~got & ((sizes >= 0) | (np.arange(len(keys)) >= nw)))
+            if len(bad):
+                j = int(bad[0])
+                span = f" range {starts[j]}-{ends[j - nw]}" if j >= nw else ""
+                raise keyed(CodecError(
+                    f"shard{span} could not be read in full: the shard is truncated, or "
+                    "changed while read, or its index is corrupt"), keys[j])
+            for w, ok, where, n in zip(whole, got.tolist(), at.tolist(), sizes.tolist(),
+                                       strict=False):
+                data = placed.view[where : where + n] if ok else None  # (None: not stored)
+                values, wheres, ns = self._from_buffer(w, data, where if ok else -1, placed.view)
+                placed.add(w.members, values, wheres, ns)
+        except BaseException:
+            self.device.executor.release(base)
+            raise
+        ids, rel, lens, which = self._range_members(groups)
+        where = at[nw:][which] + rel
+        placed.add(ids, PlacedViews(placed.view, where, lens), where, lens)
+        placed.extend(pairs)
+        return placed
+
+    @staticmethod
+    def _range_members(groups: list[tuple[list[int], list[tuple[int, int]], int, int]],
+                       ) -> tuple[list[int], np.ndarray, np.ndarray, np.ndarray]:
+        """The inner chunks of coalesced ranges: their ids, offsets in their
+        range, sizes and ranges."""
+        ids: list[int] = []
+        rel: list[int] = []
+        lens: list[int] = []
+        which: list[int] = []
+        for r, (members, ranges, gs, _ge) in enumerate(groups):
+            ids.extend(members)
+            for s, e in ranges:
+                rel.append(s - gs)
+                lens.append(e - s)
+                which.append(r)
+        return (ids, np.array(rel, np.int64), np.array(lens, np.int64),
+                np.array(which, np.int64))
 
     def _from_buffer(
         self, w: ShardWant, data: Any, at: int, base: memoryview
@@ -725,10 +795,12 @@ async def read_sharded(
     workers = device_read_workers() if device else max_workers()
     per_batch = max(1, min(64, -(-job.n // (workers * (2 if device else 4)))))
     if device:
-        # whole shards, as few as gpu.read_batch_bytes (decoded) allows: the
-        # staging of a batch is reused from batch to batch, and copies into
-        # one still in the CPU's cache cost ~20% less than into a cold one
-        shard_bytes = int(np.prod(meta.chunk_shape)) * max(1, meta.dtype.item_size)
-        per_batch = min(per_batch, max(1, read_batch_bytes() // max(1, shard_bytes)))
+        # as few shards as gpu.read_batch_bytes (decoded, of the inner chunks
+        # wanted: whole shards, or a few samples of each) allows: the staging
+        # of a batch is reused from batch to batch, and copies into one still
+        # in the CPU's cache cost ~20% less than into a cold one
+        inner_bytes = int(np.prod(codec.chunk_shape)) * max(1, meta.dtype.item_size)
+        wanted = max(1, len(items) * inner_bytes // max(1, job.n))  # per shard, on average
+        per_batch = min(per_batch, max(1, read_batch_bytes() // wanted))
     helpable = not device and codec.shares(meta.dtype.item_size)
     await execute(job, store_path.store, per_batch, loops=workers, helpable=helpable)

@@ -350,6 +350,27 @@ class DeviceReader:
             sizes = [-1 if n is None else n for n in sizes]
         return HostBuffered(values, made[0], offsets, sizes, frames)
 
+    def fetch_ranges(self, get_ranges_into: Any, keys: Sequence[str], starts: np.ndarray,
+                     sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Byte ranges (``sizes[j]`` bytes of ``keys[j]``'s value from
+        ``starts[j]`` on; -1: to its end) read by ``get_ranges_into``
+        (``SyncIO.get_ranges_into``) into one host buffer of the executor (pinned
+        on a GPU), each range starting ``STAGING_ALIGN``-aligned: ``(buffer,
+        offsets, sizes, got)``."""
+        made: list[np.ndarray] = []
+
+        def place(n: np.ndarray) -> tuple[np.ndarray, Any]:
+            buf, offsets = place_chunks(n, "none", self.executor.host_buffer)
+            made.append(buf)
+            return buf, offsets
+
+        if getattr(self.executor, "device", False):
+            with self.out.device:  # pinned memory is allocated in the output's context
+                at, sizes, got = get_ranges_into(keys, starts, sizes, place)
+        else:
+            at, sizes, got = get_ranges_into(keys, starts, sizes, place)
+        return made[0], at, sizes, got
+
     def _slices(self, items: Sequence[Any]) -> bool:
         """Whether ``items`` (a batch of the read :meth:`plan_read` planned, or
         any items) are all slices (``gpu.plan.is_slice_only``): known from the

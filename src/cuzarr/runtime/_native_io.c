@@ -149,23 +149,26 @@ PyObject *cz_close_fds(PyObject *self, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
-/* read_placed(fds, sizes, offsets, buf, got, frames) -> int
+/* read_placed(fds, sizes, offsets, buf, got, frames[, starts]) -> int
  *
  * For each j with fds[j] >= 0, sizes[j] >= 0 and its bytes fitting at
- * buf[offsets[j]:]: one pread of the whole file there. got[j] = 1 where it read
- * sizes[j] bytes, else 0 (a short read, an error, no descriptor: the caller's
- * slow path). frames (or None, else n x 2 uint64): for each read item, the
- * zstd walk of the frame it starts with (zstd_walk: its compressed size and
- * content size), while its bytes are still in the CPU's cache. Returns how
- * many items were read. */
+ * buf[offsets[j]:]: one pread of the whole file there (with `starts`, an
+ * int64 array: of its sizes[j] bytes from starts[j] on, a byte range). got[j]
+ * = 1 where it read sizes[j] bytes, else 0 (a short read, an error, no
+ * descriptor: the caller's slow path). frames (or None, else n x 2 uint64):
+ * for each read item, the zstd walk of the frame it starts with (zstd_walk:
+ * its compressed size and content size), while its bytes are still in the
+ * CPU's cache. Returns how many items were read. */
 PyObject *cz_read_placed(PyObject *self, PyObject *args) {
     PyObject *fds_obj, *sizes_obj, *offs_obj, *buf_obj, *got_obj, *frames_obj;
-    if (!PyArg_ParseTuple(args, "OOOOOO", &fds_obj, &sizes_obj, &offs_obj, &buf_obj, &got_obj,
-                          &frames_obj)) {
+    PyObject *starts_obj = Py_None;
+    if (!PyArg_ParseTuple(args, "OOOOOO|O", &fds_obj, &sizes_obj, &offs_obj, &buf_obj, &got_obj,
+                          &frames_obj, &starts_obj)) {
         return NULL;
     }
-    buf_t fds_b, sizes_b, offs_b, buf_b, got_b, frames_b;
+    buf_t fds_b, sizes_b, offs_b, buf_b, got_b, frames_b, starts_b;
     fds_b.held = sizes_b.held = offs_b.held = buf_b.held = got_b.held = frames_b.held = 0;
+    starts_b.held = 0;
     PyObject *result = NULL;
     if (cz_get_buffer(fds_obj, &fds_b, 0, 8, "in: fds") < 0) {
         goto done;
@@ -177,24 +180,26 @@ PyObject *cz_read_placed(PyObject *self, PyObject *args) {
         cz_get_buffer(got_obj, &got_b, n, 1, "got") < 0) {
         goto done;
     }
-    if (frames_obj != Py_None && cz_get_buffer(frames_obj, &frames_b, 2 * n, 8, "frames") < 0) {
+    if ((frames_obj != Py_None && cz_get_buffer(frames_obj, &frames_b, 2 * n, 8, "frames") < 0) ||
+        (starts_obj != Py_None && cz_get_buffer(starts_obj, &starts_b, n, 8, "in: starts") < 0)) {
         goto done;
     }
     const int64_t *fds = fds_b.view.buf, *sizes = sizes_b.view.buf, *offs = offs_b.view.buf;
+    const int64_t *starts = starts_b.held ? starts_b.view.buf : NULL;
     uint8_t *base = buf_b.view.buf, *got = got_b.view.buf;
     uint64_t *frames = frames_b.held ? frames_b.view.buf : NULL;
     int64_t cap = (int64_t)buf_b.view.len;
     Py_ssize_t count = 0;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t j = 0; j < n; j++) {
-        int64_t fd = fds[j], size = sizes[j], at = offs[j];
+        int64_t fd = fds[j], size = sizes[j], at = offs[j], from = starts ? starts[j] : 0;
         got[j] = 0;
-        if (fd < 0 || size < 0 || at < 0 || at > cap - size) {
+        if (fd < 0 || size < 0 || at < 0 || at > cap - size || from < 0) {
             continue;
         }
         ssize_t r;
         do {
-            r = pread((int)fd, base + at, (size_t)size, 0);
+            r = pread((int)fd, base + at, (size_t)size, (off_t)from);
         } while (r < 0 && errno == EINTR);
         if (r != (ssize_t)size) {
             continue;
@@ -208,7 +213,8 @@ PyObject *cz_read_placed(PyObject *self, PyObject *args) {
     Py_END_ALLOW_THREADS
     result = PyLong_FromSsize_t(count);
 done:
-    cz_release_all((buf_t *const[]){&fds_b, &sizes_b, &offs_b, &buf_b, &got_b, &frames_b}, 6);
+    cz_release_all(
+        (buf_t *const[]){&fds_b, &sizes_b, &offs_b, &buf_b, &got_b, &frames_b, &starts_b}, 7);
     return result;
 }
 

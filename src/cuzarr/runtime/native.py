@@ -107,15 +107,21 @@ def place(sizes: np.ndarray, head: int, align: int) -> tuple[np.ndarray, int]:
 
 
 def read_placed(fds: np.ndarray, sizes: np.ndarray, offsets: np.ndarray, buf: Any,
-                frames: np.ndarray | None = None) -> tuple[np.ndarray, int]:
+                frames: np.ndarray | None = None,
+                starts: np.ndarray | None = None) -> tuple[np.ndarray, int]:
     """Each file ``fds[j]`` (of ``sizes[j]`` bytes) read whole by one ``pread``
-    into ``buf[offsets[j]:]`` where it fits; returns where that worked (``bool``;
-    False: a short read, an error, no descriptor, no room). ``frames``
-    (:func:`frames_array`): row ``j`` of each read item set to the zstd walk of
-    the frame it starts with (:func:`zstd_frames`), while its bytes are still in
-    the CPU's cache. Returns ``(got, count)``, ``count`` how many were read."""
+    into ``buf[offsets[j]:]`` where it fits (with ``starts``, ``int64``: the
+    ``sizes[j]`` bytes from ``starts[j]`` on, a byte range of it); returns where
+    that worked (``bool``; False: a short read, an error, no descriptor, no
+    room). ``frames`` (:func:`frames_array`): row ``j`` of each read item set to
+    the zstd walk of the frame it starts with (:func:`zstd_frames`), while its
+    bytes are still in the CPU's cache. Returns ``(got, count)``, ``count`` how
+    many were read."""
     got = np.empty(len(fds), np.uint8)
-    count = _c.read_placed(fds, sizes, offsets, buf, got, frames)
+    if starts is None:
+        count = _c.read_placed(fds, sizes, offsets, buf, got, frames)
+    else:
+        count = _c.read_placed(fds, sizes, offsets, buf, got, frames, starts)
     return got.view(bool), count
 
 

@@ -139,6 +139,15 @@ class SyncIO:
     # the value a ``pinned`` block's reads see; for a shard whose index was read
     # alone, as the end of its last inner chunk (None: not offered)
     get_sizes: Any = None
+    # (keys, starts, sizes, place) -> (offsets, sizes, got): byte ranges read
+    # straight into one buffer the caller lays out: range j, sizes[j] bytes of
+    # key j's value from starts[j] on (int64 arrays; a key may repeat; sizes[j]
+    # -1: to the value's end), placed by ``place(sizes)`` -> (buffer, int64
+    # offsets) as ``get_into`` places, the sizes then known (-1: the key is
+    # missing). In a ``pinned`` block, the values its other reads see.
+    # ``got[j]`` (bool): range j was read whole there (False: the key is
+    # missing, or its value ends before the range does) (None: not offered)
+    get_ranges_into: Any = None
 
 
 def check_byte_range(byte_range: Any) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -20,9 +21,9 @@ import numpy as np
 
 from cuzarr.buffer.placed import PlacedViews
 from cuzarr.runtime import native
-from cuzarr.storage.local.files import _read_placed_all
+from cuzarr.storage.local.files import _pread_into, _read_placed_all
 
-__all__ = ["read_into"]
+__all__ = ["read_into", "read_ranges", "read_ranges_into"]
 
 # (values, offsets): offsets a list, or the caller's int64 array from ``place``
 Placed = tuple[Sequence[Any], list[int] | np.ndarray]
@@ -76,6 +77,46 @@ def read_into(store: Any, keys: Sequence[str],
         if pins is not None:
             _keep_pinned(store, keys, fds, pins)
         native.close_fds(fds)
+
+
+def read_ranges_into(store: Any, keys: Sequence[str], starts: np.ndarray, sizes: np.ndarray,
+                     place: Callable[[np.ndarray], tuple[Any, Any]], pins: dict[str, int] | None,
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``SyncIO.get_ranges_into`` of ``store`` (a ``LocalStore``): each key's
+    file opened once (in the pinned block ``pins``: the block's descriptor,
+    opened there if not yet), a range to the value's end (size -1) sized
+    through it, the ranges read into their places."""
+    opened: dict[str, int] = {}
+    try:
+        fds = np.fromiter((store._range_fd(k, pins, opened) for k in keys), np.int64, len(keys))
+        sizes = np.array(sizes, np.int64)  # (the caller's stays as it was)
+        for j in np.flatnonzero(sizes < 0).tolist():
+            if fds[j] >= 0:  # to the value's end
+                sizes[j] = max(0, os.fstat(int(fds[j])).st_size - int(starts[j]))
+        sizes[fds < 0] = -1  # missing: placed nowhere
+        buf, where = place(sizes)
+        at = np.asarray(where, np.int64)
+        return at, sizes, read_ranges(fds, starts, sizes, at, buf)
+    finally:
+        for fd in opened.values():
+            if fd >= 0:
+                os.close(fd)
+
+
+def read_ranges(fds: np.ndarray, starts: np.ndarray, sizes: np.ndarray, at: np.ndarray,
+                buf: Any) -> np.ndarray:
+    """Range ``j`` (``sizes[j]`` bytes of descriptor ``fds[j]`` from
+    ``starts[j]`` on) read into ``buf[at[j]:]``: through the C loops where
+    built, else one ``preadv`` each. Returns where it was read whole (bool)."""
+    if native.available():
+        return native.read_placed(fds, sizes, at, buf, None, starts)[0]
+    view = memoryview(buf).cast("B")
+    got = np.zeros(len(fds), bool)
+    for j, (fd, start, n, to) in enumerate(zip(fds.tolist(), starts.tolist(), sizes.tolist(),
+                                               at.tolist(), strict=True)):
+        if fd >= 0 and n >= 0 and start >= 0 and 0 <= to <= len(view) - n:
+            got[j] = len(_pread_into(fd, view[to : to + n], start)) == n
+    return got
 
 
 # open(2)'s answers for a key with no file (as ``files._is_missing`` counts them),

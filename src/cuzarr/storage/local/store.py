@@ -438,7 +438,33 @@ class LocalStore(KeyPaths, Store):
             self._pinned,
             self._read_into,
             self._sizes,
+            self._read_ranges_into,
         )
+
+    def _read_ranges_into(self, keys: Sequence[str], starts: Any, sizes: Any,
+                          place: Callable[[Any], tuple[Any, Any]]) -> tuple[Any, Any]:
+        """``SyncIO.get_ranges_into`` (``batchread.read_ranges_into``)."""
+        return batchread.read_ranges_into(self, keys, starts, sizes, place,
+                                          getattr(_tls, "pins", None))
+
+    def _range_fd(self, key: str, pins: dict[str, int] | None, opened: dict[str, int]) -> int:
+        """A read descriptor of ``key``'s file for ``_read_ranges_into`` (-1:
+        missing): the pinned block's, else one opened for this call (in
+        ``opened``, closed after it)."""
+        path = self._path(key)
+        fd = pins.get(path) if pins is not None else opened.get(path)
+        if fd is None:
+            try:
+                fd = self._open_checked(key, path)
+            except OSError as e:
+                if not _is_missing(e):
+                    raise
+                fd = -1
+            if pins is not None and fd >= 0:
+                pins[path] = fd
+            else:
+                opened[path] = fd
+        return fd
 
     def _sizes(self, keys: Sequence[str]) -> list[int | None]:
         # through _read_fd: in a pinned block, the size of the file its reads see
