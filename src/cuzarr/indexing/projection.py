@@ -254,6 +254,8 @@ def project_array(idx: np.ndarray, dim: DimGrid) -> DimProjection:
         cids_sorted = cids
     uniq, starts = np.unique(cids_sorted, return_index=True)
     ends = np.append(starts[1:], n)
+    if type(dim) is DimGrid and len(uniq) >= _VECTOR_MIN:
+        return _project_points(idx, dim, order, uniq, starts, ends)
     chunks: list[int] = []
     csels: list[Sel] = []
     osels: list[Sel] = []
@@ -294,6 +296,42 @@ def project_array(idx: np.ndarray, dim: DimGrid) -> DimProjection:
         osels.append(out)
         complete.append(LOOSE if full else False)
     return DimProjection(chunks, csels, osels, complete, n)
+
+
+def _project_points(idx: np.ndarray, dim: DimGrid, order: np.ndarray | None,
+                    uniq: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> DimProjection:
+    """``project_array`` over chunks ``uniq`` of a regular grid (the positions
+    of chunk ``k``: ``starts[k]:ends[k]`` of ``idx``, taken in ``order``), with
+    numpy: the same selections, Python only for a chunk whose positions are no
+    run or land on no evenly stepping output (a random training batch: none)."""
+    n = len(idx)
+    pos = idx if order is None else idx[order]
+    off = uniq * dim.chunk
+    counts = ends - starts
+    first = pos[starts] - off
+    # a run: each position one after the previous, within its chunk
+    gap = np.zeros(n, np.int64)
+    gap[1:] = np.diff(pos) != 1
+    gap[starts] = 0
+    run = np.add.reduceat(gap, starts) == 0
+    dl = np.minimum(dim.chunk, dim.size - off)
+    full = run & (first == 0) & (counts == dl) & (dl == dim.chunk) & (order is None)
+    if order is None:
+        outs: list[Sel] = list(map(slice, starts.tolist(), ends.tolist()))
+    else:  # each chunk's output positions (one each: a slice of one)
+        o0 = order[starts]
+        outs = list(map(slice, o0.tolist(), (o0 + 1).tolist()))
+    csels: list[Sel] = list(map(slice, first.tolist(), (first + counts).tolist()))
+    for k in np.flatnonzero(~run | (counts > 1) & (order is not None)).tolist():
+        s, e = int(starts[k]), int(ends[k])
+        if not run[k]:  # (its positions as they are, on both sides)
+            csels[k] = pos[s:e] - int(off[k])
+            if order is not None:
+                outs[k] = order[s:e]
+        elif order is not None:
+            outs[k] = _as_slice(order[s:e])
+    complete = [LOOSE if f else False for f in full.tolist()]
+    return DimProjection(uniq.tolist(), csels, outs, complete, n)
 
 
 def _as_slice(out: Sel) -> Sel:
