@@ -783,12 +783,12 @@ def test_get_into_in_a_pinned_block_keeps_its_descriptors(tmp_path, native_io):
 
 
 def test_get_into_beyond_held_descriptors_reads_changed_files_safely(tmp_path, monkeypatch):
-    """Past ``_HOLD_MAX`` keys, sizes come from ``stat``: a file that changes size
+    """Past ``HOLD_MAX`` keys, sizes come from ``stat``: a file that changes size
     before it is read comes back as its own (new) bytes, one deleted meanwhile
     as missing, the others inside the caller's buffer."""
-    from cuzarr.storage.local import store as local_store
+    from cuzarr.storage.local import batchread
 
-    monkeypatch.setattr(local_store, "_HOLD_MAX", 1)
+    monkeypatch.setattr(batchread, "HOLD_MAX", 1)
     store = LocalStore(tmp_path)
     for k, v in (("a", b"1" * 10), ("b", b"2" * 20), ("c", b"3" * 30)):
         (tmp_path / k).write_bytes(v)

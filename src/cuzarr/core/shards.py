@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 import operator
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -28,6 +28,7 @@ from cuzarr.config import config
 from cuzarr.core.engine import SMALL_READ_CHUNKS, ChunkItem, read_batch_bytes
 from cuzarr.core.plans import Compute, Get, GetRanges, Plan, execute, try_inline
 from cuzarr.core.read_job import missing_chunks_refused, refuse_missing
+from cuzarr.core.shard_staging import Placed, range_members
 from cuzarr.errors import CodecError, keyed
 from cuzarr.gpu.dispatch import device_reader_for
 from cuzarr.gpu.plan import is_slice_only
@@ -456,12 +457,12 @@ class ShardReadJob:
             refuse_missing(self.store_path, [w.key])
         return [(i, None) for i in w.members]
 
-    def _whole_into(self, whole: list[ShardWant]) -> _Placed:
+    def _whole_into(self, whole: list[ShardWant]) -> Placed:
         """Whole shards read into one staging buffer of the device reader (here,
         in the plan's thread, inside its pinned descriptors, as ``ReadJob``'s
         device fetches), their inner chunks described where they lie."""
         blobs = self.device.fetch_into(self.into, [w.key for w in whole], "none")
-        pairs = _Placed(blobs.base)
+        pairs = Placed(blobs.base)
         for w, data, at in zip(whole, blobs, blobs.offsets, strict=True):
             values, where, ns = self._from_buffer(w, data, at, pairs.view)
             pairs.add(w.members, values, where, ns)
@@ -469,7 +470,7 @@ class ShardReadJob:
 
     def _ranges_into(self, whole: list[ShardWant], reqs: list[tuple[str, RangeByteRequest]],
                      groups: list[tuple[list[int], list[tuple[int, int]], int, int]],
-                     pairs: list[tuple[int, Any]]) -> _Placed:
+                     pairs: list[tuple[int, Any]]) -> Placed:
         """Shards ``whole`` and the coalesced ranges ``reqs`` of those wanted in
         part read into one staging buffer of the device reader (here, in the
         plan's thread, inside its pinned descriptors), their inner chunks
@@ -482,7 +483,7 @@ class ShardReadJob:
         ends = np.fromiter((r.end for _, r in reqs), np.int64, len(reqs))
         sizes = np.concatenate([np.full(nw, -1, np.int64), ends - starts[nw:]])
         base, at, sizes, got = self.device.fetch_ranges(self.ranges_into, keys, starts, sizes)
-        placed = _Placed(base)
+        placed = Placed(base)
         try:
             # (a whole shard not stored: its size -1; a range: an error either way)
             bad = np.flatnonzero(~got & ((sizes >= 0) | (np.arange(len(keys)) >= nw)))
@@ -500,29 +501,11 @@ class ShardReadJob:
         except BaseException:
             self.device.executor.release(base)
             raise
-        ids, rel, lens, which = self._range_members(groups)
+        ids, rel, lens, which = range_members(groups)
         where = at[nw:][which] + rel
         placed.add(ids, PlacedViews(placed.view, where, lens), where, lens)
         placed.extend(pairs)
         return placed
-
-    @staticmethod
-    def _range_members(groups: list[tuple[list[int], list[tuple[int, int]], int, int]],
-                       ) -> tuple[list[int], np.ndarray, np.ndarray, np.ndarray]:
-        """The inner chunks of coalesced ranges: their ids, offsets in their
-        range, sizes and ranges."""
-        ids: list[int] = []
-        rel: list[int] = []
-        lens: list[int] = []
-        which: list[int] = []
-        for r, (members, ranges, gs, _ge) in enumerate(groups):
-            ids.extend(members)
-            for s, e in ranges:
-                rel.append(s - gs)
-                lens.append(e - s)
-                which.append(r)
-        return (ids, np.array(rel, np.int64), np.array(lens, np.int64),
-                np.array(which, np.int64))
 
     def _from_buffer(
         self, w: ShardWant, data: Any, at: int, base: memoryview
@@ -558,7 +541,7 @@ class ShardReadJob:
     def scatter(self, pairs: list[tuple[int, Any]]) -> None:
         """Decode (item, encoded inner chunk or None) pairs into the output."""
         if self.device is not None:
-            if isinstance(pairs, _Placed):
+            if isinstance(pairs, Placed):
                 datas: Sequence[Any] = self.device.buffered(pairs.datas(), pairs.base,
                                                             *pairs.places())
                 ids = pairs.ids
@@ -667,69 +650,6 @@ def _group_rows(shard: np.ndarray) -> list[tuple[tuple[int, ...], list[int]]]:
     members = np.split(order, bounds)
     members.sort(key=lambda m: int(m[0]))
     return [(tuple(shard[int(m[0])].tolist()), m.tolist()) for m in members]
-
-
-class _Placed:
-    """(item, inner chunk bytes) pairs of which the first lie in the host buffer
-    ``base``, kept as the items' ids and their values: whole shards' values
-    (``add``, with where each lies in ``base`` and its size; -1: elsewhere, or
-    missing), then any other pairs (``append``, ``extend``: byte ranges, or
-    missing chunks), which lie elsewhere. A shard's values may be views made
-    when asked for (``PlacedViews``): a device batch planned from the places
-    alone asks for none."""
-
-    def __init__(self, base: np.ndarray) -> None:
-        self.base = base
-        self.view = memoryview(base).cast("B")
-        self.ids: list[int] = []
-        self._values: list[Sequence[Any]] = []
-        self._at: list[np.ndarray] = []
-        self._sizes: list[np.ndarray] = []
-        self._placed = 0  # how many of ids lie in base (the first ones)
-
-    def add(self, ids: list[int], values: Sequence[Any], at: np.ndarray,
-            sizes: np.ndarray) -> None:
-        """A shard's inner chunks ``ids``, placed (before any other pair)."""
-        self.ids.extend(ids)
-        self._values.append(values)
-        self._at.append(at)
-        self._sizes.append(sizes)
-        self._placed += len(ids)
-
-    def append(self, pair: tuple[int, Any]) -> None:
-        self.ids.append(pair[0])
-        self._values.append([pair[1]])
-
-    def extend(self, pairs: Iterable[tuple[int, Any]]) -> None:
-        for pair in pairs:
-            self.append(pair)
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def __iter__(self) -> Iterator[tuple[int, Any]]:
-        return zip(self.ids, self.datas(), strict=True)
-
-    def datas(self) -> Sequence[Any]:
-        """The values, in the order of ``ids``."""
-        if len(self._values) == 1:  # one shard, no other pairs: as it is (maybe lazy)
-            return self._values[0]
-        return list(itertools.chain.from_iterable(self._values))
-
-    def places(self) -> tuple[np.ndarray, np.ndarray]:
-        """Where each value lies in ``base`` (-1: elsewhere, or missing), and its
-        size (-1: missing; the others' own length)."""
-        n = len(self.ids)
-        if len(self._at) == 1 and self._placed == n:
-            return self._at[0], self._sizes[0]
-        at = np.full(n, -1, np.int64)
-        rest = itertools.chain.from_iterable(self._values[len(self._at):])  # (appended)
-        sizes = np.empty(n, np.int64)
-        sizes[self._placed:] = [-1 if v is None else len(v) for v in rest]
-        if self._at:
-            at[: self._placed] = np.concatenate(self._at)
-            sizes[: self._placed] = np.concatenate(self._sizes)
-        return at, sizes
 
 
 class _ShardKeys(Sequence[str]):

@@ -1,12 +1,14 @@
-"""``SyncIO.get_into`` of a local store through the C loops of
-:mod:`cuzarr.runtime.native`: a batch's files opened and sized in one call,
-placed by the caller, then read into their places (and their zstd frames
-walked) in another, without the GIL.
+"""``SyncIO.get_into`` and ``get_ranges_into`` of a local store: values and
+byte ranges read straight into a buffer the caller lays out. Through the C
+loops of :mod:`cuzarr.runtime.native` where built: a batch's files opened and
+sized in one call, placed by the caller, then read into their places (and
+their zstd frames walked) in another, without the GIL.
 
 What the C loops do not do (a key whose path is not known safe yet, an open
 that failed, a short read, a value that does not fit its place) goes through
 ``LocalStore``'s Python path for that key, which answers or raises exactly as a
-batch read without the C loops does.
+batch read without the C loops does; so does a batch of more than
+``HOLD_MAX`` keys, or one in a pinned block that holds descriptors already.
 """
 
 from __future__ import annotations
@@ -21,12 +23,83 @@ import numpy as np
 
 from cuzarr.buffer.placed import PlacedViews
 from cuzarr.runtime import native
-from cuzarr.storage.local.files import _pread_into, _read_placed_all
+from cuzarr.storage.local.files import (
+    _RDONLY_NOFOLLOW,
+    _TYPE_CHECK_ABOVE,
+    _file_size,
+    _is_missing,
+    _pread_into,
+    _read_placed_all,
+)
 
-__all__ = ["read_into", "read_ranges", "read_ranges_into"]
+__all__ = ["HOLD_MAX", "get_into", "read_into", "read_ranges", "read_ranges_into"]
 
 # (values, offsets): offsets a list, or the caller's int64 array from ``place``
 Placed = tuple[Sequence[Any], list[int] | np.ndarray]
+
+
+# Descriptors ``get_into`` holds open between sizing and reading a batch of
+# keys; beyond, sizes come from ``stat`` (see :func:`get_into`)
+HOLD_MAX = 256
+
+
+def get_into(store: Any, keys: Sequence[str], place: Callable[[Any], tuple[Any, Any]],
+             each: Callable[[int, int, int], Any] | None, frames: Any,
+             pins: dict[str, int] | None) -> Placed:
+    """``SyncIO.get_into`` of ``store`` (a ``LocalStore``; ``pins``: the calling
+    thread's pinned block, if any): each file opened and sized with ``fstat``
+    (no ``stat`` walking the path a second time), placed, then read into its
+    place through the descriptor it was sized by (``each(j, offset, n)`` right
+    after, see ``_read_placed_all``). Beyond ``HOLD_MAX`` keys, sizes come from
+    ``stat`` and a file whose size changed in between (or a symlink) is read as
+    separate bytes instead. Batches of up to ``HOLD_MAX`` keys outside a pinned
+    block go through the C loops where built (:func:`read_into`: ``frames``
+    filled there)."""
+    if not pins and len(keys) <= HOLD_MAX and native.available():
+        # (a pinned block that has opened nothing yet: whole shards read
+        # first thing in it; their descriptors are then kept in it)
+        return read_into(store, keys, place, each, frames, pins)
+    held: list[int | None] = []
+    sizes: list[int | None] = []
+    try:
+        _open_all(store, keys, pins, held, sizes)
+        buf, where = place(sizes)
+        return _read_placed_all(store, keys, held, sizes, where, memoryview(buf).cast("B"), each)
+    finally:
+        if pins is None:
+            for fd in held:
+                if fd is not None:
+                    os.close(fd)
+
+
+def _open_all(store: Any, keys: Sequence[str], pins: dict[str, int] | None,
+              held: list[int | None], sizes: list[int | None]) -> None:
+    """``get_into``'s first pass in Python: a descriptor (or ``None``) and a
+    size per key, appended to ``held`` and ``sizes``. A key whose path is known
+    safe is opened and sized right here (the common case: two system calls and
+    no other Python call); the others, and any failure, take the store's
+    ``_open_sized``."""
+    known = store._paths.get
+    open_, lseek, SEEK_END = os.open, os.lseek, os.SEEK_END
+    hold, size_of = held.append, sizes.append
+    for j, key in enumerate(keys):
+        path = known(key) if pins is None and type(key) is str else None
+        if path is not None and j < HOLD_MAX:
+            try:
+                fd = open_(path, _RDONLY_NOFOLLOW)
+            except OSError:
+                fd = None
+            if fd is not None:
+                hold(fd)
+                size = lseek(fd, 0, SEEK_END)
+                size_of(size if size < _TYPE_CHECK_ABOVE else _file_size(fd))
+                continue
+        if j < HOLD_MAX or pins is not None:
+            fd, size = store._open_sized(key, pins)
+        else:
+            fd, size = None, store._stat_size(key)
+        hold(fd)
+        size_of(size)
 
 
 def read_into(store: Any, keys: Sequence[str],
@@ -88,7 +161,7 @@ def read_ranges_into(store: Any, keys: Sequence[str], starts: np.ndarray, sizes:
     through it, the ranges read into their places."""
     opened: dict[str, int] = {}
     try:
-        fds = np.fromiter((store._range_fd(k, pins, opened) for k in keys), np.int64, len(keys))
+        fds = np.fromiter((_range_fd(store, k, pins, opened) for k in keys), np.int64, len(keys))
         sizes = np.array(sizes, np.int64)  # (the caller's stays as it was)
         for j in np.flatnonzero(sizes < 0).tolist():
             if fds[j] >= 0:  # to the value's end
@@ -101,6 +174,26 @@ def read_ranges_into(store: Any, keys: Sequence[str], starts: np.ndarray, sizes:
         for fd in opened.values():
             if fd >= 0:
                 os.close(fd)
+
+
+def _range_fd(store: Any, key: str, pins: dict[str, int] | None, opened: dict[str, int]) -> int:
+    """A read descriptor of ``key``'s file for :func:`read_ranges_into` (-1:
+    missing): the pinned block's, else one opened for this call (in
+    ``opened``, closed after it)."""
+    path = store._path(key)
+    fd = pins.get(path) if pins is not None else opened.get(path)
+    if fd is None:
+        try:
+            fd = store._open_checked(key, path)
+        except OSError as e:
+            if not _is_missing(e):
+                raise
+            fd = -1
+        if pins is not None and fd >= 0:
+            pins[path] = fd
+        else:
+            opened[path] = fd
+    return fd
 
 
 def read_ranges(fds: np.ndarray, starts: np.ndarray, sizes: np.ndarray, at: np.ndarray,

@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from cuzarr.errors import StoreKeyError
-from cuzarr.runtime import native
 from cuzarr.storage.base import (
     ByteRequest,
     Concat,
@@ -53,7 +52,6 @@ from cuzarr.storage.local.files import (
     _RDONLY_NOFOLLOW,
     _RESERVED,
     _SHORT_NAME,
-    _TYPE_CHECK_ABOVE,
     _file_size,
     _is_missing,
     _pread,
@@ -61,7 +59,6 @@ from cuzarr.storage.local.files import (
     _raise_for_key,
     _read_all,
     _read_all_reused,
-    _read_placed_all,
     _read_rest,
     _rmtree,
     _temp_name,
@@ -331,63 +328,11 @@ class LocalStore(KeyPaths, Store):
             return None
         return LocalFile(path, st.st_size)
 
-    def _read_into(
-        self, keys: Sequence[str], place: Callable[[list[int | None]], tuple[Any, list[int]]],
-        each: Callable[[int, int, int], Any] | None = None, frames: Any = None,
-    ) -> tuple[list[memoryview | bytes | None], list[int]]:
-        """``SyncIO.get_into``: each file opened and sized with ``fstat`` (no
-        ``stat`` walking the path a second time), placed, then read into its
-        place through the descriptor it was sized by (``each(j, offset, n)``
-        right after, see ``_read_placed_all``). Beyond ``_HOLD_MAX`` keys,
-        sizes come from ``stat`` and a file whose size changed in between (or a
-        symlink) is read as separate bytes instead. Batches of up to
-        ``_HOLD_MAX`` keys outside a pinned block go through the C loops where
-        built (``batchread``: ``frames`` filled there)."""
-        pins = getattr(_tls, "pins", None)
-        if not pins and len(keys) <= _HOLD_MAX and native.available():
-            # (a pinned block that has opened nothing yet: whole shards read
-            # first thing in it; their descriptors are then kept in it)
-            return batchread.read_into(self, keys, place, each, frames, pins)
-        held: list[int | None] = []
-        sizes: list[int | None] = []
-        try:
-            self._open_all(keys, pins, held, sizes)
-            buf, where = place(sizes)
-            return _read_placed_all(self, keys, held, sizes, where, memoryview(buf).cast("B"),
-                                    each)
-        finally:
-            if pins is None:
-                for fd in held:
-                    if fd is not None:
-                        os.close(fd)
-
-    def _open_all(self, keys: Sequence[str], pins: dict[str, int] | None,
-                  held: list[int | None], sizes: list[int | None]) -> None:
-        """``get_into``'s first pass: a descriptor (or ``None``) and a size per key,
-        appended to ``held`` and ``sizes``. A key whose path is known safe is
-        opened and sized right here (the common case: two system calls and no
-        other Python call); the others, and any failure, take ``_open_sized``."""
-        known = self._paths.get
-        open_, lseek, SEEK_END = os.open, os.lseek, os.SEEK_END
-        hold, size_of = held.append, sizes.append
-        for j, key in enumerate(keys):
-            path = known(key) if pins is None and type(key) is str else None
-            if path is not None and j < _HOLD_MAX:
-                try:
-                    fd = open_(path, _RDONLY_NOFOLLOW)
-                except OSError:
-                    fd = None
-                if fd is not None:
-                    hold(fd)
-                    size = lseek(fd, 0, SEEK_END)
-                    size_of(size if size < _TYPE_CHECK_ABOVE else _file_size(fd))
-                    continue
-            if j < _HOLD_MAX or pins is not None:
-                fd, size = self._open_sized(key, pins)
-            else:
-                fd, size = None, self._stat_size(key)
-            hold(fd)
-            size_of(size)
+    def _read_into(self, keys: Sequence[str], place: Callable[[Any], tuple[Any, Any]],
+                   each: Callable[[int, int, int], Any] | None = None,
+                   frames: Any = None) -> tuple[Any, Any]:
+        """``SyncIO.get_into`` (``batchread.get_into``)."""
+        return batchread.get_into(self, keys, place, each, frames, getattr(_tls, "pins", None))
 
     def _open_sized(self, key: str, pins: dict[str, int] | None) -> tuple[int | None, int | None]:
         """A read descriptor of ``key``'s file and its size (``None``: not a
@@ -442,29 +387,10 @@ class LocalStore(KeyPaths, Store):
         )
 
     def _read_ranges_into(self, keys: Sequence[str], starts: Any, sizes: Any,
-                          place: Callable[[Any], tuple[Any, Any]]) -> tuple[Any, Any]:
+                          place: Callable[[Any], tuple[Any, Any]]) -> tuple[Any, Any, Any]:
         """``SyncIO.get_ranges_into`` (``batchread.read_ranges_into``)."""
         return batchread.read_ranges_into(self, keys, starts, sizes, place,
                                           getattr(_tls, "pins", None))
-
-    def _range_fd(self, key: str, pins: dict[str, int] | None, opened: dict[str, int]) -> int:
-        """A read descriptor of ``key``'s file for ``_read_ranges_into`` (-1:
-        missing): the pinned block's, else one opened for this call (in
-        ``opened``, closed after it)."""
-        path = self._path(key)
-        fd = pins.get(path) if pins is not None else opened.get(path)
-        if fd is None:
-            try:
-                fd = self._open_checked(key, path)
-            except OSError as e:
-                if not _is_missing(e):
-                    raise
-                fd = -1
-            if pins is not None and fd >= 0:
-                pins[path] = fd
-            else:
-                opened[path] = fd
-        return fd
 
     def _sizes(self, keys: Sequence[str]) -> list[int | None]:
         # through _read_fd: in a pinned block, the size of the file its reads see
@@ -817,8 +743,4 @@ class LocalStore(KeyPaths, Store):
             n += self._cleanup_dir(dirpath)
         return n
 
-
-# Descriptors ``get_into`` holds open between sizing and reading a batch; the
-# rest of a larger batch is sized by ``stat`` and opened when read.
-_HOLD_MAX = 256
 
