@@ -388,3 +388,30 @@ def test_plan_read_makes_the_table_batches_gather_from():
         assert block.staging_nbytes == each.staging_nbytes
     with pytest.raises(ValueError):
         made.run(lo, hi, np.ones(hi - lo, bool), 4).slot_nbytes[0] = 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_dim_rows_one_by_one_as_with_numpy(data):
+    """A dimension's plan rows are the same made with numpy and one chunk at a
+    time (as a projection of a few chunks gets them)."""
+    import cuzarr.gpu.plan as plan_mod
+    from cuzarr.indexing.projection import DimProjection
+
+    size = data.draw(st.integers(1, 200))
+    chunk = data.draw(st.integers(1, 12))
+    a = data.draw(st.integers(0, size - 1))
+    b = data.draw(st.integers(a + 1, size))
+    p = normalize_numpy((slice(a, b),), (size,), [DimGrid(size, chunk)]).projections[0]
+    # (the slices themselves, without the numpy-made bounds a long run keeps)
+    p = DimProjection(p.chunks, p.chunk_sels, p.out_sels, p.complete, p.out_len)
+    extents = [chunk] * len(p.chunks)
+    rows = {}
+    for limit in (-1, 10**9):
+        mp = pytest.MonkeyPatch()
+        mp.setattr(plan_mod, "_ROWS_ONE_BY_ONE", limit)
+        try:
+            rows[limit] = plan_mod._dim_rows(0, p, extents, b - a, 4)
+        finally:
+            mp.undo()
+    np.testing.assert_array_equal(rows[-1], rows[10**9])

@@ -409,6 +409,11 @@ def _extents(chunk_shape: Callable[[tuple[int, ...]], tuple[int, ...]], dims: li
     return [int(chunk_shape((*first[:d], c, *first[d + 1 :]))[d]) for c in dims[d].chunks]
 
 
+# Projections of at most this many chunks get their rows one by one (_dim_rows):
+# for one chunk, 2 against 40 us
+_ROWS_ONE_BY_ONE = 8
+
+
 def _dim_rows(d: int, p: Any, extents: list[int], out_len: int, out_stride: int) -> np.ndarray:
     """The rows of :func:`_dim_row` for every chunk of one dimension's projection:
     with numpy where every selection is a forward step-1 slice inside its chunk
@@ -416,6 +421,8 @@ def _dim_rows(d: int, p: Any, extents: list[int], out_len: int, out_stride: int)
     runs = getattr(p, "runs", None)  # the same slices' bounds, where made with numpy
     if runs is not None:  # (its slices are not made: see RunProjection)
         ok, c, o = True, runs[:, :2], runs[:, 2:]
+    elif len(p.chunks) <= _ROWS_ONE_BY_ONE:
+        ok = False  # a few chunks (a small read): Python's loop costs less than numpy's calls
     else:
         cs, os_ = p.chunk_sels, p.out_sels
         ok = set(map(type, cs)) | set(map(type, os_)) <= {slice}
