@@ -178,6 +178,26 @@ def test_bigger_reads_still_go_through_the_loop(store, monkeypatch):
         a.vindex[np.repeat(np.arange(0, 200, 10), 2), np.tile([0, 100], 20)]  # 40 chunks
 
 
+def test_a_large_orthogonal_read_is_planned_once(store, monkeypatch):
+    """An orthogonal selection too large to read inline is planned once: the
+    inline attempt's plan goes on to the event loop's read (and the result is
+    numpy's)."""
+    from cuzarr.core import async_array, inline
+
+    a, data = _make(store, shape=(200, 200), chunks=(10, 10))
+    calls = []
+    for mod in (inline, async_array):
+        real = mod.normalize_orthogonal
+        monkeypatch.setattr(mod, "normalize_orthogonal",
+                            lambda *args, _real=real: calls.append(1) or _real(*args))
+    rows = np.random.default_rng(1).permutation(200)[:50]
+    np.testing.assert_array_equal(a.oindex[rows, 5:180], data[rows][:, 5:180])
+    assert len(calls) == 1
+    calls.clear()
+    np.testing.assert_array_equal(a.oindex[[3, 4], 1:3], data[[3, 4]][:, 1:3])  # small: inline
+    assert len(calls) == 1
+
+
 def test_small_read_threshold():
     meta = cuzarr.create_array({}, shape=(10000,), chunks=(1000,), dtype="f8").metadata
     out = np.empty(3)

@@ -235,10 +235,13 @@ class Array(SyncNode, Shaped):
         prototype: Any = None,
         fields: Any = None,
     ) -> Any:
+        planned: list[Any] = []
         if out is None and prototype is None and not _has_fields(fields):
-            result = get_selection_inline(self._async_array, "orthogonal", selection)
+            result = get_selection_inline(self._async_array, "orthogonal", selection, planned)
             if result is not NotImplemented:
                 return result
+        if planned:  # (the inline attempt's plan: not made twice)
+            return sync(self._async_array.get_orthogonal_planned(planned[0]))
         return sync(
             self._async_array.get_orthogonal_selection(
                 selection, out=out, prototype=prototype, fields=fields

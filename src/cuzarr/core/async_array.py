@@ -380,6 +380,14 @@ class AsyncArray(ArrayProperties):
                 lambda: self.get_orthogonal_selection(selection, prototype=prototype), fields, out
             )
         plan = normalize_orthogonal(host_selection(selection), self.shape, self._dims())
+        return await self.get_orthogonal_planned(plan, out=out, prototype=prototype)
+
+    async def get_orthogonal_planned(
+        self, plan: Any, *, out: np.ndarray | None = None, prototype: Any = None
+    ) -> Any:
+        """:meth:`get_orthogonal_selection` of a selection already planned by
+        ``normalize_orthogonal`` against this array (the sync ``Array``, whose
+        inline attempt planned it)."""
         if out is not None and tuple(out.shape) != plan.result_shape:
             raise ValueError(
                 f"out has shape {out.shape}, the selection has shape {plan.result_shape}"

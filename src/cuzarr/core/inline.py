@@ -66,10 +66,12 @@ def getitem_inline(arr: Any, selection: Any, prototype: Any = None,
     return result[()] if plan.scalar else result
 
 
-def get_selection_inline(arr: Any, kind: str, selection: Any) -> Any:
+def get_selection_inline(arr: Any, kind: str, selection: Any,
+                         planned: list[Any] | None = None) -> Any:
     """:func:`getitem_inline` for ``get_orthogonal_selection`` (``kind``
     "orthogonal") and ``get_coordinate_selection`` ("coordinate") without
-    ``out``, ``prototype`` or ``fields``."""
+    ``out``, ``prototype`` or ``fields``. An orthogonal selection's plan, once
+    made, is appended to ``planned`` (for ``AsyncArray.get_orthogonal_planned``)."""
     sio = arr.store_path.store.sync_io()
     if sio is None:
         return NotImplemented
@@ -80,6 +82,10 @@ def get_selection_inline(arr: Any, kind: str, selection: Any) -> Any:
         result = _read(arr, items, (n,), shape, None, sio)
     else:
         plan = normalize_orthogonal(host_selection(selection), arr.shape, arr._dims())
+        if planned is not None:
+            planned.append(plan)
+        if math.prod(len(p.chunks) for p in plan.projections) > engine.SMALL_READ_MAX:
+            return NotImplemented  # never small: no items made for nothing
         items = engine.chunk_items(plan.projections)
         result = _read(arr, items, plan.buffer_shape, plan.result_shape, None, sio)
     if result is NotImplemented:
