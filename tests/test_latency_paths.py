@@ -179,9 +179,9 @@ def test_bigger_reads_still_go_through_the_loop(store, monkeypatch):
 
 
 def test_a_large_orthogonal_read_is_planned_once(store, monkeypatch):
-    """An orthogonal selection too large to read inline is planned once: the
-    inline attempt's plan goes on to the event loop's read (and the result is
-    numpy's)."""
+    """An orthogonal or point selection too large to read inline is planned
+    once: the inline attempt's plan goes on to the event loop's read (and the
+    result is numpy's)."""
     from cuzarr.core import async_array, inline
 
     a, data = _make(store, shape=(200, 200), chunks=(10, 10))
@@ -196,6 +196,14 @@ def test_a_large_orthogonal_read_is_planned_once(store, monkeypatch):
     calls.clear()
     np.testing.assert_array_equal(a.oindex[[3, 4], 1:3], data[[3, 4]][:, 1:3])  # small: inline
     assert len(calls) == 1
+    # points likewise: their items made once
+    made = []
+    real_items = inline.engine.coordinate_items
+    monkeypatch.setattr(inline.engine, "coordinate_items",
+                        lambda *args: made.append(1) or real_items(*args))
+    pts = (np.arange(0, 200, 3), np.arange(199, -1, -3))
+    np.testing.assert_array_equal(a.vindex[pts], data[pts])
+    assert len(made) == 1
 
 
 def test_small_read_threshold():

@@ -261,10 +261,13 @@ class Array(SyncNode, Shaped):
         prototype: Any = None,
         fields: Any = None,
     ) -> Any:
+        planned: list[Any] = []
         if out is None and prototype is None and not _has_fields(fields):
-            result = get_selection_inline(self._async_array, "coordinate", selection)
+            result = get_selection_inline(self._async_array, "coordinate", selection, planned)
             if result is not NotImplemented:
                 return result
+        if planned:  # (the inline attempt's points and items: not made twice)
+            return sync(self._async_array.get_coordinate_planned(*planned[0]))
         return sync(
             self._async_array.get_coordinate_selection(
                 selection, out=out, prototype=prototype, fields=fields

@@ -431,6 +431,18 @@ class AsyncArray(ArrayProperties):
         result = buf.reshape(shape)
         return result[()] if result.ndim == 0 else result
 
+    async def get_coordinate_planned(self, shape: tuple[int, ...], items: Any) -> Any:
+        """:meth:`get_coordinate_selection` (no ``out``, no ``prototype``) of
+        points already planned against this array: the selection's ``shape``
+        and its chunk items (``engine.coordinate_items``; the sync ``Array``'s
+        inline attempt made them)."""
+        n = math.prod(shape)
+        buf = self._out_buffer((n,), None, None)
+        if n:
+            await self._read_items(items, buf)
+        result = buf.reshape(shape)
+        return result[()] if result.ndim == 0 else result
+
     async def get_mask_selection(
         self,
         mask: Any,

@@ -70,8 +70,10 @@ def get_selection_inline(arr: Any, kind: str, selection: Any,
                          planned: list[Any] | None = None) -> Any:
     """:func:`getitem_inline` for ``get_orthogonal_selection`` (``kind``
     "orthogonal") and ``get_coordinate_selection`` ("coordinate") without
-    ``out``, ``prototype`` or ``fields``. An orthogonal selection's plan, once
-    made, is appended to ``planned`` (for ``AsyncArray.get_orthogonal_planned``)."""
+    ``out``, ``prototype`` or ``fields``. What it planned is appended to
+    ``planned``: an orthogonal selection's plan (for
+    ``AsyncArray.get_orthogonal_planned``), or a coordinate selection's shape
+    and items (``AsyncArray.get_coordinate_planned``)."""
     sio = arr.store_path.store.sync_io()
     if sio is None:
         return NotImplemented
@@ -79,6 +81,8 @@ def get_selection_inline(arr: Any, kind: str, selection: Any,
         coords, shape = normalize_coordinate(host_selection(selection), arr.shape)
         n = math.prod(shape)
         items = engine.coordinate_items(arr._dims(), coords) if n else []
+        if planned is not None:
+            planned.append((shape, items))
         result = _read(arr, items, (n,), shape, None, sio)
     else:
         plan = normalize_orthogonal(host_selection(selection), arr.shape, arr._dims())
