@@ -131,9 +131,10 @@ class ShardReader:
         """Read ``wants`` and ``consume`` their pairs (part by part when local
         shards are read in parts). A shard not stored: ``on_missing`` raises or
         gives its pairs. ``whole_into``: reads whole shards itself (a device
-        reader's staging buffer); ``ranges_into(reqs, groups, pairs)``: reads
-        the coalesced ranges of shards wanted in part, where no shard is wanted
-        whole (likewise). With descriptors pinned, at most PINNED_SHARDS_MAX
+        reader's staging buffer); ``ranges_into(whole, reqs, groups, pairs)``,
+        where some shard is wanted in part: reads those wanted whole and the
+        coalesced ranges of the others, after the others' indexes, into one
+        such buffer. With descriptors pinned, at most PINNED_SHARDS_MAX
         shards at a time."""
         if self.pinned is None:
             yield from self._plan(wants, consume, on_missing, whole_into, ranges_into)
@@ -486,7 +487,8 @@ class ShardReadJob:
         placed = Placed(base)
         try:
             # (a whole shard not stored: its size -1; a range: an error either way)
-            bad = np.flatnonzero(~got & ((sizes >= 0) | (np.arange(len(keys)) >= nw)))
+            bad = () if got.all() else np.flatnonzero(
+                ~got & ((sizes >= 0) | (np.arange(len(keys)) >= nw)))
             if len(bad):
                 j = int(bad[0])
                 span = f" range {starts[j]}-{ends[j - nw]}" if j >= nw else ""
@@ -501,9 +503,10 @@ class ShardReadJob:
         except BaseException:
             self.device.executor.release(base)
             raise
-        ids, rel, lens, which = range_members(groups)
-        where = at[nw:][which] + rel
-        placed.add(ids, PlacedViews(placed.view, where, lens), where, lens)
+        if groups:
+            ids, rel, lens, which = range_members(groups)
+            where = at[nw:][which] + rel
+            placed.add(ids, PlacedViews(placed.view, where, lens), where, lens)
         placed.extend(pairs)
         return placed
 

@@ -27,7 +27,6 @@ from cuzarr.storage.local.files import (
     _RDONLY_NOFOLLOW,
     _TYPE_CHECK_ABOVE,
     _file_size,
-    _is_missing,
     _pread_into,
     _read_placed_all,
 )
@@ -122,10 +121,11 @@ def read_into(store: Any, keys: Sequence[str],
         held: list[int | None] | None = None
         told: list[int | None] | None = None
         gone = 0  # keys with no file (as LocalStore's Python path counts them missing)
-        if flags and ((fds | sizes) < 0).any():  # a failed open, or no regular file's size
+        bad = int(np.count_nonzero((fds | sizes) < 0)) if flags else 0
+        if bad:  # a failed open, or no regular file's size
             lost = np.isin(fds, _GONE)
             gone = int(np.count_nonzero(lost))
-            if not gone or ((fds | sizes) < 0).sum() != gone:
+            if gone != bad:  # (not only keys with no file)
                 held, told, gone = *_slow_opens(store, keys, fds, sizes), 0
         if told is not None:
             buf, where = place(told)
@@ -156,44 +156,26 @@ def read_ranges_into(store: Any, keys: Sequence[str], starts: np.ndarray, sizes:
                      place: Callable[[np.ndarray], tuple[Any, Any]], pins: dict[str, int] | None,
                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``SyncIO.get_ranges_into`` of ``store`` (a ``LocalStore``): each key's
-    file opened once (in the pinned block ``pins``: the block's descriptor,
-    opened there if not yet), a range to the value's end (size -1) sized
-    through it, the ranges read into their places."""
-    opened: dict[str, int] = {}
+    file opened and sized once (``LocalStore._open_sized``; in the pinned block
+    ``pins``: the block's descriptor, opened there if not yet), a range to the
+    value's end (size -1) sized by it, the ranges read into their places."""
+    held = pins if pins is not None else {}
     try:
-        fds = np.fromiter((_range_fd(store, k, pins, opened) for k in keys), np.int64, len(keys))
+        by_key: dict[str, tuple[int | None, int | None]] = {}  # (a shard's ranges: one open)
+        opened = [by_key[k] if k in by_key else by_key.setdefault(k, store._open_sized(k, held))
+                  for k in keys]
+        fds = np.fromiter((-1 if fd is None else fd for fd, _ in opened), np.int64, len(keys))
         sizes = np.array(sizes, np.int64)  # (the caller's stays as it was)
-        for j in np.flatnonzero(sizes < 0).tolist():
-            if fds[j] >= 0:  # to the value's end
-                sizes[j] = max(0, os.fstat(int(fds[j])).st_size - int(starts[j]))
+        for j in np.flatnonzero(sizes < 0).tolist():  # to the value's end
+            sizes[j] = max(0, (opened[j][1] or 0) - int(starts[j]))
         sizes[fds < 0] = -1  # missing: placed nowhere
         buf, where = place(sizes)
         at = np.asarray(where, np.int64)
         return at, sizes, read_ranges(fds, starts, sizes, at, buf)
     finally:
-        for fd in opened.values():
-            if fd >= 0:
+        if pins is None:
+            for fd in held.values():
                 os.close(fd)
-
-
-def _range_fd(store: Any, key: str, pins: dict[str, int] | None, opened: dict[str, int]) -> int:
-    """A read descriptor of ``key``'s file for :func:`read_ranges_into` (-1:
-    missing): the pinned block's, else one opened for this call (in
-    ``opened``, closed after it)."""
-    path = store._path(key)
-    fd = pins.get(path) if pins is not None else opened.get(path)
-    if fd is None:
-        try:
-            fd = store._open_checked(key, path)
-        except OSError as e:
-            if not _is_missing(e):
-                raise
-            fd = -1
-        if pins is not None and fd >= 0:
-            pins[path] = fd
-        else:
-            opened[path] = fd
-    return fd
 
 
 def read_ranges(fds: np.ndarray, starts: np.ndarray, sizes: np.ndarray, at: np.ndarray,
