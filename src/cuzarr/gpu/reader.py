@@ -218,13 +218,13 @@ class HostBuffered(Sequence):  # type: ignore[type-arg]
     ``frames[i]`` (when walked as it was read; see
     ``cuzarr.runtime.native.frames_array``): the stored size of the first zstd
     frame there (0: not walked; an error code is larger than the chunk) and its
-    content size (``NOT_PARSED`` where only libzstd walked it). ``complete``:
-    every value is there (none missing), known without looking at them."""
+    content size (``NOT_PARSED`` where only libzstd walked it). ``missing()``:
+    which values are missing, known without looking at them where the store's
+    answer knows it."""
 
     def __init__(self, values: Sequence[Any], base: np.ndarray, offsets: Any,
                  sizes: Any = None, frames: np.ndarray | None = None) -> None:
         self.values = values
-        self.complete = bool(getattr(values, "complete", False))
         self.base = base
         self.offsets = offsets
         self.sizes = sizes
