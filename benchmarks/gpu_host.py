@@ -84,6 +84,14 @@ def _files(a: Any) -> list[tuple[str, int]]:
 REUSED_BYTES = 32 << 20
 
 
+def _ones(n: int) -> np.ndarray:
+    """``n`` page-aligned bytes of ones (here, not from cuzarr: A/B runs import
+    older commits)."""
+    raw = np.ones(n + 4096, np.uint8)
+    skip = -raw.ctypes.data % 4096
+    return raw[skip : skip + n]
+
+
 def pread_loop(files: list[tuple[str, int]], buf: np.ndarray) -> int:
     """Read every file whole into ``buf``, one after another, starting again at
     its beginning where the next file would not fit; bytes read."""
@@ -138,8 +146,11 @@ def measure(a: Any, layout: str, repeats: int, workers: int) -> dict:
 
     files = _files(a)
     total = sum(n for _, n in files)
-    buf = np.ones(total, np.uint8)  # faulted in once, as a reused staging buffer is
-    small = np.ones(max(REUSED_BYTES, max(n for _, n in files)), np.uint8)
+    # faulted in once, as a reused staging buffer is; page-aligned, as staging
+    # is: reads 16 bytes into a page (np.empty's start) copy at a fifth of the
+    # speed on AMD hosts, which would lower the limit (cuzarr.buffer.aligned)
+    buf = _ones(total)
+    small = _ones(max(REUSED_BYTES, max(n for _, n in files)))
     nchunks = int(np.prod([-(-s // c) for s, c in zip(a.shape, a.chunks, strict=True)]))
     null = NullExecutor()
     conf = {"threading.max_workers": workers, "gpu.read_workers": workers}

@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from cuzarr.buffer.aligned import empty_aligned
 from cuzarr.buffer.gpu import import_cupy
 from cuzarr.config import setting
 
@@ -28,7 +29,9 @@ KEEP_BYTES = 1 << 30
 
 
 def _host_block(size: int) -> np.ndarray:
-    return np.empty(size, np.uint8)
+    # page-aligned, as pinned memory is: file reads into it then run at the
+    # kernel copy's full speed (see cuzarr.buffer.aligned)
+    return empty_aligned(size)
 
 
 def _pinned_block(size: int) -> np.ndarray:
