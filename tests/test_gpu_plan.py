@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import cuzarr
 from _gpu_helpers import draw_grid_selection, require_nvrtc, skip_or_fail
 from cuzarr.core.engine import chunk_items, coordinate_items
 from cuzarr.gpu.plan import (
@@ -390,28 +391,69 @@ def test_plan_read_makes_the_table_batches_gather_from():
         made.run(lo, hi, np.ones(hi - lo, bool), 4).slot_nbytes[0] = 1
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(st.data())
-def test_dim_rows_one_by_one_as_with_numpy(data):
-    """A dimension's plan rows are the same made with numpy and one chunk at a
-    time (as a projection of a few chunks gets them)."""
+def test_dim_rows_in_c_with_numpy_and_one_by_one_alike(data):
+    """A dimension's plan rows are the same made in C (``native.slice_rows``),
+    with numpy and one chunk at a time (as a projection of a few chunks gets
+    them): for a slice, a stepped slice and integer positions (whose chunks
+    that are no run keep arrays, which C leaves to Python)."""
     import cuzarr.gpu.plan as plan_mod
     from cuzarr.indexing.projection import DimProjection
 
     size = data.draw(st.integers(1, 200))
     chunk = data.draw(st.integers(1, 12))
-    a = data.draw(st.integers(0, size - 1))
-    b = data.draw(st.integers(a + 1, size))
-    p = normalize_numpy((slice(a, b),), (size,), [DimGrid(size, chunk)]).projections[0]
+    kind = data.draw(st.sampled_from(["slice", "stepped", "points"]))
+    if kind == "points":
+        n = data.draw(st.integers(1, 80))
+        sel = np.array(data.draw(st.lists(st.integers(0, size - 1), min_size=n, max_size=n)))
+    else:
+        a = data.draw(st.integers(0, size - 1))
+        b = data.draw(st.integers(a + 1, size))
+        sel = slice(a, b, 1 if kind == "slice" else data.draw(st.integers(2, 5)))
+    p = normalize_numpy((sel,), (size,), [DimGrid(size, chunk)]).projections[0]
     # (the slices themselves, without the numpy-made bounds a long run keeps)
     p = DimProjection(p.chunks, p.chunk_sels, p.out_sels, p.complete, p.out_len)
     extents = [chunk] * len(p.chunks)
     rows = {}
-    for limit in (-1, 10**9):
+    for route, limit, c_loops in (("c", -1, True), ("numpy", -1, False),
+                                  ("one by one", 10**9, False)):
         mp = pytest.MonkeyPatch()
         mp.setattr(plan_mod, "_ROWS_ONE_BY_ONE", limit)
         try:
-            rows[limit] = plan_mod._dim_rows(0, p, extents, b - a, 4)
+            with cuzarr.config.set({"storage.native_io": c_loops}):
+                rows[route] = plan_mod._dim_rows(0, p, extents, p.out_len, 4)
+        except TypeError:  # (positions no slice stands for: no rows, whichever way)
+            rows[route] = None
         finally:
             mp.undo()
-    np.testing.assert_array_equal(rows[-1], rows[10**9])
+    if rows["one by one"] is None:
+        assert rows["c"] is None and rows["numpy"] is None
+        return
+    np.testing.assert_array_equal(rows["c"], rows["one by one"])
+    np.testing.assert_array_equal(rows["numpy"], rows["one by one"])
+
+
+def test_slice_rows_refuses_what_is_not_a_step_1_slice_inside_its_chunk():
+    """``native.slice_rows`` answers None (the caller's Python rows then) for an
+    array, a step, a missing bound or a bound past the chunk or the output."""
+    from cuzarr.runtime import native
+
+    if not native.available():
+        pytest.skip("the C extension is not built here")
+    good = native.slice_rows([slice(1, 3), slice(0, 2)], [slice(0, 2), slice(2, 4)], [4, 4], 4, 8)
+    np.testing.assert_array_equal(good, [[1, 3, 1, 2, 8, 0, 4], [0, 2, 1, 2, 8, 16, 4]])
+    assert native.slice_rows([np.int64(1) and slice(np.int64(1), np.int64(2))], [slice(0, 1)],
+                             [2], 1, 1) is not None  # numpy integers as bounds
+    for cs, os_, ext, out_len in (
+        ([np.array([0, 1])], [slice(0, 2)], [4], 2),  # an array
+        ([slice(0, 4, 2)], [slice(0, 2)], [4], 2),  # a step
+        ([slice(None, 2)], [slice(0, 2)], [4], 2),  # no start
+        ([slice(0, 5)], [slice(0, 5)], [4], 5),  # past its chunk
+        ([slice(0, 2)], [slice(1, 3)], [4], 2),  # past the output
+        ([slice(0, 2)], [slice(0, 3)], [4], 3),  # lengths differ
+        ([slice(-1, 2)], [slice(0, 3)], [4], 3),  # negative start
+    ):
+        assert native.slice_rows(cs, os_, ext, out_len, 1) is None, (cs, os_)
+    with pytest.raises(ValueError, match="differ in length"):
+        native.slice_rows([slice(0, 1)], [], [1], 1, 1)

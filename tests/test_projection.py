@@ -1,7 +1,8 @@
 """Per-dimension projections (``cuzarr.indexing.projection``): the numpy
-projection of integer positions on a regular grid gives exactly the
-selections of the per-chunk one (types included: a slice stays a slice, an
-array an array of the same dtype), so every reader plans the same items."""
+projection of integer positions on a regular grid, and the Python one of a few
+positions, give exactly the selections of the per-chunk one (types included: a
+slice stays a slice, an array an array of the same dtype), so every reader
+plans the same items."""
 
 from __future__ import annotations
 
@@ -16,9 +17,12 @@ from cuzarr.metadata.chunk_grid import DimGrid
 
 
 def _with_threshold(monkeypatch: pytest.MonkeyPatch, n: int, idx: np.ndarray,
-                    dim: DimGrid) -> DimProjection:
+                    dim: DimGrid, few: int = 0) -> DimProjection:
+    """``project_array`` with numpy from ``n`` chunks on, in the Python loop of
+    a few positions up to ``few`` of them."""
     with monkeypatch.context() as m:
         m.setattr(projection, "_VECTOR_MIN", n)
+        m.setattr(projection, "_FEW_POINTS", few)
         return project_array(idx, dim)
 
 
@@ -38,16 +42,20 @@ def test_points_projected_with_numpy_as_chunk_by_chunk(size: int, chunk: int,
                                                        data: st.DataObject) -> None:
     n = data.draw(st.integers(1, 200))
     idx = np.array(data.draw(st.lists(st.integers(0, size - 1), min_size=n, max_size=n)),
-                   np.int64)
-    shape = data.draw(st.sampled_from(["as drawn", "unique", "sorted"]))
+                   data.draw(st.sampled_from([np.int64, np.int32, np.uint16])))
+    shape = data.draw(st.sampled_from(["as drawn", "unique", "sorted", "shuffled unique"]))
     if shape == "unique":
         idx = np.unique(idx)
     elif shape == "sorted":
         idx = np.sort(idx)
+    elif shape == "shuffled unique":
+        idx = np.random.default_rng(n).permutation(np.unique(idx))
     dim = DimGrid(size, chunk)
     mp = pytest.MonkeyPatch()
     try:
-        _same(_with_threshold(mp, 1, idx, dim), _with_threshold(mp, 10**9, idx, dim))
+        chunk_by_chunk = _with_threshold(mp, 10**9, idx, dim)
+        _same(_with_threshold(mp, 1, idx, dim), chunk_by_chunk)
+        _same(_with_threshold(mp, 1, idx, dim, few=10**9), chunk_by_chunk)
     finally:
         mp.undo()
 

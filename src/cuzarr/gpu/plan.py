@@ -416,10 +416,17 @@ _ROWS_ONE_BY_ONE = 8
 
 def _dim_rows(d: int, p: Any, extents: list[int], out_len: int, out_stride: int) -> np.ndarray:
     """The rows of :func:`_dim_row` for every chunk of one dimension's projection:
-    with numpy where every selection is a forward step-1 slice inside its chunk
-    and its output (as ``project_slice`` makes them), else one by one."""
+    where every selection is a forward step-1 slice inside its chunk and its
+    output (as ``project_slice`` makes them), in C (``native.slice_rows``: 64
+    slices of a training batch 2 against ~55 us) or else with numpy; otherwise
+    one by one."""
     runs = getattr(p, "runs", None)  # the same slices' bounds, where made with numpy
-    if runs is not None:  # (its slices are not made: see RunProjection)
+    if runs is None and native.available():  # the slices' bounds read in C
+        rows = native.slice_rows(p.chunk_sels, p.out_sels, extents, out_len, out_stride)
+        if rows is not None:
+            return rows
+        ok = False
+    elif runs is not None:  # (its slices are not made: see RunProjection)
         ok, c, o = True, runs[:, :2], runs[:, 2:]
     elif len(p.chunks) <= _ROWS_ONE_BY_ONE:
         ok = False  # a few chunks (a small read): Python's loop costs less than numpy's calls

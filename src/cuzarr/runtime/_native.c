@@ -73,6 +73,8 @@ static PyMethodDef methods[] = {
      "window_rows(...): a read's batch of consecutive items planned and described."},
     {"stream_rows", cz_stream_rows, METH_VARARGS,
      "stream_rows(kind, head, ...): a device batch's stream rows (see the C source)."},
+    {"slice_rows", cz_slice_rows, METH_VARARGS,
+     "slice_rows(chunk_sels, out_sels, extents, out_len, out_stride, rows): plan rows of slices."},
     {"zstd_frames", cz_zstd_frames, METH_VARARGS,
      "zstd_frames(buf, offsets, lengths, out): walk the zstd frame of each item."},
     {NULL, NULL, 0, NULL},

@@ -78,6 +78,7 @@ PyObject *cz_close_fds(PyObject *self, PyObject *arg);
 PyObject *cz_read_placed(PyObject *self, PyObject *args);
 PyObject *cz_place(PyObject *self, PyObject *args);
 PyObject *cz_zstd_frames(PyObject *self, PyObject *args);
+PyObject *cz_slice_rows(PyObject *self, PyObject *args);
 PyObject *cz_zstd_decode_into(PyObject *self, PyObject *args);
 PyObject *cz_stream_rows(PyObject *self, PyObject *args);
 PyObject *cz_window_rows(PyObject *self, PyObject *args);

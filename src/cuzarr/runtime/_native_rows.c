@@ -476,3 +476,93 @@ done:
     cz_release_all((buf_t *const[]){&b[0], &b[1], &b[2], &b[3], &b[4]}, 5);
     return result;
 }
+
+/* a slice's bound (start or stop) as an int64: 0 where it is no integer (None,
+ * or anything without __index__; the error cleared) */
+static int slice_bound(PyObject *v, int64_t *out) {
+    if (v == Py_None) {
+        return 0;
+    }
+    Py_ssize_t x = PyNumber_AsSsize_t(v, NULL);
+    if (x == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    *out = (int64_t)x;
+    return 1;
+}
+
+/* a forward step-1 slice's start and stop (step None or 1, both bounds given) */
+static int step1_bounds(PyObject *s, int64_t *start, int64_t *stop) {
+    if (!PySlice_Check(s)) {
+        return 0;
+    }
+    PySliceObject *sl = (PySliceObject *)s;
+    if (sl->step != Py_None) {
+        int64_t step;
+        if (!slice_bound(sl->step, &step) || step != 1) {
+            return 0;
+        }
+    }
+    return slice_bound(sl->start, start) && slice_bound(sl->stop, stop);
+}
+
+/* slice_rows(chunk_sels, out_sels, extents, out_len, out_stride, rows): the
+ * plan rows of one dimension's projection (cuzarr.gpu.plan._dim_rows) where
+ * every chunk and output selection is a forward step-1 slice inside its chunk
+ * (extents[j]) and the output (out_len), the two of one length: row j of rows
+ * (int64, n x 7) = start, stop (start where empty), 1, n, out_stride,
+ * out start * out_stride, extent. Returns False (rows partly written) where
+ * any selection is otherwise: the caller works those rows out in Python. */
+PyObject *cz_slice_rows(PyObject *self, PyObject *args) {
+    PyObject *cs_o, *os_o, *ext_o, *rows_o;
+    long long out_len, out_stride;
+    if (!PyArg_ParseTuple(args, "OOOLLO", &cs_o, &os_o, &ext_o, &out_len, &out_stride,
+                          &rows_o)) {
+        return NULL;
+    }
+    PyObject *cs = PySequence_Fast(cs_o, "chunk_sels: a sequence");
+    PyObject *os = cs ? PySequence_Fast(os_o, "out_sels: a sequence") : NULL;
+    PyObject *ext = os ? PySequence_Fast(ext_o, "extents: a sequence") : NULL;
+    buf_t rb;
+    rb.held = 0;
+    PyObject *result = NULL;
+    if (ext == NULL) {
+        goto done;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(cs);
+    if (PySequence_Fast_GET_SIZE(os) != n || PySequence_Fast_GET_SIZE(ext) != n) {
+        PyErr_SetString(PyExc_ValueError, "slice_rows: selections and extents differ in length");
+        goto done;
+    }
+    if (cz_get_buffer(rows_o, &rb, n * 7, 8, "rows") < 0) {
+        goto done;
+    }
+    int64_t *rows = rb.view.buf;
+    int ok = 1;
+    for (Py_ssize_t j = 0; j < n && ok; j++) {
+        int64_t c0, c1, o0, o1, e;
+        ok = step1_bounds(PySequence_Fast_GET_ITEM(cs, j), &c0, &c1) &&
+             step1_bounds(PySequence_Fast_GET_ITEM(os, j), &o0, &o1) &&
+             slice_bound(PySequence_Fast_GET_ITEM(ext, j), &e);
+        int64_t m = c1 - c0;
+        ok = ok && c0 >= 0 && c1 <= e && m >= 0 && o0 >= 0 && o1 <= out_len && o1 - o0 == m;
+        if (ok) {
+            int64_t *r = rows + 7 * j;
+            r[0] = c0;
+            r[1] = m > 0 ? c1 : c0;
+            r[2] = 1;
+            r[3] = m;
+            r[4] = out_stride;
+            r[5] = o0 * out_stride;
+            r[6] = e;
+        }
+    }
+    result = PyBool_FromLong(ok);
+done:
+    cz_release(&rb);
+    Py_XDECREF(cs);
+    Py_XDECREF(os);
+    Py_XDECREF(ext);
+    return result;
+}

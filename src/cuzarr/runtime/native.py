@@ -12,6 +12,7 @@ the Python path alone (tests run both).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -36,6 +37,7 @@ __all__ = [
     "open_sized",
     "place",
     "read_placed",
+    "slice_rows",
     "stream_rows",
     "window_rows",
     "zstd_decode_into",
@@ -104,6 +106,17 @@ def place(sizes: np.ndarray, head: int, align: int) -> tuple[np.ndarray, int]:
     sizes = np.ascontiguousarray(sizes, np.int64)
     offsets = np.empty(len(sizes), np.int64)
     return offsets, _c.place(sizes, head, align, offsets)
+
+
+def slice_rows(chunk_sels: Sequence[Any], out_sels: Sequence[Any], extents: Sequence[int],
+               out_len: int, out_stride: int) -> np.ndarray | None:
+    """One dimension's plan rows (``n`` x 7 ``int64``: start, stop, 1, n,
+    ``out_stride``, output offset, extent; see ``cuzarr.gpu.plan._dim_rows``)
+    where every selection is a forward step-1 slice inside its chunk's extent
+    and the output; ``None`` where one is not."""
+    rows = np.empty((len(chunk_sels), 7), np.int64)
+    ok = _c.slice_rows(chunk_sels, out_sels, extents, out_len, out_stride, rows)
+    return rows if ok else None
 
 
 def read_placed(fds: np.ndarray, sizes: np.ndarray, offsets: np.ndarray, buf: Any,
