@@ -806,12 +806,18 @@ def test_get_into_beyond_held_descriptors_reads_changed_files_safely(tmp_path, m
 
 
 @pytest.mark.parametrize("sharded", [False, True])
-def test_read_workers_bound_the_threads_of_a_device_read(tmp_path, emulate, sharded):
+def test_read_workers_bound_the_threads_of_a_device_read(tmp_path, emulate, sharded,
+                                                         monkeypatch):
     """``gpu.read_workers`` caps how many batches of one device read run at once
     (more threads than that contended on one GPU), independently of the codec
     pool's size."""
     import threading
     import time
+
+    from cuzarr.core import engine
+
+    # (a small array in batches of a few chunks, as a large one's are)
+    monkeypatch.setattr(engine, "DEVICE_BATCH_MIN_BYTES", 0)
 
     data = _data((64, 64), "<f4")
     a = cuzarr.create_array(LocalStore(tmp_path / "a"), shape=data.shape, dtype=data.dtype,
