@@ -116,6 +116,8 @@ def floors(n: int = 2000) -> dict[str, float]:
     out["asyncio_roundtrip_us"] = timed(
         lambda: asyncio.run_coroutine_threadsafe(noop(), loop).result())
     loop.call_soon_threadsafe(loop.stop)
+    th.join()
+    loop.close()
     q_in: queue.SimpleQueue[int] = queue.SimpleQueue()
     q_out: queue.SimpleQueue[int] = queue.SimpleQueue()
 
@@ -127,6 +129,7 @@ def floors(n: int = 2000) -> dict[str, float]:
     th.start()
     out["queue_handoff_us"] = timed(lambda: (q_in.put(1), q_out.get()))
     q_in.put(-1)
+    th.join()
     return out
 
 
