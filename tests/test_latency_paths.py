@@ -175,7 +175,8 @@ def test_bigger_reads_still_go_through_the_loop(store, monkeypatch):
     with pytest.raises(AssertionError, match="event loop"):
         a[...]  # 400 chunks
     with pytest.raises(AssertionError, match="event loop"):
-        a.vindex[np.repeat(np.arange(0, 200, 10), 2), np.tile([0, 100], 20)]  # 40 chunks
+        # 400 chunks (beyond engine.SMALL_READ_MAX)
+        a.vindex[np.repeat(np.arange(0, 200, 10), 20), np.tile(np.arange(0, 200, 10), 20)]
 
 
 def test_a_large_orthogonal_read_is_planned_once(store, monkeypatch):
@@ -210,8 +211,11 @@ def test_small_read_threshold():
     meta = cuzarr.create_array({}, shape=(10000,), chunks=(1000,), dtype="f8").metadata
     out = np.empty(3)
     assert engine.small_read(meta, 4, out)
-    assert engine.small_read(meta, 32, out)  # 32 x 8 KB
-    assert not engine.small_read(meta, 33, out)
+    assert engine.small_read(meta, 131, out)  # 131 x 8,000 B: at most 1 MiB
+    assert not engine.small_read(meta, 132, out)  # past the bytes
+    tiny = cuzarr.create_array({}, shape=(10000,), chunks=(100,), dtype="f4").metadata
+    assert engine.small_read(tiny, 256, out)  # 256 x 400 B
+    assert not engine.small_read(tiny, 257, out)  # past the chunks
     big = cuzarr.create_array({}, shape=(10**6,), chunks=(10**5,), dtype="f8").metadata
     assert engine.small_read(big, 4, out) and not engine.small_read(big, 5, out)
 

@@ -127,10 +127,14 @@ def batch_size(meta: ArrayMetadata, n: int, device: bool = False, read: bool = T
 # inline (no thread hop): for them the hops cost more than the work.
 SMALL_READ_CHUNKS = 4
 # ... and host reads of up to SMALL_READ_MAX chunks holding SMALL_READ_BYTES in
-# all (ten random points of an array of small chunks: a thread hop costs tens of
-# microseconds, decoding a 16 KiB chunk a few).
-SMALL_READ_MAX = 32
-SMALL_READ_BYTES = 256 << 10
+# all. The worker loops pay off once there is decoding to share out; below,
+# their thread hops and the GIL passed between the loops cost more than they
+# save. Wall ms of rows of chunks in a local store, 2-CPU VM, pool against
+# inline: 64 x 1 KiB 4.6-6.1 / 1.5-1.7; 256 x 1 KiB 8.2-8.5 / 5.8-5.9; 64 x
+# 16 KiB 5.6-7.1 / 3.6; 16 x 64 KiB 4.7-5.8 / 2.2-2.3; 64 x 64 KiB (4 MiB)
+# 10-11.5 / 8.7; 64 x 256 KiB 25-28 / 30-36 (tensorstore: 64 x 1 KiB in 1.0).
+SMALL_READ_MAX = 256
+SMALL_READ_BYTES = 1 << 20
 
 
 def small_read(meta: ArrayMetadata, n: int, out: Any) -> bool:

@@ -37,7 +37,7 @@ from cuzarr.gpu.dispatch import emulating
 from cuzarr.indexing.items import ChunkItem
 from cuzarr.indexing.transform import CONSTANT, STRIDED, IndexTransform
 from cuzarr.indexing.view_plans import ViewPlan, plan_transform
-from cuzarr.runtime.sync import sync
+from cuzarr.runtime.sync import run_here, sync
 
 __all__ = ["LazyArray", "read_many", "read_many_async"]
 
@@ -210,7 +210,19 @@ def _same_array(a: Any, b: Any) -> bool:
 def read_many(views: Iterable[LazyArray], prototype: Any = None) -> list[Any]:
     """Read several views together; each chunk is fetched and decoded once
     (see :func:`read_many_async`)."""
-    return sync(read_many_async(list(views), prototype))
+    views = list(views)
+    coro = read_many_async(views, prototype)
+    # stores with blocking I/O only: planned and waited for in this thread
+    # (a training loop's many small reads; see run_here)
+    if views and all(_blocking(v) for v in views):
+        return run_here(coro)
+    return sync(coro)
+
+
+def _blocking(view: Any) -> bool:
+    """Whether ``view`` reads a store whose I/O blocks in worker threads."""
+    arr = getattr(view, "_async", None)
+    return arr is not None and arr.store_path.store.sync_io() is not None
 
 
 # -- writing ------------------------------------------------------------------------
