@@ -124,6 +124,14 @@ def _unwind_grace(timeout: float) -> float:
     return max(1.0, float(timeout))
 
 
+def _cancelled_after(timeout: float) -> TimeoutError:
+    """The error of an operation cancelled when ``async.timeout`` ran out."""
+    return TimeoutError(
+        f"cuzarr operation did not finish within {timeout} s (config 'async.timeout');"
+        " it was cancelled"
+    )
+
+
 def sync(coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
     """Run ``coro`` on the background loop and block until it finishes.
 
@@ -187,10 +195,7 @@ def sync(coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
                 f"'async.timeout') and did not stop within {_unwind_grace(timeout)} s "
                 "of being cancelled; it may still complete"
             ) from None
-        raise TimeoutError(
-            f"cuzarr operation did not finish within {timeout} s (config 'async.timeout');"
-            " it was cancelled"
-        ) from None
+        raise _cancelled_after(timeout) from None
     except BaseException:  # KeyboardInterrupt while waiting: stop the operation too
         future.cancel()
         raise
@@ -219,10 +224,7 @@ async def on_loop(coro: Coroutine[Any, Any, T]) -> T:
     except TimeoutError:
         if not limit.expired():
             raise  # the operation's own TimeoutError
-        raise TimeoutError(
-            f"cuzarr operation did not finish within {timeout} s (config 'async.timeout');"
-            " it was cancelled"
-        ) from None
+        raise _cancelled_after(timeout) from None
 
 
 _semaphores: dict[int, tuple[int, asyncio.Semaphore, asyncio.AbstractEventLoop]] = {}
@@ -330,10 +332,7 @@ def run_here(coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
     except TimeoutError:
         if not task.cancelled():
             raise  # the operation's own TimeoutError
-        raise TimeoutError(
-            f"cuzarr operation did not finish within {timeout} s (config 'async.timeout');"
-            " it was cancelled"
-        ) from None
+        raise _cancelled_after(timeout) from None
     except BaseException:  # KeyboardInterrupt: stop the operation, let it unwind
         if not task.done():
             task.cancel()
