@@ -152,3 +152,23 @@ def test_a_thread_loop_closed_leaves_the_store_pools_running(tmp_path):
     a[...] = np.arange(8)
     a.resize((10,))  # (a metadata write through the store-I/O pool)
     assert a.shape == (10,)
+
+
+def _read_in_child(path: str) -> list[int]:
+    a = cuzarr.open_array(path, mode="r")
+    (got,) = cuzarr.read_many([a.lazy[[3, 1]]])
+    return got.tolist()
+
+
+def test_a_forked_child_reads_on_a_loop_of_its_own(tmp_path):
+    """A child forked after its parent read through ``run_here`` (a data
+    loader's workers) makes its own loop: the parent's, inherited with its
+    selector, is neither used nor closed there."""
+    import multiprocessing
+
+    a = cuzarr.create_array(LocalStore(tmp_path / "a"), shape=(6,), chunks=(2,), dtype="i4")
+    a[...] = np.arange(6)
+    assert cuzarr.read_many([a.lazy[[3, 1]]])[0].tolist() == [3, 1]  # the parent's loop
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        assert pool.apply(_read_in_child, (str(tmp_path / "a"),)) == [3, 1]
+    assert cuzarr.read_many([a.lazy[[5]]])[0].tolist() == [5]  # the parent's, still open
