@@ -385,7 +385,7 @@ def _project_few(idx: np.ndarray, dim: DimGrid) -> DimProjection:
         if ordered:
             out = slice(mine[0], mine[-1] + 1)
         elif run:
-            out = _as_slice(np.array(mine, np.intp)) if len(mine) > 1 else slice(mine[0], mine[0] + 1)
+            out = _as_slice(np.array(mine, np.intp))
         else:
             out = np.array(mine, np.intp)
         if run:

@@ -258,7 +258,6 @@ def _shutdown() -> None:
 atexit.register(_shutdown)
 
 
-
 class _Lent(ThreadPoolExecutor):
     """The store-I/O pool lent to a thread's own loop as its default executor:
     closing that loop shuts its default executor down, which must leave the
