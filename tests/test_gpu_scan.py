@@ -470,3 +470,34 @@ def test_window_rows_refuses_a_window_outside_the_read():
             native.window_rows(0, 0, 1, MAX, base, offs, offs, None, 0,
                                np.array([0, 1, bad, 2], np.int64), table, -1, 8, STREAM_DTYPE,
                                PLAN_DTYPE)
+
+
+def test_stream_rows_walks_many_multi_block_frames_in_lanes():
+    """``native.stream_rows`` walks the frames of a batch together (in lanes of
+    up to 64, prefetching each round's block headers): over 150 frames of 1 to
+    9 blocks, some truncated or with a block size changed, it takes exactly the
+    frames that one-by-one walks (``native.zstd_frames``) take."""
+    from cuzarr.gpu.batch import STREAM_DTYPE
+
+    rng = np.random.default_rng(9)
+    chunks, sizes = [], []
+    for k in range(150):
+        # incompressible blocks: a frame of n floats has about n * 4 / 128 KiB blocks
+        raw = rng.integers(0, 255, int(rng.integers(1, 9 * 32768)) * 4, np.uint8).tobytes()
+        data = bytearray(zstandard.ZstdCompressor(level=1).compress(raw))
+        if k % 7 == 3:
+            data = data[: len(data) - int(rng.integers(1, len(data)))]
+        elif k % 11 == 5 and len(data) > 20:
+            data[int(rng.integers(6, len(data)))] ^= 0x40
+        chunks.append(bytes(data))
+        sizes.append(len(raw))
+    buf, offs, lens = _batch(chunks)
+    expect = np.array(sizes, np.int64)
+    one_by_one = native.zstd_frames(buf, offs, lens)
+    want = (one_by_one[:, 0] == lens.astype(np.uint64)) & (one_by_one[:, 1] == expect)
+    slots = np.cumsum(np.r_[0, expect[:-1]])
+    _rows, owners, done = native.stream_rows(1, 0, 1, MAX, buf, offs, lens, None, slots,
+                                              expect, None, None, -1, 8, STREAM_DTYPE)
+    assert want.sum() > 100 and not want.all()
+    assert done.tolist() == want.tolist()
+    assert owners.tolist() == np.flatnonzero(want).tolist()

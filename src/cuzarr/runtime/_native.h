@@ -28,7 +28,7 @@
 /* a content size nobody has parsed yet (cuzarr.runtime.native.NOT_PARSED) */
 #define NOT_PARSED (UINT64_MAX - 1)
 /* frames walked together by cz_zstd_walk_lanes */
-#define WALK_LANES 16
+#define WALK_LANES 64
 
 /* open_sized's flags (cuzarr.runtime.native.OPEN_SKIPPED, OPEN_UNSIZED) */
 #define OPEN_SKIPPED 1
@@ -68,7 +68,8 @@ static inline uint32_t le32(const uint8_t *p) {
  * header is read once, here, while the chunk's bytes are in the CPU's cache. */
 void cz_zstd_walk(const uint8_t *p, uint64_t n, uint64_t *out);
 /* cz_zstd_walk of n frames (frame j at ps[j], ns[j] bytes, into outs[j]),
- * WALK_LANES at a time in lockstep (their cache misses overlap) */
+ * WALK_LANES at a time in lockstep, each round's headers prefetched first (their
+ * cache misses overlap) */
 void cz_zstd_walk_lanes(const uint8_t *const *ps, const uint64_t *ns, uint64_t *const *outs,
                         Py_ssize_t n);
 

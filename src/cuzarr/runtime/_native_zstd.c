@@ -71,12 +71,26 @@ void cz_zstd_walk(const uint8_t *p, uint64_t n, uint64_t *out) {
     }
 }
 
+/* A hint that the bytes at p are wanted soon (nothing where the compiler has
+ * no such builtin). */
+static inline void prefetch(const uint8_t *p) {
+#if defined(__GNUC__) || defined(__clang__)
+    __builtin_prefetch(p, 0, 0);
+#else
+    (void)p;
+#endif
+}
+
 /* zstd_walk of several frames at once (frame j at ps[j], ns[j] bytes, into
- * outs + 2 * j), WALK_LANES at a time in lockstep: each round reads one
- * header of each frame still being walked, so the cache misses of frames
- * whose bytes are no longer in the CPU's caches (a shard's inner chunks,
- * walked after the whole shard was read) overlap instead of following one
- * another. The same answers as zstd_walk, frame by frame. */
+ * outs + 2 * j), WALK_LANES at a time in lockstep. Each round first asks for
+ * the next header of every frame still being walked (prefetch), then reads
+ * them: a shard's inner chunks are walked after the whole shard was read, when
+ * their bytes are no longer in the CPU's caches, and each header's address is
+ * known only from the one before it. One by one, 64 frames of 1 MiB (about 8
+ * blocks each) took 245 us on the development VM; in lockstep without the
+ * prefetches the batch's whole window_rows took 103-125 us, with them 76-88
+ * (the CPU overlaps more misses when their loads are issued first). The same
+ * answers as zstd_walk, frame by frame. */
 void cz_zstd_walk_lanes(const uint8_t *const *ps, const uint64_t *ns, uint64_t *const *outs,
                         Py_ssize_t n) {
     for (Py_ssize_t g = 0; g < n; g += WALK_LANES) {
@@ -85,10 +99,19 @@ void cz_zstd_walk_lanes(const uint8_t *const *ps, const uint64_t *ns, uint64_t *
         unsigned checksum[WALK_LANES];
         int live[WALK_LANES], left = 0;
         for (Py_ssize_t k = 0; k < m; k++) {
+            prefetch(ps[g + k]);
+        }
+        for (Py_ssize_t k = 0; k < m; k++) {
             live[k] = walk_header(ps[g + k], ns[g + k], outs[g + k], &pos[k], &checksum[k]);
             left += live[k];
         }
         while (left > 0) {
+            for (Py_ssize_t k = 0; k < m; k++) {
+                if (live[k] && pos[k] + 3 <= ns[g + k]) {
+                    prefetch(ps[g + k] + pos[k]);
+                    prefetch(ps[g + k] + pos[k] + 2); /* a header across two lines */
+                }
+            }
             for (Py_ssize_t k = 0; k < m; k++) {
                 if (live[k] && walk_block(ps[g + k], ns[g + k], &pos[k], checksum[k],
                                           outs[g + k]) != 0) {
