@@ -116,20 +116,25 @@ class BlockLayout:
 @dataclass(eq=False)
 class BlockDecoder:
     """Whole small chunks that land in chunk-aligned blocks of the output, decoded
-    a batch at a time (``pipeline.decode_many``) and stored with one numpy
-    assignment into a blocked view of the output (``blocks``): for chunks of a few
-    KiB the per-chunk Python work otherwise costs more than the decompression."""
+    a batch at a time: straight into their blocks by one C call without the GIL
+    (the pipeline's ``decode_chunks_into``, plain zstd), or else into one
+    buffer (``pipeline.decode_many``) stored with one numpy assignment into a
+    blocked view of the output (``blocks``): for chunks of a few KiB the
+    per-chunk Python work otherwise costs more than the decompression."""
 
     layout: BlockLayout
     blocks: np.ndarray
     pipeline: Any
+    out: np.ndarray
 
     @classmethod
     def make(cls, items: Any, out: Any, grid: Any, pipeline: Any) -> BlockDecoder | None:
         if len(items) < MIN_ITEMS or getattr(pipeline, "decode_many", None) is None:
             return None
         layout = BlockLayout.make(items, out, grid)
-        return None if layout is None else cls(layout, layout.blocks(out, writeable=True), pipeline)
+        if layout is None:
+            return None
+        return cls(layout, layout.blocks(out, writeable=True), pipeline, out)
 
     def run(self, lo: int, datas: list[Any]) -> np.ndarray | None:
         """Decode and store the batch's eligible chunks; a mask of those done."""
@@ -138,13 +143,30 @@ class BlockDecoder:
         idx, where = self.layout.select(lo, n, present)
         if len(idx) < 2:
             return None
-        decoded = self.pipeline.decode_many([datas[i] for i in idx.tolist()], self.layout.chunk)
+        chosen = [datas[i] for i in idx.tolist()]
+        placed = self._into(chosen, where)
+        done = np.zeros(n, dtype=bool)
+        if placed is not None:
+            done[idx] = placed  # the others: the one-chunk path decodes or explains
+            return done
+        decoded = self.pipeline.decode_many(chosen, self.layout.chunk)
         if decoded is None:
             return None  # the one-chunk path decodes (and reports errors)
         self.blocks[where] = decoded
-        done = np.zeros(n, dtype=bool)
         done[idx] = True
         return done
+
+    def _into(self, chosen: list[Any], where: tuple) -> np.ndarray | None:
+        """The chunks decoded straight into their blocks of the output in one C
+        call, where the pipeline can (which were placed); None where not."""
+        into = getattr(self.pipeline, "decode_chunks_into", None)
+        if into is None:
+            return None
+        starts = np.empty((len(chosen), len(where)), np.int64)
+        for d, (b, c, base) in enumerate(zip(where, self.layout.chunk, self.layout.base,
+                                             strict=True)):
+            starts[:, d] = b * c + base
+        return into(chosen, starts, self.layout.chunk, self.out)
 
 
 @dataclass(eq=False)

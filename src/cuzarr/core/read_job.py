@@ -18,11 +18,13 @@ from cuzarr.config import flag
 from cuzarr.core.blocks import BlockDecoder
 from cuzarr.core.plans import Compute, Get, Plan
 from cuzarr.core.readahead import ReadAhead
+from cuzarr.core.together import decode_together
 from cuzarr.errors import ChunkNotFoundError, CodecError, keyed
 from cuzarr.gpu.dispatch import device_reader_for
 from cuzarr.gpu.plan import is_slice_only
 from cuzarr.indexing.items import window
 from cuzarr.metadata.array import ArrayMetadata
+from cuzarr.metadata.chunk_grid import RegularChunkGrid
 from cuzarr.storage.common import StorePath
 
 __all__ = [
@@ -136,8 +138,15 @@ class ReadJob:
         )
         self.blocks = None
         self.ahead: ReadAhead | None = None  # see read_ahead
+        # whole chunks of a batch decoded in place by one call (core.together):
+        # regular grids, where every whole chunk has the grid's shape
+        self.together = None
+        self.chunk_shape: tuple[int, ...] = ()
         if self.device is None:
             self.blocks = BlockDecoder.make(items, out, self.grid, pipeline)
+            if isinstance(self.grid, RegularChunkGrid) and type(out) is np.ndarray:
+                self.together = getattr(pipeline, "decode_chunks_into", None)
+                self.chunk_shape = tuple(self.grid.chunk_shape)
         else:
             self.device.plan_read(items)
 
@@ -200,9 +209,11 @@ class ReadJob:
                         self.keys[lo:hi])
             return
         done = self.blocks.run(lo, datas) if self.blocks is not None else None
-        for j, data in enumerate(datas):
-            if done is None or not done[j]:
-                self._decode_one(lo + j, data)
+        left = [(lo + j, data) for j, data in enumerate(datas) if done is None or not done[j]]
+        if self.together is not None and len(left) > 1:
+            left = decode_together(self.together, self.items, left, self.chunk_shape, self.out)
+        for i, data in left:
+            self._decode_one(i, data)
 
     def _decode_one(self, i: int, data: Any) -> None:
         coords, csel, osel, complete = self.items[i]

@@ -29,6 +29,7 @@ from cuzarr.core.engine import SMALL_READ_CHUNKS, ChunkItem, read_batch_bytes
 from cuzarr.core.plans import Compute, Get, GetRanges, Plan, execute, try_inline
 from cuzarr.core.read_job import missing_chunks_refused, refuse_missing
 from cuzarr.core.shard_staging import Placed, range_members
+from cuzarr.core.together import decode_together
 from cuzarr.errors import CodecError, keyed
 from cuzarr.gpu.dispatch import device_reader_for
 from cuzarr.gpu.plan import is_slice_only
@@ -564,39 +565,14 @@ class ShardReadJob:
 
     def _decode_together(self, pairs: list[tuple[int, Any]]) -> list[tuple[int, Any]]:
         """The stored inner chunks that land whole in the output, decoded there by
-        one call of the inner pipeline's ``decode_chunks_into`` (in C, without
-        the GIL); returns the pairs left for ``_decode_one`` (missing or partly
-        selected chunks, chunks that call did not place, pipelines it does not
-        take)."""
+        the inner pipeline's ``decode_chunks_into`` (``core.together``; large
+        inner chunks in groups shared out to idle worker loops); returns the
+        pairs left for ``_decode_one``."""
         together = getattr(self.inner, "decode_chunks_into", None)
-        if together is None or type(self.out) is not np.ndarray:
-            return pairs
-        shape = tuple(self.inner_shape)
-        stored, starts, rest = [], [], []
-        for pair in pairs:
-            start = None if pair[1] is None else _whole_block_start(self.items[pair[0]], shape)
-            if start is None:
-                rest.append(pair)
-            else:
-                stored.append(pair)
-                starts.append(start)
-        if len(stored) < 2:
-            return pairs
-        # large inner chunks: groups of them shared out to idle worker loops
-        step = TOGETHER_GROUP if self.share_inner else len(stored)
-        groups = range(0, len(stored), step)
-
-        def run(g: int) -> Any:
-            lo = groups[g]
-            return together([d for _, d in stored[lo : lo + step]],
-                            np.array(starts[lo : lo + step], np.int64), shape, self.out)
-
-        done = share(run, len(groups)) if len(groups) > 1 else [run(0)]
-        if any(d is None for d in done):
-            return pairs  # the pipeline does not take it (the same answer for every group)
-        ok = np.concatenate(done).tolist()
-        rest.extend(p for p, placed in zip(stored, ok, strict=True) if not placed)
-        return rest
+        if self.share_inner:
+            return decode_together(together, self.items, pairs, tuple(self.inner_shape),
+                                   self.out, TOGETHER_GROUP, share)
+        return decode_together(together, self.items, pairs, tuple(self.inner_shape), self.out)
 
     def _decode_one(self, i: int, data: Any) -> None:
         _coords, csel, osel, _ = self.items[i]
@@ -614,23 +590,6 @@ _first, _second = operator.itemgetter(0), operator.itemgetter(1)
 
 # inner chunks per call of decode_chunks_into where they are shared out
 TOGETHER_GROUP = 8
-
-
-def _whole_block_start(item: Any, shape: tuple[int, ...]) -> list[int] | None:
-    """Where chunk ``item`` lands in the output as a whole block of ``shape``
-    (its output selection: unit-step slices of the chunk's extent, one per
-    dimension), or None."""
-    osel = item[2]
-    if not item[3] or len(osel) != len(shape):
-        return None
-    start = []
-    for s, n in zip(osel, shape, strict=True):
-        if type(s) is not slice or s.step not in (None, 1) or s.start is None:
-            return None
-        if s.stop - s.start != n:
-            return None
-        start.append(s.start)
-    return start
 
 
 # items of a read above which shards are grouped with numpy (ShardReadJob)
