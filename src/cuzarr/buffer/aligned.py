@@ -16,9 +16,11 @@ where the kernel's copy runs at full speed.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
-__all__ = ["PAGE", "empty_aligned", "is_aligned"]
+__all__ = ["PAGE", "ThreadBuffer", "empty_aligned", "is_aligned"]
 
 PAGE = 4096
 
@@ -52,3 +54,29 @@ def empty_aligned(nbytes: int, align: int = PAGE) -> np.ndarray:
 def is_aligned(buf: np.ndarray, align: int = PAGE) -> bool:
     """Whether ``buf``'s first byte is ``align``-aligned."""
     return buf.ctypes.data % align == 0
+
+
+class ThreadBuffer:
+    """A page-aligned ``uint8`` buffer per thread, reused from call to call and
+    grown (by a quarter more than asked) when a call needs more: the
+    destination of a thread's reads whose values it is done with before its
+    next call. Each instance is a buffer of its own: two users in one thread
+    do not overwrite each other's values.
+
+    Parameters
+    ----------
+    least : int, optional
+        The smallest buffer made, in bytes.
+    """
+
+    def __init__(self, least: int = 64 << 10) -> None:
+        self._least = least
+        self._tls = threading.local()
+
+    def get(self, size: int) -> np.ndarray:
+        """The calling thread's buffer, at least ``size`` bytes (its earlier
+        contents gone where it grew)."""
+        buf = getattr(self._tls, "buf", None)
+        if buf is None or len(buf) < size:
+            buf = self._tls.buf = empty_aligned(max(size + size // 4, self._least))
+        return buf

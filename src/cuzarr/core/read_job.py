@@ -149,6 +149,10 @@ class ReadJob:
                 self.chunk_shape = tuple(self.grid.chunk_shape)
         else:
             self.device.plan_read(items)
+        # decoded in batches on the host (blocks, together): its batches are
+        # read into a buffer the thread reuses (plans.Get), in C where the
+        # store can, without the GIL
+        self.batched = self.together is not None or self.blocks is not None
 
     def plan(self, lo: int, hi: int) -> Plan:
         """Fetch items ``lo:hi`` (one request), then decode and scatter them."""
@@ -161,7 +165,9 @@ class ReadJob:
             part = window(self.items, lo, hi)
             datas = self.device.fetch(self.keys[lo:hi], part)
         if datas is None:
-            datas = yield Get(self.keys[lo:hi], reuse=self.one_by_one)
+            # (values in a buffer the thread reuses: large chunks one by one,
+            # and batches decoded together, consumed before the next request)
+            datas = yield Get(self.keys[lo:hi], reuse=self.one_by_one or self.batched)
         yield Compute(self.decode_batch, lo, datas, part)
 
     def lock_keys(self, lo: int, hi: int) -> None:

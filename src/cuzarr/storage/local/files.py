@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-from cuzarr.buffer.aligned import empty_aligned
+from cuzarr.buffer.aligned import ThreadBuffer
 from cuzarr.buffer.concat import Concat
 
 try:
@@ -264,17 +264,17 @@ def _read_to_end(fd: int, head: bytes) -> bytes:
 # thread: no fresh allocation (and page faults) per chunk, and a read of many
 # chunks holds one compressed chunk per worker, not one per allocator arena.
 REUSE_MAX = 16 << 20
+# each thread's reusable read buffer: page-aligned, as a read into a bytearray
+# (16 bytes into a page) copied at a fifth of the speed on AMD hosts (see
+# cuzarr.buffer.aligned)
+_READS = ThreadBuffer()
+# per-thread state of the local store (its pinned block's descriptors)
 _tls = threading.local()
 
 
 def _thread_buffer(size: int) -> memoryview:
     """This thread's reusable read buffer, at least ``size`` bytes."""
-    buf = getattr(_tls, "buf", None)
-    if buf is None or len(buf) < size:
-        # page-aligned: a read into a bytearray (16 bytes into a page) copied
-        # at a fifth of the speed on AMD hosts (see cuzarr.buffer.aligned)
-        buf = _tls.buf = empty_aligned(max(size + size // 4, 64 << 10))
-    return memoryview(buf)
+    return memoryview(_READS.get(size))
 
 
 def _pread_into(fd: int, view: memoryview, offset: int) -> memoryview:
