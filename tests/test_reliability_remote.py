@@ -44,6 +44,10 @@ from cuzarr.storage.fsspec import HTTPStore, RemoteStoreError, RetryPolicy
 # Faults a client should survive with retries; "lie" is caught by decoding instead.
 TRANSIENT = ("503", "500", "reset", "short", "slow", "drop")
 SLOW_S = 1.0  # how long a "slow" answer stalls; client timeouts are well below it
+# the client timeout where a lying answer is injected: a prompt one, which a
+# client that timed out on a loaded machine would retry and get right, so the
+# lie would go unseen (the full suite on 2 CPUs once did so at 0.3 s)
+LIE_TIMEOUT = 5.0
 FAST = RetryPolicy(retries=3, backoff=0.005, max_backoff=0.05)
 
 STATS: Counter = Counter()  # faults injected, reads retried, failed cleanly, data lost
@@ -427,7 +431,7 @@ def test_http_truncated_body_never_decodes(site, name, fault):
     sched.clear()
     key = _chunk_keys(site["files"], name)[7]
     sched.set(f"/{key}", [fault])
-    a = cuzarr.open_array(_http(site["url"]), path=name, mode="r")
+    a = cuzarr.open_array(_http(site["url"], timeout=LIE_TIMEOUT), path=name, mode="r")
     e = _fails_cleanly(lambda: a[:], key, CodecError)
     assert isinstance(e, CodecError)
     _check(a[:], site["data"])  # the fault is gone: exact again
@@ -450,7 +454,8 @@ def _truncated_ranges(schedule: Schedule, data: np.ndarray, prefix: str, store_f
 def test_http_truncated_range_never_decodes(site):
     """Sharded arrays: a short range (lying Content-Length) is refused, never decoded."""
     site["schedule"].clear()
-    _truncated_ranges(site["schedule"], site["data"], "", lambda: _http(site["url"]))
+    _truncated_ranges(site["schedule"], site["data"], "",
+                      lambda: _http(site["url"], timeout=LIE_TIMEOUT))
 
 
 def test_http_retry_budget_is_bounded_in_time(site):
@@ -488,7 +493,7 @@ def s3():
     moto.close()
 
 
-def _s3_store(s3, *, retry: RetryPolicy = FAST, layered: bool = False):
+def _s3_store(s3, *, retry: RetryPolicy = FAST, layered: bool = False, timeout: float = 0.3):
     """An FsspecStore through the proxy.
 
     ``layered``: botocore's and s3fs's own retries on (their defaults); else off, so
@@ -496,7 +501,7 @@ def _s3_store(s3, *, retry: RetryPolicy = FAST, layered: bool = False):
     """
     from cuzarr.storage import FsspecStore
 
-    config = {"connect_timeout": 0.3, "read_timeout": 0.3}
+    config = {"connect_timeout": timeout, "read_timeout": timeout}
     if not layered:
         config["retries"] = {"total_max_attempts": 1}
     opts = {"endpoint_url": s3["endpoint"], "key": "x", "secret": "x", "config_kwargs": config}
@@ -573,7 +578,8 @@ def test_s3_truncated_body_never_decodes(s3, name, s3_single_try):
 
 def test_s3_truncated_range_never_decodes(s3, s3_single_try):
     s3["schedule"].clear()
-    _truncated_ranges(s3["schedule"], s3["data"], "/bucket/d.zarr", lambda: _s3_store(s3))
+    _truncated_ranges(s3["schedule"], s3["data"], "/bucket/d.zarr",
+                      lambda: _s3_store(s3, timeout=LIE_TIMEOUT))
 
 
 def _s3_store_limited(s3, **limits):

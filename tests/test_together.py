@@ -117,9 +117,13 @@ def test_decode_together_leaves_what_it_cannot_place():
         return np.array([True, False])
 
     pairs = [(0, b"a"), (1, b"b"), (2, b"c"), (3, None)]
-    left = decode_together(into, items, pairs, shape, out)
+
+    def start_of(i):
+        return whole_block_start(items[i], shape)
+
+    left = decode_together(into, start_of, pairs, shape, out)
     assert got == [([b"a", b"c"], [[0, 3], [2, 0]])]
     assert left == [(1, b"b"), (3, None), (2, b"c")]
-    assert decode_together(lambda *a: None, items, pairs, shape, out) == pairs
-    assert decode_together(None, items, pairs, shape, out) == pairs
-    assert decode_together(into, items, pairs, shape, [[0.0]]) == pairs
+    assert decode_together(lambda *a: None, start_of, pairs, shape, out) == pairs
+    assert decode_together(None, start_of, pairs, shape, out) == pairs
+    assert decode_together(into, start_of, pairs, shape, [[0.0]]) == pairs

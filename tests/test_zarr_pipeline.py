@@ -348,6 +348,50 @@ def test_large_chunks_decode_into_output(tmp_path, cuzarr_pipeline, monkeypatch)
     assert np.array_equal(a[0:256, :][5], data[5])
 
 
+@pytest.mark.parametrize("chunks", [(8, 16), (128, 256)])  # 1 KiB and 256 KiB of f8
+@pytest.mark.parametrize("where", ["local", "memory"])
+def test_whole_chunks_of_a_batch_decode_together(tmp_path, cuzarr_pipeline, monkeypatch,
+                                                 chunks, where):
+    """Whole zstd chunks of a batch are decoded into zarr's output by one call
+    (``core.together``), edge, partial and missing chunks one by one; the same
+    answers as the default pipeline, and a corrupt chunk among them is named."""
+    from cuzarr.codecs.pipeline import V3Pipeline
+
+    calls = []
+    real = V3Pipeline.decode_chunks_into
+
+    def counted(self, datas, *args):
+        calls.append(len(datas))
+        return real(self, datas, *args)
+
+    monkeypatch.setattr(V3Pipeline, "decode_chunks_into", counted)
+    store = tmp_path / "a" if where == "local" else zarr.storage.MemoryStore()
+    data = _data((300, 700), "f8")
+    a = zarr.create_array(store, shape=data.shape, dtype="f8", chunks=chunks,
+                          compressors=ZstdCodec(level=1), fill_value=-1.0)
+    a[:] = data
+    a[chunks[0] : 2 * chunks[0], 0 : chunks[1]] = -1.0  # all fill: not stored
+    expect = data.copy()
+    expect[chunks[0] : 2 * chunks[0], 0 : chunks[1]] = -1.0
+    b = zarr.open_array(store, mode="r")
+    for sel in [np.s_[:], np.s_[3:297, 5:690], np.s_[::3, 1:], np.s_[7]]:
+        assert np.array_equal(b[sel], expect[sel])
+    assert calls and max(calls) > 1
+    with zarr.config.set({"codec_pipeline.path": "zarr.core.codec_pipeline.BatchedCodecPipeline"}):
+        assert np.array_equal(zarr.open_array(store, mode="r")[:], expect)
+    key = "c/1/1"
+    if where == "local":
+        (tmp_path / "a" / "c" / "1" / "1").write_bytes(b"\x28\xb5\x2f\xfd garbage")
+    else:
+        import asyncio
+
+        from zarr.core.buffer import cpu
+
+        asyncio.run(store.set(key, cpu.Buffer.from_bytes(b"\x28\xb5\x2f\xfd garbage")))
+    with pytest.raises(CodecError, match=key):
+        zarr.open_array(store, mode="r")[:]
+
+
 def test_large_chunks_read_one_by_one_into_a_reused_buffer(tmp_path, cuzarr_pipeline,
                                                           monkeypatch):
     """Chunks of 512 KiB and more are fetched one per batch into the local

@@ -18,7 +18,7 @@ from cuzarr.config import flag
 from cuzarr.core.blocks import BlockDecoder
 from cuzarr.core.plans import Compute, Get, Plan
 from cuzarr.core.readahead import ReadAhead
-from cuzarr.core.together import decode_together
+from cuzarr.core.together import decode_together, whole_block_start
 from cuzarr.errors import ChunkNotFoundError, CodecError, keyed
 from cuzarr.gpu.dispatch import device_reader_for
 from cuzarr.gpu.plan import is_slice_only
@@ -217,9 +217,14 @@ class ReadJob:
         done = self.blocks.run(lo, datas) if self.blocks is not None else None
         left = [(lo + j, data) for j, data in enumerate(datas) if done is None or not done[j]]
         if self.together is not None and len(left) > 1:
-            left = decode_together(self.together, self.items, left, self.chunk_shape, self.out)
+            left = decode_together(self.together, self._start_of, left, self.chunk_shape,
+                                   self.out)
         for i, data in left:
             self._decode_one(i, data)
+
+    def _start_of(self, i: int) -> list[int] | None:
+        """Where item ``i``'s chunk lands whole in the output (None: not so)."""
+        return whole_block_start(self.items[i], self.chunk_shape)
 
     def _decode_one(self, i: int, data: Any) -> None:
         coords, csel, osel, complete = self.items[i]

@@ -29,7 +29,7 @@ from cuzarr.core.engine import SMALL_READ_CHUNKS, ChunkItem, read_batch_bytes
 from cuzarr.core.plans import Compute, Get, GetRanges, Plan, execute, try_inline
 from cuzarr.core.read_job import missing_chunks_refused, refuse_missing
 from cuzarr.core.shard_staging import Placed, range_members
-from cuzarr.core.together import decode_together
+from cuzarr.core.together import decode_together, whole_block_start
 from cuzarr.errors import CodecError, keyed
 from cuzarr.gpu.dispatch import device_reader_for
 from cuzarr.gpu.plan import is_slice_only
@@ -569,10 +569,15 @@ class ShardReadJob:
         inner chunks in groups shared out to idle worker loops); returns the
         pairs left for ``_decode_one``."""
         together = getattr(self.inner, "decode_chunks_into", None)
+        shape, items = tuple(self.inner_shape), self.items
+
+        def start_of(i: int) -> list[int] | None:
+            return whole_block_start(items[i], shape)
+
         if self.share_inner:
-            return decode_together(together, self.items, pairs, tuple(self.inner_shape),
-                                   self.out, TOGETHER_GROUP, share)
-        return decode_together(together, self.items, pairs, tuple(self.inner_shape), self.out)
+            return decode_together(together, start_of, pairs, shape, self.out,
+                                   TOGETHER_GROUP, share)
+        return decode_together(together, start_of, pairs, shape, self.out)
 
     def _decode_one(self, i: int, data: Any) -> None:
         _coords, csel, osel, _ = self.items[i]

@@ -40,7 +40,7 @@ def whole_block_start(item: Any, shape: tuple[int, ...]) -> list[int] | None:
 
 def decode_together(
     together: Any,
-    items: Any,
+    start_of: Callable[[int], list[int] | None],
     pairs: Sequence[tuple[int, Any]],
     shape: tuple[int, ...],
     out: Any,
@@ -48,8 +48,10 @@ def decode_together(
     run_groups: Callable[[Callable[[int], Any], int], list[Any]] | None = None,
 ) -> list[tuple[int, Any]]:
     """Decode the (item index, encoded chunk or None) ``pairs`` whose chunks
-    are stored and land whole in ``out`` (chunks of ``shape``) with
-    ``together`` (a pipeline's ``decode_chunks_into``; None: nothing done).
+    are stored and land whole in ``out`` (chunks of ``shape``: item ``i`` at
+    element ``start_of(i)``, None where it does not land whole, as
+    :func:`whole_block_start` answers) with ``together`` (a pipeline's
+    ``decode_chunks_into``; None: nothing done).
 
     ``step`` chunks per call (default: all in one), the calls run by
     ``run_groups(fn, count)`` where given (worker loops sharing them out).
@@ -60,7 +62,7 @@ def decode_together(
         return list(pairs)
     stored, starts, rest = [], [], []
     for pair in pairs:
-        start = None if pair[1] is None else whole_block_start(items[pair[0]], shape)
+        start = None if pair[1] is None else start_of(pair[0])
         if start is None:
             rest.append(pair)
         else:

@@ -25,6 +25,7 @@ from cuzarr.codecs.base import ChunkSpec
 from cuzarr.codecs.sharding import ShardingCodec
 from cuzarr.core.plans import Compute, Get, Plan
 from cuzarr.core.read_job import decode_in_place, large_chunk
+from cuzarr.core.together import decode_together, whole_block_start
 from cuzarr.core.write_job import encode_chunk, write_plan
 from cuzarr.errors import CodecError, keyed
 from cuzarr.gpu.dispatch import device_reader_for
@@ -146,7 +147,10 @@ class ZarrReadJob:
         if self.sharded is not None:
             yield from self.sharded.plan(lo, hi)
             return
-        datas = yield Get([it.key for it in self.items[lo:hi]], reuse=self.one_by_one)
+        # (values in a buffer the thread reuses: large chunks one by one, and
+        # batches decoded together, consumed before the next request)
+        reuse = self.one_by_one or (self.device is None and self._together() is not None)
+        datas = yield Get([it.key for it in self.items[lo:hi]], reuse=reuse)
         if self.device is not None:
             yield Compute(self.device_batch, lo, datas)
         else:
@@ -167,9 +171,36 @@ class ZarrReadJob:
         for j, data in enumerate(datas):
             self.status[lo + j] = data is not None
 
+    def _together(self) -> Any:
+        """The pipeline's ``decode_chunks_into`` where whole chunks of a batch
+        may be decoded together into the output (``core.together``), else None."""
+        if self.drop_axes or type(self.out) is not np.ndarray or not self.out.ndim:
+            return None
+        return getattr(self.pipeline, "decode_chunks_into", None)
+
+    def _start_of(self, i: int) -> list[int] | None:
+        """Where item ``i``'s chunk lands whole in the output (None: not so)."""
+        it = self.items[i]
+        return whole_block_start((None, None, it.out_selection, it.complete), it.shape)
+
     def decode_batch(self, lo: int, datas: list[Any]) -> None:
-        """Decode the chunks of items ``lo:lo + len(datas)`` into the output."""
-        for i, data in enumerate(datas, lo):
+        """Decode the chunks of items ``lo:lo + len(datas)`` into the output:
+        whole chunks of one shape together where the pipeline can, the rest
+        one by one."""
+        pairs: Any = enumerate(datas, lo)
+        together = self._together()
+        if together is not None and len(datas) > 1:
+            shape = self.items[lo].shape
+            start_of = self._start_of
+            left = decode_together(
+                together,
+                lambda i: start_of(i) if self.items[i].shape == shape else None,
+                list(pairs), shape, self.out)
+            placed = set(range(lo, lo + len(datas))) - {i for i, _ in left}
+            for i in placed:
+                self.status[i] = True
+            pairs = left
+        for i, data in pairs:
             it = self.items[i]
             if data is None:
                 self.out[it.out_selection] = it.fill
