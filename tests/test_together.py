@@ -57,6 +57,10 @@ def test_mid_size_chunks_decode_together(mid, monkeypatch, tmp_path):
         for sel in [(slice(32, 224), slice(1024, 4096)), (slice(5, 249), slice(3, 4999)),
                     (slice(None, None, -1), slice(None)), (slice(0, 64), slice(0, 5000, 2))]:
             np.testing.assert_array_equal(a[sel], data[sel])
+        # one whole chunk alone: the same call, no scratch buffer and copy
+        seen.clear()
+        np.testing.assert_array_equal(a[32:64, 1024:2048], data[32:64, 1024:2048])
+        assert seen == [1]
         # a strided output: each chunk decoded aside and copied into its block
         big = np.zeros((250, 10000), "<f4")
         a.get_basic_selection(Ellipsis, out=big[:, ::2])

@@ -329,22 +329,33 @@ def test_device_read_path_emulated(tmp_path, cuzarr_pipeline, case, monkeypatch)
 
 
 def test_large_chunks_decode_into_output(tmp_path, cuzarr_pipeline, monkeypatch):
-    """Whole 512 KiB zstd chunks are decompressed straight into zarr's output."""
-    landed = []
-    real = jobs_module.ZarrReadJob._decode_in_place
+    """Whole 512 KiB zstd chunks are decompressed straight into zarr's output
+    (one by one, each by the C call of ``core.together``); the edge chunk
+    takes the one-chunk path."""
+    from cuzarr.codecs.pipeline import V3Pipeline
 
-    def spy(self, i, data):
-        ok = real(self, i, data)
-        landed.append(ok)
+    landed, one_by_one = [], []
+    real_into = V3Pipeline.decode_chunks_into
+    real_one = jobs_module.ZarrReadJob._decode_in_place
+
+    def into(self, datas, *args):
+        done = real_into(self, datas, *args)
+        landed.extend(done.tolist())
+        return done
+
+    def one(self, i, data):
+        ok = real_one(self, i, data)
+        one_by_one.append(ok)
         return ok
 
-    monkeypatch.setattr(jobs_module.ZarrReadJob, "_decode_in_place", spy)
+    monkeypatch.setattr(V3Pipeline, "decode_chunks_into", into)
+    monkeypatch.setattr(jobs_module.ZarrReadJob, "_decode_in_place", one)
     data = _data((300, 256), "f8")
     a = zarr.create_array(tmp_path, shape=data.shape, dtype="f8", chunks=(256, 256),
                           compressors=ZstdCodec(level=1))  # fmt: skip
     a[:] = data
     assert np.array_equal(a[:], data)  # one whole chunk in place, the edge one not
-    assert landed == [True, False]
+    assert landed == [True] and one_by_one == [False]
     assert np.array_equal(a[0:256, :][5], data[5])
 
 

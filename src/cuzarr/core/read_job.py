@@ -216,7 +216,7 @@ class ReadJob:
             return
         done = self.blocks.run(lo, datas) if self.blocks is not None else None
         left = [(lo + j, data) for j, data in enumerate(datas) if done is None or not done[j]]
-        if self.together is not None and len(left) > 1:
+        if self.together is not None and left:
             left = decode_together(self.together, self._start_of, left, self.chunk_shape,
                                    self.out)
         for i, data in left:

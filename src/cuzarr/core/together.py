@@ -4,7 +4,10 @@ Where chunks of a read land whole in the output (a unit-step block of the
 chunk's full shape), the pipeline's ``decode_chunks_into`` (plain zstd: one C
 call without the GIL, cuzarr.runtime.native) decodes a batch of them in
 place: no Python per chunk, no intermediate buffer and copy, and the read's
-worker threads do not trade the GIL at every chunk. Used by plain reads
+worker threads do not trade the GIL at every chunk. A read of one whole chunk
+takes the same call: a dask task reading a 128 KiB chunk then releases the
+GIL once for its decode, straight into the output, instead of decoding into a
+scratch buffer and copying. Used by plain reads
 (``read_job``) and by the inner chunks of shards (``shards``); chunks the call
 does not place (corrupt, the wrong size) are left to the caller's one-chunk
 path, which raises the precise error.
@@ -68,7 +71,7 @@ def decode_together(
         else:
             stored.append(pair)
             starts.append(start)
-    if len(stored) < 2:
+    if not stored:
         return list(pairs)
     step = step or len(stored)
     groups = range(0, len(stored), step)
