@@ -189,7 +189,7 @@ class ZarrReadJob:
         one by one."""
         pairs: Any = enumerate(datas, lo)
         together = self._together()
-        if together is not None and datas:
+        if together is not None and (len(datas) > 1 or (datas and not self.one_by_one)):
             shape = self.items[lo].shape
             start_of = self._start_of
             left = decode_together(
