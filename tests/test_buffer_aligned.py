@@ -61,3 +61,20 @@ def test_local_reads_land_in_a_page_aligned_thread_buffer(tmp_path):
     read()
     assert len(seen) == 2 and all(is_aligned(s) for s in seen)
     assert seen[0].ctypes.data != seen[1].ctypes.data  # one buffer per thread
+
+
+def test_thread_buffer_is_reused_per_thread_and_grows_within_its_limit():
+    from cuzarr.buffer.aligned import ThreadBuffer
+
+    tb = ThreadBuffer(least=4096, keep_max=1 << 20)
+    a = tb.get(100)
+    assert len(a) == 4096 and is_aligned(a) and tb.get(4000) is a  # reused
+    b = tb.get(10_000)  # grown, by a quarter more
+    assert len(b) == 12_500 and is_aligned(b) and tb.get(12_000) is b
+    huge = tb.get(2 << 20)  # beyond keep_max: a buffer of its own, not kept
+    assert len(huge) == 2 << 20 and is_aligned(huge) and tb.get(100) is b
+    other = []
+    t = threading.Thread(target=lambda: other.append(tb.get(100)))
+    t.start()
+    t.join()
+    assert other[0] is not b and len(other[0]) == 4096

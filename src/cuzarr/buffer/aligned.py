@@ -67,15 +67,21 @@ class ThreadBuffer:
     ----------
     least : int, optional
         The smallest buffer made, in bytes.
+    keep_max : int, optional
+        The largest buffer a thread keeps: a call for more gets a fresh buffer
+        that goes when its caller drops it (None: no limit).
     """
 
-    def __init__(self, least: int = 64 << 10) -> None:
+    def __init__(self, least: int = 64 << 10, keep_max: int | None = None) -> None:
         self._least = least
+        self._keep_max = keep_max
         self._tls = threading.local()
 
     def get(self, size: int) -> np.ndarray:
         """The calling thread's buffer, at least ``size`` bytes (its earlier
         contents gone where it grew)."""
+        if self._keep_max is not None and size > self._keep_max:
+            return empty_aligned(size)
         buf = getattr(self._tls, "buf", None)
         if buf is None or len(buf) < size:
             buf = self._tls.buf = empty_aligned(max(size + size // 4, self._least))

@@ -171,8 +171,9 @@ def _answer_inline(req: Request, sio: Any) -> Any:
     raise TypeError(f"not an engine request: {req!r}")
 
 
-# each thread's buffer for Get(reuse=True) of several keys
-_BATCHES = ThreadBuffer()
+# each thread's buffer for Get(reuse=True) of several keys (a batch of a few
+# huge chunks is read into a buffer of its own, not kept by the thread)
+_BATCHES = ThreadBuffer(keep_max=64 << 20)
 # where each value starts in it: 64-byte aligned, so that none lies 1 to 31
 # bytes past a page boundary, where the kernel's copy of a read runs at a fifth
 # of the speed on AMD hosts (cuzarr.buffer.aligned)
