@@ -131,3 +131,13 @@ def test_decode_together_leaves_what_it_cannot_place():
     assert decode_together(lambda *a: None, start_of, pairs, shape, out) == pairs
     assert decode_together(None, start_of, pairs, shape, out) == pairs
     assert decode_together(into, start_of, pairs, shape, [[0.0]]) == pairs
+    assert decode_together(into, start_of, pairs, (), out) == pairs  # 0-d: one by one
+
+
+@pytest.mark.parametrize("compressors", [None, {"name": "zstd", "configuration": {"level": 1}}])
+def test_zero_dimensional_arrays_read_one_by_one(tmp_path, compressors):
+    a = cuzarr.create_array(LocalStore(tmp_path / "z"), shape=(), dtype="<f8", fill_value=0,
+                            compressors=compressors)
+    a[()] = 2.5
+    assert a[()] == 2.5 and a[...].shape == ()
+    assert a.lazy[...].read() == 2.5

@@ -61,8 +61,8 @@ def decode_together(
     Returns the pairs left for the caller's one-chunk path: missing or partly
     selected chunks, chunks the call did not place, and every pair where the
     pipeline (or ``out``) is not one the call takes."""
-    if together is None or type(out) is not np.ndarray:
-        return list(pairs)
+    if together is None or not shape or type(out) is not np.ndarray:
+        return list(pairs)  # (0-d chunks: the one-chunk path)
     stored, starts, rest = [], [], []
     for pair in pairs:
         start = None if pair[1] is None else start_of(pair[0])
